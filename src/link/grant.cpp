@@ -1,5 +1,7 @@
 #include "link/grant.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace runsnack {
 namespace {
 GrantDecision refuse(errc code, std::string reason) { return {false, code, std::move(reason)}; }
@@ -29,6 +31,30 @@ std::optional<GrantDecision> check_live_session(const Grant& grant, TimePoint no
 
 bool grant_allows_service(const Grant& grant, const std::string& service) {
   return grant.services.count(service) > 0;
+}
+
+nlohmann::json grant_terms(const Grant& grant, TimePoint now) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  const char* state = "active";
+  if (grant.revoked) state = "revoked";
+  else if (grant.expires && now >= *grant.expires) state = "expired";
+  else if (grant.max_uses && grant.uses >= *grant.max_uses) state = "used up";
+  return {
+      {"id", grant.id},
+      {"label", grant.label},
+      {"created", rfc3339(grant.created)},
+      {"expires", grant.expires ? nlohmann::json(rfc3339(*grant.expires)) : nlohmann::json(nullptr)},
+      {"max_uses", opt(grant.max_uses)},
+      {"uses", grant.uses},
+      {"max_sessions", opt(grant.max_sessions)},
+      {"bandwidth_bytes_per_s", opt(grant.bandwidth_bytes_per_s)},
+      {"services", grant.services},
+      {"gpus", grant.gpus},
+      {"bind_first", grant.bind_first},
+      {"bound_peer", opt(grant.bound_peer)},
+      {"revoked", grant.revoked},
+      {"state", state},
+  };
 }
 
 }  // namespace runsnack

@@ -9,6 +9,8 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -53,5 +55,11 @@ GrantDecision check_grant(const Grant& grant, TimePoint now, std::int64_t live_s
 std::optional<GrantDecision> check_live_session(const Grant& grant, TimePoint now);
 
 bool grant_allows_service(const Grant& grant, const std::string& service);
+
+// The grant's public terms (never the key), as `runsnack links` and the info
+// service show them: id, label, created, expires (RFC 3339 or null),
+// max_uses, uses, max_sessions, bandwidth_bytes_per_s, services, gpus,
+// bind_first, bound_peer, revoked, state ("active"|"expired"|"used up"|"revoked").
+nlohmann::json grant_terms(const Grant& grant, TimePoint now);
 
 }  // namespace runsnack

@@ -1,0 +1,167 @@
+// `runsnack info LINK` (the provider's machine and the path to it) and
+// `runsnack gpus` (this machine's GPUs, as a provider would share them).
+#include "cli/command.hpp"
+#include "cli/link_arg.hpp"
+#include "cli/state.hpp"
+#include "consumer/consumer.hpp"
+#include "gpu/gpu_info.hpp"
+#include "gpu/host_info.hpp"
+#include "gpu/info_json.hpp"
+#include "services/info_service.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+namespace runsnack::cli {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::string gib(const nlohmann::json& bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes.get<double>() / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+void print_gpus(const nlohmann::json& gpus, const std::string& note) {
+  if (gpus.empty()) {
+    std::cout << "gpus      " << note << std::endl;
+    return;
+  }
+  for (const auto& g : gpus) {
+    std::cout << "gpu " << g.value("index", 0) << "     " << g.value("name", "?") << " | "
+              << gib(g["memory_total"]) << " (" << gib(g["memory_used"]) << " used) | " << g.value("utilization_pct", 0)
+              << "% busy | " << g.value("temperature_c", 0) << " C | driver " << g.value("driver_version", "?")
+              << " | CUDA " << g.value("cuda_version", "?") << " | " << g.value("uuid", "?") << std::endl;
+  }
+}
+
+void print_host(const nlohmann::json& h) {
+  std::cout << "host      " << h.value("hostname", "?") << " | " << h.value("os", "?") << " | "
+            << h.value("cpu_count", 0) << " x " << h.value("cpu_model", "?") << " | " << gib(h["ram_total"])
+            << " RAM (" << gib(h["ram_available"]) << " free)" << std::endl;
+}
+
+void print_info(const nlohmann::json& info) {
+  char buf[160];
+  std::cout << "provider  " << info["provider"].get<std::string>() << std::endl;
+  print_host(info["host"]);
+  print_gpus(info["gpus"], info.value("gpu_note", ""));
+  const auto& g = info["grant"];
+  std::string services;
+  for (const auto& s : g["services"]) services += (services.empty() ? "" : ",") + s.get<std::string>();
+  auto opt = [](const nlohmann::json& v, const char* none) { return v.is_null() ? std::string(none) : v.dump(); };
+  std::cout << "link      " << g["id"].get<std::string>() << " | expires "
+            << (g["expires"].is_null() ? "never" : g["expires"].get<std::string>()) << " | uses "
+            << g["uses"].get<std::int64_t>() << "/" << opt(g["max_uses"], "unlimited") << " | sessions at once "
+            << opt(g["max_sessions"], "unlimited") << " | allows " << services << std::endl;
+  std::snprintf(buf, sizeof buf, "%s via %s | setup %.1f ms | rtt %.2f ms | bandwidth %.0f Mbit/s",
+                info["path"].get<std::string>().c_str(), info["address"].get<std::string>().c_str(),
+                info["setup_ms"].get<double>(), info["rtt_ms"].get<double>(), info["bandwidth_mbps"].get<double>());
+  std::cout << "path      " << buf << std::endl;
+}
+
+struct InfoArgs {
+  std::string link;
+  bool json = false;
+  double timeout_s = 10;
+  double watch_s = 0;  // 0: once
+};
+
+int info(const InfoArgs& args) {
+  auto link = resolve_link(args.link);
+  if (!link) return report(link.error());
+  auto identity = open_identity();
+  if (!identity) return report(identity.error());
+  auto consumer = Consumer::create(*identity);
+  if (!consumer) return report(consumer.error());
+
+  asio::io_context io(1);
+  Result<nlohmann::json> result = fail(errc::internal, "not run");
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        ConnectOptions options;
+        options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
+        auto session = co_await (*consumer)->connect(*link, options);
+        if (!session) {
+          result = session.error();
+          co_return;
+        }
+        for (;;) {
+          auto report = co_await fetch_info(**session);
+          if (!report && (*session)->mux().is_closed()) {
+            auto why = (*session)->mux().close_reason();
+            result = fail(errc::closed, "the session ended" + (why ? " (" + why->what() + ")" : std::string()) +
+                                            ": the provider stopped, or revoked the link, or it expired");
+            co_return;
+          }
+          if (!report || args.watch_s <= 0) {
+            result = std::move(report);
+            co_return;
+          }
+          if (args.json) print_json(*report);
+          else print_info(*report), std::cout << std::endl;
+          asio::steady_timer pause(co_await asio::this_coro::executor,
+                                   std::chrono::milliseconds(static_cast<std::int64_t>(args.watch_s * 1000)));
+          co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+      },
+      [&](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          result = fail(errc::internal, ex.what());
+        }
+      });
+  io.run();
+  if (!result) return report(result.error());
+  if (args.json) print_json(*result);
+  else print_info(*result);
+  return 0;
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app, ExitStatus& status) {
+  auto args = std::make_shared<InfoArgs>();
+  auto* cmd = app.add_subcommand("info", "Show the provider's machine, GPUs, link terms, and the path's RTT and bandwidth");
+  cmd->add_option("LINK", args->link, kLinkHelp);
+  cmd->add_flag("--json", args->json,
+                "One JSON object with keys host, gpus, grant, provider, path, setup_ms, rtt_ms, bandwidth_mbps");
+  cmd->add_option("--timeout", args->timeout_s, "Seconds to wait for the provider")->capture_default_str();
+  cmd->add_option("--watch", args->watch_s, "Keep the session open and report again every this many seconds");
+  cmd->callback([&status, args] { run_command(status, [&] { return info(*args); }); });
+}
+
+void add_gpus_command(CLI::App& app, ExitStatus& status) {
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("gpus", "Show this machine's GPUs (what `runsnack share` can offer)");
+  cmd->add_flag("--json", *json, "One JSON object with keys host, gpus, gpu_note, driver_version, cuda_version");
+  cmd->callback([&status, json] {
+    run_command(status, [&] {
+      GpuReport report = query_gpus({});
+      nlohmann::json gpus = gpu_list_json(report);
+      std::string note = gpu_note(report, "this machine");
+      if (*json) {
+        print_json({{"host", query_host()}, {"gpus", gpus}, {"gpu_note", note},
+                    {"driver_version", report.driver_version}, {"cuda_version", report.cuda_version}});
+      } else {
+        print_host(query_host());
+        print_gpus(gpus, note);
+      }
+      return 0;
+    });
+  });
+}
+
+}  // namespace runsnack::cli

@@ -1,0 +1,42 @@
+#pragma once
+// What every subcommand shares: how it is registered, how it reports errors,
+// and how it reaches this installation's state.
+
+#include "core/error.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace runsnack::cli {
+
+// Exit codes: 0 ok, 1 the command failed, 2 bad usage.
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Subcommands set this from their callbacks; main returns it.
+struct ExitStatus {
+  int code = 0;
+};
+
+// Prints "runsnack: <message>" on stderr and returns kExitFailure.
+int report(const Error& e);
+int report(const std::string& message);
+
+// Runs `body`, turning an uncaught exception into a reported failure.
+void run_command(ExitStatus& status, const std::function<int()>& body);
+
+void print_json(const nlohmann::json& j);  // one line on stdout, flushed
+
+// Subcommand registration, one per file.
+void add_id_command(CLI::App& app, ExitStatus& status);
+void add_share_command(CLI::App& app, ExitStatus& status);
+void add_grant_commands(CLI::App& app, ExitStatus& status);   // links, revoke, log
+void add_remote_command(CLI::App& app, ExitStatus& status);
+void add_info_command(CLI::App& app, ExitStatus& status);
+void add_gpus_command(CLI::App& app, ExitStatus& status);
+
+}  // namespace runsnack::cli

@@ -1,0 +1,48 @@
+#include "cli/link_arg.hpp"
+
+#include "cli/state.hpp"
+#include "store/remote_store.hpp"
+
+#include <cstdlib>
+#include <iostream>
+
+namespace runsnack::cli {
+
+Result<std::string> read_link_from_stdin() {
+  std::string line;
+  char c;
+  while (std::cin.get(c) && c != '\n') {
+    line.push_back(c);
+    if (line.size() > 4096) return fail(errc::too_large, "the text on stdin is too long to be a link");
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  if (line.empty()) return fail(errc::invalid_argument, "no link on stdin");
+  return line;
+}
+
+Result<Link> resolve_link(const std::string& arg) {
+  std::string text = arg;
+  if (text.empty()) {
+    const char* env = std::getenv("RUNSNACK_LINK");
+    if (!env || !*env)
+      return fail(errc::invalid_argument,
+                  "no link given: pass LINK, a saved name (runsnack remote add NAME -), or set RUNSNACK_LINK");
+    text = env;
+  } else if (text == "-") {
+    auto line = read_link_from_stdin();
+    if (!line) return line.error();
+    text = *line;
+  } else if (text.rfind("runsnack:", 0) != 0) {
+    auto file = state_path("remotes.json");
+    if (!file) return file.error();
+    RemoteStore remotes(*file);
+    auto saved = remotes.get(text);
+    if (!saved) return saved.error();
+    if (!*saved)
+      return fail(errc::not_found, "'" + text + "' is neither a link nor a saved remote (see `runsnack remote list`)");
+    text = **saved;
+  }
+  return parse_link(text);
+}
+
+}  // namespace runsnack::cli

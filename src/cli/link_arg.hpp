@@ -1,0 +1,24 @@
+#pragma once
+// Every command that takes a LINK accepts, in this order of preference
+// (a link is a credential; command lines are visible to other local users):
+//   - a saved name (`runsnack remote add NAME -`),
+//   - nothing, with RUNSNACK_LINK set in the environment,
+//   - "-": the link is read from standard input,
+//   - the link itself.
+
+#include "core/error.hpp"
+#include "link/link.hpp"
+
+#include <string>
+
+namespace runsnack::cli {
+
+inline constexpr const char* kLinkHelp =
+    "The link from `runsnack share`, a name saved with `runsnack remote add`, or '-' to read it from "
+    "stdin; may be omitted when RUNSNACK_LINK is set";
+
+Result<Link> resolve_link(const std::string& arg);
+// Reads one line from stdin (at most 4 KiB), trimmed.
+Result<std::string> read_link_from_stdin();
+
+}  // namespace runsnack::cli

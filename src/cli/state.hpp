@@ -1,0 +1,18 @@
+#pragma once
+// This installation's state, opened on demand by the commands that need it:
+// the identity key, the SQLite database of grants and the audit log, and the
+// saved remotes. All under state_dir() (RUNSNACK_HOME in tests).
+
+#include "core/error.hpp"
+#include "crypto/identity.hpp"
+#include "store/database.hpp"
+
+#include <filesystem>
+
+namespace runsnack::cli {
+
+Result<std::filesystem::path> state_path(const char* file);  // state_dir() / file
+Result<Identity> open_identity();
+Result<Database> open_database();  // runsnack.db, migrated
+
+}  // namespace runsnack::cli

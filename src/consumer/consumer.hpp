@@ -1,0 +1,37 @@
+#pragma once
+// The consumer role: turns a link into an authenticated Session. Dials every
+// candidate at once (net/dialer.hpp), pins the provider's PeerId in the TLS
+// handshake, proves the grant secret over the channel, and starts the mux.
+
+#include "crypto/identity.hpp"
+#include "link/link.hpp"
+#include "session/session.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
+
+#include <chrono>
+#include <memory>
+
+namespace runsnack {
+
+struct ConnectOptions {
+  std::chrono::milliseconds timeout{10000};  // whole setup: dial, TLS, proof
+};
+
+class Consumer {
+ public:
+  // The TLS context presents `identity`; the Consumer must outlive its sessions' setup.
+  static Result<std::unique_ptr<Consumer>> create(const Identity& identity);
+
+  // The returned session's mux is already running on the current executor;
+  // destroying the Session closes it.
+  boost::asio::awaitable<Result<std::unique_ptr<Session>>> connect(const Link& link, ConnectOptions options = {});
+
+ private:
+  explicit Consumer(boost::asio::ssl::context tls) : tls_(std::move(tls)) {}
+  boost::asio::ssl::context tls_;
+};
+
+}  // namespace runsnack

@@ -1,0 +1,140 @@
+#include "net/mux_stream.hpp"
+
+#include "net/yamux_session.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace runsnack {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+asio::awaitable<void> wait_signal(asio::steady_timer& signal) {
+  co_await signal.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+}  // namespace
+
+MuxStream::MuxStream(std::shared_ptr<Mux> mux, std::uint32_t id)
+    : mux_(std::move(mux)), id_(id), read_signal_(mux_->executor_), write_signal_(mux_->executor_) {
+  read_signal_.expires_at(Clock::time_point::max());
+  write_signal_.expires_at(Clock::time_point::max());
+}
+
+MuxStream::~MuxStream() {
+  auto it = mux_->streams_.find(id_);
+  if (it != mux_->streams_.end() && it->second == this) mux_->streams_.erase(it);
+  // After close_write the peer may still be reading what we sent: an RST
+  // would destroy that. Its further data is dropped (and, never consumed,
+  // stops at the window) until its FIN ends the stream.
+  if (!error_ && !local_fin_) reset();
+}
+
+void MuxStream::deliver(const std::uint8_t* data, std::size_t n) {
+  if (error_) return;
+  if (head_ == buffer_.size()) {
+    buffer_.clear();
+    head_ = 0;
+  } else if (head_ > 0 && buffer_.size() + n > buffer_.capacity()) {
+    // Compact instead of growing: the live bytes are at most one window.
+    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  buffer_.insert(buffer_.end(), data, data + n);
+  read_signal_.cancel();
+}
+
+void MuxStream::on_remote_fin() {
+  remote_fin_ = true;
+  read_signal_.cancel();
+}
+
+void MuxStream::on_reset(Error why) {
+  if (!error_) error_ = std::move(why);
+  read_signal_.cancel();
+  write_signal_.cancel();
+}
+
+asio::awaitable<Result<std::size_t>> MuxStream::read_some(asio::mutable_buffer out) {
+  for (;;) {
+    if (out.size() == 0) co_return std::size_t{0};
+    std::size_t available = buffer_.size() - head_;
+    if (available > 0) {
+      std::size_t n = std::min(available, out.size());
+      std::memcpy(out.data(), buffer_.data() + head_, n);
+      head_ += n;
+      if (auto update = mux_->state_.consumed(id_, static_cast<std::uint32_t>(n), Clock::now()))
+        mux_->enqueue(*update);
+      co_return n;
+    }
+    if (error_) co_return *error_;
+    if (remote_fin_) co_return std::size_t{0};
+    co_await wait_signal(read_signal_);
+  }
+}
+
+asio::awaitable<Result<void>> MuxStream::read_exact(asio::mutable_buffer out) {
+  auto* p = static_cast<std::uint8_t*>(out.data());
+  std::size_t left = out.size();
+  while (left > 0) {
+    auto n = co_await read_some(asio::buffer(p, left));
+    if (!n) co_return n.error();
+    if (*n == 0) co_return fail(errc::closed, "yamux: stream ended early");
+    p += *n;
+    left -= *n;
+  }
+  co_return Result<void>{};
+}
+
+asio::awaitable<Result<void>> MuxStream::write(asio::const_buffer in) {
+  auto self = mux_;  // keep the session while we reference its queue
+  auto* p = static_cast<const std::uint8_t*>(in.data());
+  std::size_t left = in.size();
+  std::uint64_t last = 0;
+  while (left > 0) {
+    if (error_) co_return *error_;
+    if (local_fin_) co_return fail(errc::closed, "yamux: stream closed for writing");
+    // A closing session only flushes what is queued; it takes nothing new.
+    if (mux_->closing_ || mux_->done_) co_return fail(errc::closed, "yamux: session closing");
+    auto h = mux_->state_.next_data(id_, left);
+    if (!h) co_return h.error();
+    if (h->length == 0) {  // the peer's window is exhausted: this is the flow control
+      co_await wait_signal(write_signal_);
+      continue;
+    }
+    last = mux_->enqueue(*h, asio::buffer(p, h->length));
+    if (last == 0) co_return error_.value_or(Error(errc::closed, "yamux: session closed"));
+    p += h->length;
+    left -= h->length;
+  }
+  // Our bytes stay referenced by the queue until written.
+  while (mux_->flushed_seq_ < last) {
+    if (mux_->done_) co_return error_.value_or(Error(errc::closed, "yamux: session closed"));
+    co_await wait_signal(mux_->flushed_signal_);
+  }
+  co_return Result<void>{};
+}
+
+asio::awaitable<Result<void>> MuxStream::close_write() {
+  if (error_) co_return *error_;
+  if (local_fin_) co_return Result<void>{};
+  auto h = mux_->state_.close_write(id_);
+  local_fin_ = true;
+  if (!h) co_return h.error();
+  mux_->enqueue(*h);
+  co_return Result<void>{};
+}
+
+void MuxStream::reset() {
+  if (error_) return;
+  error_ = Error(errc::closed, "yamux: stream reset locally");
+  if (auto h = mux_->state_.reset(id_)) mux_->enqueue(*h);
+  read_signal_.cancel();
+  write_signal_.cancel();
+}
+
+}  // namespace runsnack

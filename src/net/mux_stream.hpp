@@ -1,0 +1,69 @@
+#pragma once
+// One yamux stream: a reliable, ordered, flow-controlled byte stream inside a
+// Mux. Obtained from Mux::open_stream() / accept_stream(); shared_ptr because
+// the Mux reaches it while data arrives.
+//
+// Same executor rules as the Mux (yamux_session.hpp). At most one read and
+// one write in flight per stream. Destroying a stream before close_write()
+// resets it (RST); after close_write() the stream ends with the peer's FIN
+// and whatever it still sends is dropped. Every failure is a value: errc::closed
+// (stream reset, written after close_write, or session ended), errc::timeout
+// (session keepalive/write timeout).
+
+#include "core/error.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace runsnack {
+
+class Mux;
+
+class MuxStream {
+ public:
+  MuxStream(std::shared_ptr<Mux> mux, std::uint32_t id);
+  MuxStream(const MuxStream&) = delete;
+  MuxStream& operator=(const MuxStream&) = delete;
+  ~MuxStream();
+
+  std::uint32_t id() const { return id_; }
+
+  // Reads at least one byte; 0 means clean end of stream (the peer's FIN,
+  // everything before it read).
+  boost::asio::awaitable<Result<std::size_t>> read_some(boost::asio::mutable_buffer buffer);
+  // Fills `buffer` or fails (errc::closed on an early end of stream).
+  boost::asio::awaitable<Result<void>> read_exact(boost::asio::mutable_buffer buffer);
+  // Sends all of `buffer`; waits while the peer's window is exhausted (flow
+  // control) and until the bytes are handed to the transport. `buffer` is
+  // referenced, not copied, until this returns: do not cancel it part-way.
+  boost::asio::awaitable<Result<void>> write(boost::asio::const_buffer buffer);
+  // Half-close (FIN): the peer reads end of stream; we can still read.
+  boost::asio::awaitable<Result<void>> close_write();
+  // Abort both directions (RST). Pending reads and writes fail.
+  void reset();
+
+ private:
+  friend class Mux;
+  void deliver(const std::uint8_t* data, std::size_t n);  // from the Mux reader
+  void on_remote_fin();
+  void on_reset(Error why);
+  void wake_writer() { write_signal_.cancel(); }
+
+  std::shared_ptr<Mux> mux_;
+  std::uint32_t id_;
+  std::vector<std::uint8_t> buffer_;  // received, unread; bounded by our receive window
+  std::size_t head_ = 0;
+  bool remote_fin_ = false;
+  bool local_fin_ = false;
+  std::optional<Error> error_;  // reset or session ended
+  boost::asio::steady_timer read_signal_;
+  boost::asio::steady_timer write_signal_;
+};
+
+}  // namespace runsnack

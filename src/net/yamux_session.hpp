@@ -1,0 +1,138 @@
+#pragma once
+// Mux: yamux (HashiCorp's spec) over one Transport: many MuxStreams over one
+// TLS or TCP connection, each with its own flow control.
+//
+// Usage:
+//   auto mux = Mux::create(make_tcp_transport(std::move(socket)), yamux::Role::client);
+//   co_spawn(ex, mux->run(), on_done);   // the owner awaits or keeps this task
+//   auto s = co_await mux->open_stream();
+//
+// Threads: a Mux, its streams and the Transport live on one executor (the
+// transport's; a strand or a one-thread io_context). Every member function
+// must be called from that executor; only bytes_in()/bytes_out() may be read
+// from anywhere.
+//
+// Lifetime: Mux is shared (streams hold it); run() keeps it alive while it
+// runs. run() owns the reader, writer and keepalive coroutines and returns
+// only when all have finished: peer closed, GoAway received, protocol error,
+// keepalive or write timeout, or close(). Then every stream, accept_stream()
+// and ping() fails with errc::closed (or timeout).
+
+#include "net/mux_stream.hpp"
+#include "net/transport.hpp"
+#include "net/yamux_state.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace runsnack {
+
+struct MuxConfig {
+  yamux::MuxLimits limits;  // windows, stream and backlog limits, keepalive
+  // A gather write that has not completed by then means the peer stopped
+  // reading; the connection is closed.
+  std::chrono::milliseconds write_timeout{10000};
+  std::size_t read_buffer_bytes = 512 * 1024;  // frames are parsed many per read
+};
+
+class Mux : public std::enable_shared_from_this<Mux> {
+ public:
+  static std::shared_ptr<Mux> create(std::unique_ptr<Transport> transport, yamux::Role role,
+                                     MuxConfig config = {});
+  Mux(const Mux&) = delete;
+  Mux& operator=(const Mux&) = delete;
+  ~Mux();
+
+  // Runs the connection until it ends (see above). Call once.
+  boost::asio::awaitable<void> run();
+
+  // Fails with errc::closed once the session ends or after a GoAway,
+  // errc::exhausted at the stream limit.
+  boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_stream();
+  // Waits for the peer to open a stream. Fails with errc::closed when the session ends.
+  boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> accept_stream();
+  // Round-trip time of one Ping. Fails with errc::timeout after the
+  // keepalive timeout, errc::closed when the session ends.
+  boost::asio::awaitable<Result<std::chrono::microseconds>> ping();
+  // Sends GoAway(normal), flushes what is queued, then closes. run() returns.
+  void close();
+
+  std::uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
+  std::uint64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
+  std::size_t stream_count() const { return state_.stream_count(); }
+  bool is_closed() const { return done_; }
+  // Why the session ended (empty while it runs).
+  std::optional<Error> close_reason() const { return close_reason_; }
+  boost::asio::any_io_executor get_executor() { return executor_; }
+
+ private:
+  friend class MuxStream;
+  struct OutFrame {
+    yamux::EncodedHeader header;
+    boost::asio::const_buffer payload;
+  };
+  struct PingWait {
+    boost::asio::steady_timer timer;
+    bool answered = false;
+  };
+
+  Mux(std::unique_ptr<Transport> transport, yamux::Role role, MuxConfig config);
+
+  boost::asio::awaitable<void> reader();
+  boost::asio::awaitable<void> writer();
+  boost::asio::awaitable<void> keepalive();
+  // Parses buffered input; false when the session must end.
+  bool process_input();
+  bool handle_frame(const yamux::FrameHeader& h);
+  std::uint64_t enqueue(const yamux::FrameHeader& h, boost::asio::const_buffer payload = {});
+  void flush_control();  // enqueues ctrl_ (the state machine's replies)
+  // Starts ending the session: graceful flushes the queue (with a GoAway) first.
+  void begin_close(Error reason, bool graceful);
+  void finish();  // transport closed: fail every stream and waiter
+
+  std::unique_ptr<Transport> transport_;
+  boost::asio::any_io_executor executor_;
+  MuxConfig config_;
+  yamux::MuxState state_;
+  std::vector<yamux::FrameHeader> ctrl_;
+
+  std::unordered_map<std::uint32_t, MuxStream*> streams_;  // weak: a stream removes itself
+  std::deque<std::shared_ptr<MuxStream>> accept_queue_;
+  std::unordered_map<std::uint32_t, PingWait*> pings_;
+
+  std::deque<OutFrame> queue_;
+  std::vector<boost::asio::const_buffer> gather_;
+  std::uint64_t queued_seq_ = 0;   // frames ever queued
+  std::uint64_t flushed_seq_ = 0;  // frames ever written
+  std::optional<std::chrono::steady_clock::time_point> write_since_;
+
+  std::vector<std::uint8_t> in_;  // read buffer
+  std::size_t in_begin_ = 0, in_end_ = 0;
+  std::uint32_t payload_stream_ = 0;  // the Data payload being received
+  std::uint32_t payload_left_ = 0;
+  bool payload_deliver_ = false;
+
+  // Signals: a timer that never expires, cancelled to wake its waiters.
+  boost::asio::steady_timer writer_signal_;
+  boost::asio::steady_timer flushed_signal_;
+  boost::asio::steady_timer accept_signal_;
+  boost::asio::steady_timer keepalive_timer_;
+
+  bool run_called_ = false;
+  bool closing_ = false;
+  bool graceful_ = false;
+  bool done_ = false;
+  std::optional<Error> close_reason_;
+  std::atomic<std::uint64_t> bytes_in_{0};
+  std::atomic<std::uint64_t> bytes_out_{0};
+};
+
+}  // namespace runsnack

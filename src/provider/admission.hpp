@@ -1,0 +1,53 @@
+#pragma once
+// Deciding whether an authenticated TLS peer gets a session: grant lookup,
+// proof check, policy (link/grant.hpp), counting the use, and writing the
+// decision to the audit log, accepted or refused, with the reason.
+//
+// The proof is checked before the policy so that only a holder of the
+// secret learns whether a link is expired, used up or revoked.
+
+#include "core/clock.hpp"
+#include "crypto/peer_id.hpp"
+#include "link/grant.hpp"
+#include "session/auth.hpp"
+#include "store/audit_log.hpp"
+#include "store/grant_store.hpp"
+
+#include <array>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace runsnack {
+
+struct AdmissionRequest {
+  PeerId consumer;
+  std::string address;                   // host:port the consumer came from
+  AuthHello hello;
+  std::span<const std::uint8_t> channel_binding;
+};
+
+struct Admission {
+  AuthReply reply;              // what to send back
+  std::optional<Grant> grant;   // when accepted: the grant after counting the use
+};
+
+class Admitter {
+ public:
+  // `live_sessions(grant_id)` counts this provider's open sessions on a grant.
+  Admitter(GrantStore& grants, AuditLog& audit, const Clock& clock,
+           std::function<std::int64_t(const std::string&)> live_sessions)
+      : grants_(grants), audit_(audit), clock_(clock), live_sessions_(std::move(live_sessions)) {}
+
+  Admission admit(const AdmissionRequest& request, const std::string& new_session_id);
+
+ private:
+  Admission refuse(const AdmissionRequest& request, errc code, const std::string& reason);
+
+  GrantStore& grants_;
+  AuditLog& audit_;
+  const Clock& clock_;
+  std::function<std::int64_t(const std::string&)> live_sessions_;
+};
+
+}  // namespace runsnack

@@ -1,0 +1,283 @@
+#include "provider/provider.hpp"
+
+#include "core/base32.hpp"
+#include "crypto/secret.hpp"
+#include "crypto/tls.hpp"
+#include "net/tls_stream.hpp"
+#include "net/transport.hpp"
+#include "provider/admission.hpp"
+#include "session/handshake.hpp"
+#include "session/session.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace runsnack {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+struct Provider::LiveSession {
+  std::string id;
+  PeerId consumer;
+  std::string address;
+  Grant grant;
+  std::shared_ptr<Mux> mux;
+  std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
+  std::string end_reason;  // set when the provider ends it
+};
+
+namespace {
+
+asio::ssl::context make_server_tls(const Identity& identity) {
+  auto ctx = make_tls_context(identity, TlsRole::server);
+  if (!ctx) throw std::runtime_error(ctx.error().what());
+  return asio::ssl::context(*ctx);
+}
+
+std::string endpoint_text(const tcp::socket& s) {
+  boost::system::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  if (ec) return "?";
+  return Endpoint{ep.address().to_string(), ep.port()}.str();
+}
+
+// Logs what escapes a spawned coroutine: a bug, never a peer's doing.
+auto log_exceptions(const char* what) {
+  return [what](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      spdlog::error("{}: {}", what, ex.what());
+    }
+  };
+}
+
+}  // namespace
+
+Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database& db, ProviderOptions options,
+                   ServiceRouter services, ProviderEventSink on_event)
+    : ex_(ex),
+      options_(std::move(options)),
+      services_(std::move(services)),
+      on_event_(std::move(on_event)),
+      tls_(make_server_tls(identity)),
+      grants_(db),
+      audit_(db),
+      acceptor_(ex),
+      watch_timer_(ex) {}
+
+Provider::~Provider() = default;
+
+Result<void> Provider::listen() {
+  auto acceptor = listen_tcp(ex_, options_.listen_address, options_.ports);
+  if (!acceptor) return acceptor.error();
+  acceptor_ = std::move(*acceptor);
+  return {};
+}
+
+tcp::endpoint Provider::local_endpoint() const { return acceptor_.local_endpoint(); }
+
+std::vector<Endpoint> Provider::candidates() const { return local_candidates(acceptor_.local_endpoint()); }
+
+ProviderStats Provider::stats() const {
+  ProviderStats s;
+  s.sessions = sessions_.size();
+  s.bytes_in = closed_bytes_in_;
+  s.bytes_out = closed_bytes_out_;
+  for (const auto& [id, live] : sessions_) {
+    s.bytes_in += live->mux->bytes_in();
+    s.bytes_out += live->mux->bytes_out();
+  }
+  return s;
+}
+
+void Provider::audit(AuditEvent ev) {
+  if (auto r = audit_.append(ev); !r) spdlog::error("audit log: {}", r.error().what());
+}
+
+void Provider::refused(const std::string& address, const std::string& peer, const std::string& reason) {
+  if (on_event_) on_event_({{"event", "refused"}, {"address", address}, {"peer", peer}, {"reason", reason}});
+}
+
+asio::awaitable<void> Provider::run() {
+  co_await (accept_loop() && watch_loop());
+}
+
+void Provider::stop() {
+  stopping_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  watch_timer_.cancel();
+  for (auto& [id, live] : sessions_) live->mux->close();
+}
+
+asio::awaitable<void> Provider::accept_loop() {
+  while (!stopping_) {
+    auto [ec, socket] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
+    if (stopping_) break;
+    if (ec) {
+      // Out of file descriptors and the like: back off instead of spinning.
+      spdlog::warn("accept: {}", ec.message());
+      asio::steady_timer pause(ex_, std::chrono::milliseconds(100));
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    if (pending_ >= options_.max_pending) {
+      spdlog::warn("too many connections still handshaking; dropping one from {}", endpoint_text(socket));
+      continue;  // socket closes as it goes out of scope
+    }
+    asio::co_spawn(ex_, handle_connection(std::move(socket)), log_exceptions("connection"));
+  }
+}
+
+asio::awaitable<void> Provider::watch_loop() {
+  while (!stopping_) {
+    watch_timer_.expires_after(options_.watch_interval);
+    co_await watch_timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (stopping_) break;
+    auto now = std::chrono::system_clock::now();
+    for (auto& [id, live] : sessions_) {
+      if (!live->end_reason.empty()) continue;
+      auto fresh = grants_.find(live->grant.id);
+      if (!fresh) continue;  // database busy: try again next tick
+      if (!*fresh) {
+        end_session(*live, "link deleted");
+        continue;
+      }
+      live->grant = **fresh;
+      if (auto end = check_live_session(live->grant, now)) end_session(*live, end->reason);
+    }
+  }
+}
+
+void Provider::end_session(LiveSession& live, const std::string& reason) {
+  live.end_reason = reason;
+  live.mux->close();
+}
+
+asio::awaitable<void> Provider::handle_connection(tcp::socket socket) {
+  const std::string address = endpoint_text(socket);
+  socket.set_option(tcp::no_delay(true));
+  ++pending_;
+  struct PendingGuard {
+    std::size_t* n;
+    bool armed = true;
+    void release() { if (armed) --*n, armed = false; }
+    ~PendingGuard() { release(); }
+  } pending{&pending_};
+
+  auto stream = std::make_unique<TlsStream>(std::move(socket), tls_);
+  asio::steady_timer deadline(ex_, options_.handshake_timeout);
+  auto hs = co_await (stream->async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable)) ||
+                      deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+  std::string tls_failure;
+  if (hs.index() == 1) tls_failure = "TLS handshake timed out";
+  else if (auto [ec] = std::get<0>(hs); ec) tls_failure = "TLS handshake failed: " + ec.message();
+  if (!tls_failure.empty()) {
+    audit({std::chrono::system_clock::now(), "connect", "", "", address, "refuse", tls_failure, nullptr});
+    refused(address, "", tls_failure);
+    co_return;
+  }
+  auto consumer = peer_of(stream->native_handle());
+  auto binding = channel_binding(stream->native_handle());
+  if (!consumer || !binding) co_return;  // cannot happen after a verified handshake
+
+  auto hello = co_await read_auth_hello(*stream, options_.handshake_timeout);
+  if (!hello) {
+    std::string why = "bad auth message: " + hello.error().what();
+    audit({std::chrono::system_clock::now(), "auth", "", consumer->str(), address, "refuse", why, nullptr});
+    refused(address, consumer->str(), why);
+    co_return;
+  }
+
+  Admitter admitter(grants_, audit_, SystemClock::instance(), [this](const std::string& grant_id) {
+    std::int64_t n = 0;
+    for (const auto& [id, live] : sessions_) n += live->grant.id == grant_id;
+    return n;
+  });
+  std::string session_id = base32::encode(random_bytes(8));
+  Admission admission = admitter.admit({*consumer, address, *hello, *binding}, session_id);
+  (void)co_await send_auth_reply(*stream, admission.reply);
+  if (!admission.reply.ok) {
+    refused(address, consumer->str(), admission.reply.reason);
+    co_return;
+  }
+  pending.release();
+
+  auto live = std::make_shared<LiveSession>();
+  live->id = session_id;
+  live->consumer = *consumer;
+  live->address = address;
+  live->grant = *admission.grant;
+  live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);
+  sessions_[session_id] = live;
+  if (on_event_)
+    on_event_({{"event", "session_open"}, {"session", session_id}, {"grant", live->grant.id},
+               {"peer", consumer->str()}, {"address", address}});
+  co_await serve_session(live);
+}
+
+asio::awaitable<void> Provider::serve_session(std::shared_ptr<LiveSession> live) {
+  auto accept_streams = [this, live]() -> asio::awaitable<void> {
+    for (;;) {
+      auto stream = co_await live->mux->accept_stream();
+      if (!stream) co_return;
+      asio::co_spawn(ex_, handle_stream(live, std::move(*stream)), log_exceptions("stream"));
+    }
+  };
+  co_await (live->mux->run() && accept_streams());
+
+  sessions_.erase(live->id);
+  closed_bytes_in_ += live->mux->bytes_in();
+  closed_bytes_out_ += live->mux->bytes_out();
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live->opened).count();
+  std::string reason = live->end_reason.empty() ? "closed by the consumer" : live->end_reason;
+  nlohmann::json detail = {{"session", live->id}, {"seconds", seconds}, {"bytes_in", live->mux->bytes_in()},
+                           {"bytes_out", live->mux->bytes_out()}};
+  audit({std::chrono::system_clock::now(), "session_close", live->grant.id, live->consumer.str(), live->address, "",
+         reason, detail});
+  if (on_event_) {
+    detail["event"] = "session_closed";
+    detail["grant"] = live->grant.id;
+    detail["peer"] = live->consumer.str();
+    detail["reason"] = reason;
+    on_event_(detail);
+  }
+}
+
+asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream) {
+  auto msg = co_await read_stream_message(*stream);
+  auto header = msg ? parse_stream_header(*msg) : Result<StreamHeader>(msg.error());
+  if (!header) {
+    spdlog::warn("session {}: bad stream header: {}", live->id, header.error().what());
+    stream->reset();
+    co_return;
+  }
+  const ServiceEntry* entry = services_.find(header->service);
+  StreamReply reply{true, errc::ok, ""};
+  if (!entry) {
+    reply = {false, errc::unsupported, "this provider has no service '" + header->service + "'"};
+  } else if (!grant_allows_service(live->grant, entry->requires_grant_service)) {
+    reply = {false, errc::refused, "the link does not allow '" + header->service + "'"};
+  }
+  if (!entry || entry->audited || !reply.ok) {
+    audit({std::chrono::system_clock::now(), "service", live->grant.id, live->consumer.str(), live->address,
+           reply.ok ? "accept" : "refuse", reply.reason, {{"session", live->id}, {"service", header->service}}});
+  }
+  if (!co_await write_stream_message(*stream, to_json(reply)) || !reply.ok) {
+    (void)co_await stream->close_write();
+    co_return;
+  }
+  ServiceContext context{live->id, live->consumer, live->grant};
+  co_await entry->handler(stream, header->args, context);
+}
+
+}  // namespace runsnack

@@ -1,0 +1,98 @@
+#pragma once
+// The provider role: listens, admits consumers by grant, serves their
+// streams, and ends sessions whose grant is revoked or expires.
+//
+// Every connection has a deadline until it is admitted (TLS handshake and
+// auth message), and at most `max_pending` connections may be that far at
+// once, so garbage or stalled peers cannot starve real consumers. A live
+// session is watched every `watch_interval`: a `runsnack revoke` from another
+// process, or the expiry time passing, ends it within about that long.
+//
+// Threading: one executor (single-threaded io_context); not thread-safe.
+
+#include "crypto/identity.hpp"
+#include "link/link.hpp"
+#include "net/listener.hpp"
+#include "provider/service_router.hpp"
+#include "store/audit_log.hpp"
+#include "store/database.hpp"
+#include "store/grant_store.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace runsnack {
+
+struct ProviderOptions {
+  std::string listen_address = "0.0.0.0";
+  PortRange ports{};
+  std::chrono::milliseconds handshake_timeout{10000};
+  std::size_t max_pending = 64;
+  std::chrono::milliseconds watch_interval{250};
+};
+
+struct ProviderStats {
+  std::size_t sessions = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+};
+
+// One JSON object per event: {"event":"session_open"|"session_closed"|"refused", ...}.
+using ProviderEventSink = std::function<void(const nlohmann::json&)>;
+
+class Provider {
+ public:
+  Provider(boost::asio::any_io_executor ex, const Identity& identity, Database& db, ProviderOptions options,
+           ServiceRouter services, ProviderEventSink on_event);
+  ~Provider();
+  Provider(const Provider&) = delete;
+  Provider& operator=(const Provider&) = delete;
+
+  Result<void> listen();
+  std::vector<Endpoint> candidates() const;  // valid after listen()
+  boost::asio::ip::tcp::endpoint local_endpoint() const;
+
+  // Accepts and watches until stop(). Exceptions from connections are logged
+  // where they are spawned; run() itself only returns.
+  boost::asio::awaitable<void> run();
+  void stop();
+
+  ProviderStats stats() const;
+
+ private:
+  struct LiveSession;
+  boost::asio::awaitable<void> accept_loop();
+  boost::asio::awaitable<void> watch_loop();
+  boost::asio::awaitable<void> handle_connection(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> serve_session(std::shared_ptr<LiveSession> live);
+  boost::asio::awaitable<void> handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream);
+  void end_session(LiveSession& live, const std::string& reason);
+  void refused(const std::string& address, const std::string& peer, const std::string& reason);
+  void audit(AuditEvent ev);
+
+  boost::asio::any_io_executor ex_;
+  ProviderOptions options_;
+  ServiceRouter services_;
+  ProviderEventSink on_event_;
+  boost::asio::ssl::context tls_;
+  GrantStore grants_;
+  AuditLog audit_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer watch_timer_;
+  std::map<std::string, std::shared_ptr<LiveSession>> sessions_;
+  std::size_t pending_ = 0;
+  std::uint64_t closed_bytes_in_ = 0;
+  std::uint64_t closed_bytes_out_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace runsnack

@@ -1,0 +1,54 @@
+#pragma once
+// Which code serves which stream: services register a handler by name, the
+// provider checks the grant allows the name, answers the stream header, and
+// hands the stream over. Later services (exec, forward, cuda) plug in here
+// without touching the provider's connection code.
+
+#include "crypto/peer_id.hpp"
+#include "link/grant.hpp"
+#include "net/mux_stream.hpp"
+#include "net/yamux_session.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace runsnack {
+
+struct ServiceContext {
+  std::string session_id;
+  PeerId consumer;
+  Grant grant;  // as of the stream's opening
+};
+
+using ServiceHandler = std::function<boost::asio::awaitable<void>(std::shared_ptr<MuxStream> stream,
+                                                                  const nlohmann::json& args,
+                                                                  const ServiceContext& context)>;
+
+struct ServiceEntry {
+  ServiceHandler handler;
+  // The grant service that must be allowed for this stream ("probe" rides on "info").
+  std::string requires_grant_service;
+  bool audited = true;  // write each use to the audit log
+};
+
+class ServiceRouter {
+ public:
+  void add(const std::string& name, ServiceEntry entry) { services_[name] = std::move(entry); }
+  const ServiceEntry* find(const std::string& name) const {
+    auto it = services_.find(name);
+    return it == services_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, ServiceEntry> services_;
+};
+
+// The foundation's services: info and its bandwidth probe.
+ServiceRouter default_services();
+
+}  // namespace runsnack

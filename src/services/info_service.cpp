@@ -1,0 +1,112 @@
+#include "services/info_service.hpp"
+
+#include "gpu/gpu_info.hpp"
+#include "gpu/host_info.hpp"
+#include "gpu/info_json.hpp"
+
+#include <boost/asio/buffer.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace runsnack {
+
+namespace asio = boost::asio;
+using Steady = std::chrono::steady_clock;
+
+nlohmann::json gpu_list_json(const GpuReport& report) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : report.gpus) {
+    nlohmann::json j = g;
+    j["driver_version"] = report.driver_version;
+    j["cuda_version"] = report.cuda_version;
+    gpus.push_back(std::move(j));
+  }
+  return gpus;
+}
+
+std::string gpu_note(const GpuReport& report, const char* where) {
+  if (!report.note.empty()) return report.note;
+  return report.gpus.empty() ? std::string("no NVIDIA GPU on ") + where : std::string();
+}
+
+asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant) {
+  nlohmann::json body = {
+      {"host", query_host()},
+      {"gpu_report", query_gpus(grant.gpus)},
+      {"grant", grant_terms(grant, std::chrono::system_clock::now())},
+  };
+  if (co_await write_stream_message(stream, body)) (void)co_await stream.close_write();
+}
+
+asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args) {
+  auto ms = std::chrono::milliseconds(args.value("ms", kDefaultProbe.count()));
+  ms = std::clamp(ms, std::chrono::milliseconds(1), kMaxProbe);
+  static const std::vector<std::uint8_t> zeros(256 * 1024);
+  auto end = Steady::now() + ms;
+  while (Steady::now() < end) {
+    if (!co_await stream.write(asio::buffer(zeros))) co_return;
+  }
+  (void)co_await stream.close_write();
+}
+
+namespace {
+
+asio::awaitable<Result<double>> measure_bandwidth_mbps(Session& session, std::chrono::milliseconds duration) {
+  StreamHeader header{kServiceProbe, {{"ms", duration.count()}}};
+  auto stream = co_await session.open(header);
+  if (!stream) co_return stream.error();
+  std::vector<std::uint8_t> buf(256 * 1024);
+  std::uint64_t total = 0;
+  Steady::time_point first{};
+  for (;;) {
+    auto n = co_await (*stream)->read_some(asio::buffer(buf));
+    if (!n) co_return n.error();
+    if (*n == 0) break;
+    if (total == 0) first = Steady::now();
+    total += *n;
+  }
+  double seconds = std::chrono::duration<double>(Steady::now() - first).count();
+  if (total == 0 || seconds <= 0) co_return 0.0;
+  co_return static_cast<double>(total) * 8 / seconds / 1e6;
+}
+
+}  // namespace
+
+asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions options) {
+  auto stream = co_await session.open(StreamHeader{kServiceInfo, nlohmann::json::object()});
+  if (!stream) co_return stream.error();
+  auto reply = co_await read_stream_message(**stream);
+  if (!reply) co_return reply.error();
+  // The reply is peer input: every part is checked before anyone prints it.
+  auto host = host_info_from_json(reply->value("host", nlohmann::json()));
+  if (!host) co_return fail(errc::malformed, "bad info reply (host): " + host.error().what());
+  auto gpus = gpu_report_from_json(reply->value("gpu_report", nlohmann::json()));
+  if (!gpus) co_return fail(errc::malformed, "bad info reply (gpus): " + gpus.error().what());
+  auto grant = reply->value("grant", nlohmann::json());
+  if (!grant.is_object() || !grant.contains("id") || !grant["services"].is_array())
+    co_return fail(errc::malformed, "bad info reply (grant)");
+  nlohmann::json out = {{"host", *host}, {"gpus", gpu_list_json(*gpus)}, {"gpu_note", gpu_note(*gpus, "the provider")},
+                        {"grant", grant}};
+
+  std::vector<double> rtts;
+  for (int i = 0; i < options.pings; ++i) {
+    auto rtt = co_await session.mux().ping();
+    if (!rtt) co_return rtt.error();
+    rtts.push_back(std::chrono::duration<double, std::milli>(*rtt).count());
+  }
+  std::sort(rtts.begin(), rtts.end());
+  auto bandwidth = co_await measure_bandwidth_mbps(session, options.probe);
+  if (!bandwidth) co_return bandwidth.error();
+
+  const auto& info = session.info();
+  out["provider"] = info.peer.str();
+  out["path"] = info.path;
+  out["address"] = info.remote_address;
+  out["setup_ms"] = std::chrono::duration<double, std::milli>(info.setup).count();
+  out["rtt_ms"] = rtts.empty() ? 0.0 : rtts[rtts.size() / 2];
+  out["bandwidth_mbps"] = *bandwidth;
+  co_return out;
+}
+
+}  // namespace runsnack

@@ -1,0 +1,45 @@
+#pragma once
+// The info service: what the provider offers (host, GPUs, the grant's terms)
+// and how good the path is (RTT, a short bandwidth probe).
+//
+//   stream "info":  provider -> {"host":HostInfo,"gpu_report":GpuReport,"grant":terms} then FIN
+//                   (gpu/info_json.hpp, link/grant.hpp)
+//   stream "probe": consumer -> header args {"ms":N}; provider sends zero bytes
+//                   for N ms (at most kMaxProbe), then FIN.
+
+#include "core/error.hpp"
+#include "gpu/gpu_info.hpp"
+#include "link/grant.hpp"
+#include "session/session.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+
+namespace runsnack {
+
+inline constexpr const char* kServiceProbe = "probe";
+inline constexpr std::chrono::milliseconds kMaxProbe{2000};
+inline constexpr std::chrono::milliseconds kDefaultProbe{300};
+
+// The GPUs as commands show them: GpuInfo fields plus driver_version and cuda_version.
+nlohmann::json gpu_list_json(const GpuReport& report);
+// Why the list is empty ("no NVIDIA GPU on <where>"), or the report's own note.
+std::string gpu_note(const GpuReport& report, const char* where);
+
+// Provider halves. `grant` is the session's grant as of now.
+boost::asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant);
+boost::asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args);
+
+struct InfoOptions {
+  std::chrono::milliseconds probe = kDefaultProbe;
+  int pings = 5;
+};
+
+// Consumer half: the provider's report plus the path's measurements, as one
+// object with keys host, gpus, gpu_note, grant, provider, path, setup_ms,
+// rtt_ms, bandwidth_mbps.
+boost::asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions options = {});
+
+}  // namespace runsnack

@@ -1,0 +1,41 @@
+#include "session/session.hpp"
+
+#include "session/message.hpp"
+
+#include <boost/asio/buffer.hpp>
+
+#include <array>
+#include <vector>
+
+namespace runsnack {
+
+namespace asio = boost::asio;
+
+asio::awaitable<Result<nlohmann::json>> read_stream_message(MuxStream& stream, std::uint32_t max_bytes) {
+  std::array<std::uint8_t, kMessagePrefixBytes> prefix{};
+  if (auto r = co_await stream.read_exact(asio::buffer(prefix)); !r) co_return r.error();
+  auto length = decode_message_length(prefix, max_bytes);
+  if (!length) co_return length.error();
+  std::vector<std::uint8_t> body(*length);
+  if (auto r = co_await stream.read_exact(asio::buffer(body)); !r) co_return r.error();
+  co_return decode_message_body(body);
+}
+
+asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nlohmann::json& body) {
+  std::string wire = encode_message(body);
+  co_return co_await stream.write(asio::buffer(wire));
+}
+
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open(const StreamHeader& header) {
+  auto stream = co_await mux_->open_stream();
+  if (!stream) co_return stream.error();
+  if (auto w = co_await write_stream_message(**stream, to_json(header)); !w) co_return w.error();
+  auto msg = co_await read_stream_message(**stream);
+  if (!msg) co_return msg.error();
+  auto reply = parse_stream_reply(*msg);
+  if (!reply) co_return reply.error();
+  if (!reply->ok) co_return fail(reply->code, "the provider refused '" + header.service + "': " + reply->reason);
+  co_return *stream;
+}
+
+}  // namespace runsnack

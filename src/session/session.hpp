@@ -1,0 +1,63 @@
+#pragma once
+// One authenticated peer connection: TLS + yamux + grant (ARCHITECTURE.md
+// section 2). Streams are opened and accepted by service name; the first
+// message on each stream is a StreamHeader (session/stream_header.hpp).
+//
+// Ownership: a Session owns its Mux (shared with stream handlers so that a
+// handler may outlive the accept loop safely). Everything runs on the
+// connection's executor; not thread-safe.
+
+#include "core/error.hpp"
+#include "crypto/peer_id.hpp"
+#include "link/link.hpp"
+#include "net/mux_stream.hpp"
+#include "net/yamux_session.hpp"
+#include "session/stream_header.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace runsnack {
+
+// How the two peers reached each other; the foundation only dials directly.
+inline constexpr const char* kPathDirect = "direct";
+
+struct SessionInfo {
+  std::string session_id;
+  PeerId peer;               // the other side's identity
+  std::string grant_id;
+  std::string path = kPathDirect;
+  std::string remote_address;  // host:port of the other side
+  std::chrono::microseconds setup{0};  // TCP + TLS + grant proof
+};
+
+class Session {
+ public:
+  Session(std::shared_ptr<Mux> mux, SessionInfo info) : mux_(std::move(mux)), info_(std::move(info)) {}
+  ~Session() { mux_->close(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Opens a stream to `header.service` and waits for the provider's answer.
+  // A refusal comes back as an error with the provider's reason.
+  boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open(const StreamHeader& header);
+
+  Mux& mux() { return *mux_; }
+  const std::shared_ptr<Mux>& shared_mux() const { return mux_; }
+  const SessionInfo& info() const { return info_; }
+
+ private:
+  std::shared_ptr<Mux> mux_;
+  SessionInfo info_;
+};
+
+// Length-prefixed JSON over a stream (session/message.hpp).
+boost::asio::awaitable<Result<nlohmann::json>> read_stream_message(MuxStream& stream,
+                                                                   std::uint32_t max_bytes = 64 * 1024);
+boost::asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nlohmann::json& body);
+
+}  // namespace runsnack

@@ -1,0 +1,81 @@
+#include "store/audit_log.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "store/text.hpp"
+
+namespace runsnack {
+namespace {
+
+using nlohmann::json;
+
+std::string detail_text(const json& detail) {
+  if (detail.is_null()) return "null";
+  // `replace` keeps a detail with invalid UTF-8 from throwing.
+  std::string text = detail.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > kAuditDetailMaxBytes) return json{{"truncated", true}, {"bytes", text.size()}}.dump();
+  return text;
+}
+
+}  // namespace
+
+json to_json(const AuditEvent& e) {
+  json j;
+  to_json(j, e);
+  return j;
+}
+
+void to_json(json& j, const AuditEvent& e) {
+  j = json{{"time", rfc3339(e.time)}, {"kind", e.kind},       {"grant_id", e.grant_id},
+           {"peer", e.peer},          {"address", e.address}, {"decision", e.decision},
+           {"reason", e.reason},      {"detail", e.detail}};
+}
+
+Result<void> AuditLog::append(const AuditEvent& e) {
+  auto stmt = db_.prepare(
+      "INSERT INTO audit (time, kind, grant_id, peer, address, decision, reason, detail)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  if (!stmt) return stmt.error();
+  stmt->bind(1, to_unix(e.time))
+      .bind(2, std::string_view(bounded_text(e.kind, kAuditFieldMaxBytes)))
+      .bind(3, std::string_view(bounded_text(e.grant_id, kAuditFieldMaxBytes)))
+      .bind(4, std::string_view(bounded_text(e.peer, kAuditFieldMaxBytes)))
+      .bind(5, std::string_view(bounded_text(e.address, kAuditFieldMaxBytes)))
+      .bind(6, std::string_view(bounded_text(e.decision, kAuditFieldMaxBytes)))
+      .bind(7, std::string_view(bounded_text(e.reason, kAuditReasonMaxBytes)))
+      .bind(8, std::string_view(detail_text(e.detail)));
+  return stmt->run();
+}
+
+Result<std::vector<AuditEvent>> AuditLog::query(std::optional<TimePoint> since, std::size_t limit) {
+  // Newest `limit` first in the inner query, then back to append order.
+  auto stmt = db_.prepare(
+      "SELECT time, kind, grant_id, peer, address, decision, reason, detail FROM ("
+      " SELECT * FROM audit WHERE time >= ?1 ORDER BY seq DESC LIMIT ?2"
+      ") ORDER BY seq");
+  if (!stmt) return stmt.error();
+  constexpr auto kMaxLimit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  stmt->bind(1, since ? to_unix(*since) : std::numeric_limits<std::int64_t>::min())
+      .bind(2, static_cast<std::int64_t>(std::min(limit, kMaxLimit)));
+  std::vector<AuditEvent> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    AuditEvent e;
+    e.time = from_unix(stmt->column_int64(0));
+    e.kind = stmt->column_text(1);
+    e.grant_id = stmt->column_text(2);
+    e.peer = stmt->column_text(3);
+    e.address = stmt->column_text(4);
+    e.decision = stmt->column_text(5);
+    e.reason = stmt->column_text(6);
+    // We wrote it, but a damaged row should not hide the others.
+    e.detail = json::parse(stmt->column_text(7), nullptr, false);
+    if (e.detail.is_discarded()) e.detail = nullptr;
+    out.push_back(std::move(e));
+  }
+}
+
+}  // namespace runsnack

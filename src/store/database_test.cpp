@@ -1,0 +1,186 @@
+#include "store/database.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "store/migrate.hpp"
+#include "store/schema.hpp"
+#include "store/temp_dir_for_test.hpp"
+
+namespace runsnack {
+namespace {
+
+unsigned file_mode(const std::filesystem::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 0777;
+}
+
+TEST(Database, OpensInMemoryAndRunsStatements) {
+  auto db = Database::open(":memory:");
+  ASSERT_TRUE(db) << db.error().what();
+  ASSERT_TRUE(db->exec("CREATE TABLE t (a INTEGER, b TEXT, c BLOB)"));
+  auto ins = db->prepare("INSERT INTO t VALUES (?1, ?2, ?3)");
+  ASSERT_TRUE(ins);
+  std::vector<std::uint8_t> blob{0, 1, 2, 255};
+  ASSERT_TRUE(ins->bind(1, std::int64_t{-7}).bind(2, "x\0y").bind_blob(3, blob).run());
+  ins->reset();
+  ASSERT_TRUE(
+      ins->bind(1, std::optional<std::int64_t>()).bind(2, std::optional<std::string>()).bind_null(3).run());
+  EXPECT_EQ(db->changes(), 1);
+
+  auto sel = db->prepare("SELECT a, b, c FROM t ORDER BY rowid");
+  ASSERT_TRUE(sel);
+  ASSERT_TRUE(*sel->step());
+  EXPECT_EQ(sel->column_int64(0), -7);
+  EXPECT_EQ(sel->column_text(1), "x");
+  EXPECT_EQ(sel->column_blob(2), blob);
+  ASSERT_TRUE(*sel->step());
+  EXPECT_FALSE(sel->column_optional_int64(0));
+  EXPECT_FALSE(sel->column_optional_text(1));
+  EXPECT_TRUE(sel->column_is_null(2));
+  EXPECT_FALSE(*sel->step());
+}
+
+TEST(Database, ErrorsComeBackAsResults) {
+  auto db = Database::open(":memory:");
+  ASSERT_TRUE(db);
+  auto bad = db->prepare("SELEKT 1");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("syntax error"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(db->exec("INSERT INTO missing VALUES (1)"));
+
+  ASSERT_TRUE(db->exec("CREATE TABLE u (a INTEGER PRIMARY KEY)"));
+  ASSERT_TRUE(db->exec("INSERT INTO u VALUES (1)"));
+  auto dup = db->exec("INSERT INTO u VALUES (1)");
+  ASSERT_FALSE(dup);
+  EXPECT_TRUE(dup.error().is(errc::invalid_argument)) << dup.error().what();
+
+  auto stmt = db->prepare("SELECT ?1");
+  ASSERT_TRUE(stmt);
+  stmt->bind(5, std::int64_t{1});  // out of range: reported by step()
+  auto row = stmt->step();
+  ASSERT_FALSE(row);
+  EXPECT_NE(row.error().message.find("parameter 5"), std::string::npos) << row.error().message;
+}
+
+TEST(Database, TransactionRollsBackUnlessCommitted) {
+  auto db = Database::open(":memory:");
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(db->exec("CREATE TABLE t (a INTEGER)"));
+  {
+    auto tx = Transaction::begin(*db);
+    ASSERT_TRUE(tx);
+    ASSERT_TRUE(db->exec("INSERT INTO t VALUES (1)"));
+  }
+  {
+    auto tx = Transaction::begin(*db);
+    ASSERT_TRUE(tx);
+    ASSERT_TRUE(db->exec("INSERT INTO t VALUES (2)"));
+    ASSERT_TRUE(tx->commit());
+    EXPECT_FALSE(tx->commit());
+  }
+  auto sel = db->prepare("SELECT group_concat(a) FROM t");
+  ASSERT_TRUE(sel && *sel->step());
+  EXPECT_EQ(sel->column_text(0), "2");
+}
+
+TEST(Database, FileIsPrivateAndUsesWal) {
+  testing::TempDir dir;
+  auto path = dir.path() / "x.db";
+  auto db = Database::open(path);
+  ASSERT_TRUE(db) << db.error().what();
+  ASSERT_TRUE(db->exec("CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1)"));
+  EXPECT_EQ(file_mode(path), 0600u);
+  EXPECT_EQ(file_mode(path.string() + "-wal"), 0600u);
+  auto mode = db->prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(mode && *mode->step());
+  EXPECT_EQ(mode->column_text(0), "wal");
+  auto fk = db->prepare("PRAGMA foreign_keys");
+  ASSERT_TRUE(fk && *fk->step());
+  EXPECT_EQ(fk->column_int64(0), 1);
+}
+
+TEST(Database, ExistingFileIsTightenedTo0600) {
+  testing::TempDir dir;
+  auto path = dir.path() / "x.db";
+  {
+    auto db = Database::open(path);
+    ASSERT_TRUE(db);
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto db = Database::open(path);
+  ASSERT_TRUE(db);
+  EXPECT_EQ(file_mode(path), 0600u);
+}
+
+TEST(Database, NotADatabaseIsMalformed) {
+  testing::TempDir dir;
+  auto path = dir.path() / "junk.db";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fputs("this is definitely not an SQLite database file, just some text to fill the header.....", f);
+    std::fclose(f);
+  }
+  auto db = Database::open(path);
+  ASSERT_FALSE(db);
+  EXPECT_TRUE(db.error().is(errc::malformed)) << db.error().what();
+}
+
+TEST(Database, OpenFailsCleanlyInMissingDirectory) {
+  auto db = Database::open("/nonexistent-dir-for-runsnack/x.db");
+  ASSERT_FALSE(db);
+  EXPECT_TRUE(db.error().is(errc::io_error));
+}
+
+TEST(Migrate, AppliesInOrderAndIsIdempotent) {
+  auto db = Database::open_unmigrated(":memory:");
+  ASSERT_TRUE(db);
+  const Migration first[] = {{1, "CREATE TABLE a (x INTEGER)"}};
+  const Migration both[] = {{1, "CREATE TABLE a (x INTEGER)"}, {2, "ALTER TABLE a ADD COLUMN y TEXT"}};
+  EXPECT_EQ(*schema_version(*db), 0);
+  EXPECT_EQ(*migrate(*db, first), 1);
+  EXPECT_EQ(*migrate(*db, first), 1);  // CREATE TABLE again would fail: not re-run
+  EXPECT_EQ(*migrate(*db, both), 2);
+  EXPECT_EQ(*migrate(*db, both), 2);
+  EXPECT_TRUE(db->exec("INSERT INTO a (x, y) VALUES (1, 'z')"));
+}
+
+TEST(Migrate, FailedMigrationLeavesPreviousVersion) {
+  auto db = Database::open_unmigrated(":memory:");
+  ASSERT_TRUE(db);
+  const Migration ms[] = {{1, "CREATE TABLE a (x INTEGER)"}, {2, "CREATE TABLE b (x INTEGER); BROKEN SQL"}};
+  auto r = migrate(*db, ms);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("migration 2"), std::string::npos) << r.error().message;
+  EXPECT_EQ(*schema_version(*db), 1);
+  EXPECT_FALSE(db->exec("INSERT INTO b VALUES (1)"));  // rolled back with the failure
+}
+
+TEST(Migrate, RefusesNewerSchema) {
+  auto db = Database::open_unmigrated(":memory:");
+  ASSERT_TRUE(db);
+  const Migration three[] = {{1, "SELECT 1"}, {2, "SELECT 1"}, {3, "SELECT 1"}};
+  const Migration one[] = {{1, "SELECT 1"}};
+  ASSERT_EQ(*migrate(*db, three), 3);
+  auto r = migrate(*db, one);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::unsupported));
+}
+
+TEST(Schema, OpenAppliesStoreSchemaOnceAndKeepsIt) {
+  testing::TempDir dir;
+  auto path = dir.path() / kStoreFileName;
+  {
+    auto db = Database::open(path);
+    ASSERT_TRUE(db) << db.error().what();
+    EXPECT_EQ(*schema_version(*db), store_migrations().back().version);
+  }
+  auto db = Database::open(path);
+  ASSERT_TRUE(db) << db.error().what();
+  EXPECT_EQ(*schema_version(*db), store_migrations().back().version);
+}
+
+}  // namespace
+}  // namespace runsnack

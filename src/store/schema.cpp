@@ -1,0 +1,46 @@
+#include "store/schema.hpp"
+
+namespace runsnack {
+namespace {
+
+// STRICT tables: SQLite refuses a value of the wrong type instead of
+// silently storing it, which catches mapping mistakes in tests.
+constexpr Migration kMigrations[] = {
+    {1, R"sql(
+CREATE TABLE grants (
+  id                    TEXT PRIMARY KEY,
+  key                   BLOB NOT NULL CHECK (length(key) = 32),
+  created               INTEGER NOT NULL,            -- unix seconds
+  expires               INTEGER,                     -- NULL: until revoked
+  max_uses              INTEGER,                     -- NULL: unlimited
+  uses                  INTEGER NOT NULL DEFAULT 0,
+  max_sessions          INTEGER,
+  bandwidth_bytes_per_s INTEGER,
+  services              TEXT NOT NULL,               -- JSON array of names
+  gpus                  TEXT NOT NULL,               -- JSON array of indices; [] all
+  bind_first            INTEGER NOT NULL DEFAULT 0,
+  bound_peer            TEXT,
+  revoked               INTEGER NOT NULL DEFAULT 0,
+  label                 TEXT NOT NULL DEFAULT ''
+) STRICT;
+
+CREATE TABLE audit (
+  seq       INTEGER PRIMARY KEY AUTOINCREMENT,  -- orders events within one second
+  time      INTEGER NOT NULL,                   -- unix seconds
+  kind      TEXT NOT NULL,
+  grant_id  TEXT NOT NULL,
+  peer      TEXT NOT NULL,
+  address   TEXT NOT NULL,
+  decision  TEXT NOT NULL,
+  reason    TEXT NOT NULL,
+  detail    TEXT NOT NULL                       -- JSON
+) STRICT;
+CREATE INDEX audit_by_time ON audit (time);
+)sql"},
+};
+
+}  // namespace
+
+std::span<const Migration> store_migrations() { return kMigrations; }
+
+}  // namespace runsnack
