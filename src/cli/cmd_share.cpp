@@ -63,15 +63,40 @@ Result<std::vector<int>> parse_gpu_list(const std::string& text) {
   return out;
 }
 
-// "HOST", "HOST:PORT", "[V6]:PORT" -> address and optional port.
+// "ADDR", "ADDR:PORT", "[V6]" or "[V6]:PORT" -> address and optional port
+// (0 meaning any free port).
 Result<std::pair<std::string, std::optional<std::uint16_t>>> parse_listen(const std::string& text) {
-  if (text.find(':') == std::string::npos || (text.front() == '[' && text.back() == ']')) {
-    std::string host = text.front() == '[' ? text.substr(1, text.size() - 2) : text;
-    return std::pair<std::string, std::optional<std::uint16_t>>{host, std::nullopt};
+  auto bad = [&] {
+    return fail(errc::invalid_argument, "bad --listen '" + text + "': expected ADDR or ADDR:PORT, e.g. 0.0.0.0:7443");
+  };
+  std::string host = text;
+  std::optional<std::uint16_t> port;
+  std::size_t colon = text.rfind(':');
+  bool bracketed = !text.empty() && text.front() == '[';
+  if (bracketed) {
+    std::size_t close = text.find(']');
+    if (close == std::string::npos) return bad();
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return bad();
+      colon = close + 1;
+    } else {
+      colon = std::string::npos;
+    }
+  } else if (colon != std::string::npos && text.find(':') != colon) {
+    colon = std::string::npos;  // a bare IPv6 address
+  } else if (colon != std::string::npos) {
+    host = text.substr(0, colon);
   }
-  auto ep = parse_endpoint(text);
-  if (!ep) return fail(errc::invalid_argument, "bad --listen '" + text + "': expected ADDR or ADDR:PORT");
-  return std::pair<std::string, std::optional<std::uint16_t>>{ep->host, ep->port};
+  if (colon != std::string::npos) {
+    std::string digits = text.substr(colon + 1);
+    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return bad();
+    unsigned v = static_cast<unsigned>(std::stoul(digits));
+    if (v > 65535) return bad();
+    port = static_cast<std::uint16_t>(v);
+  }
+  if (host.empty()) return bad();
+  return std::pair<std::string, std::optional<std::uint16_t>>{host, port};
 }
 
 std::string human_bytes(std::uint64_t n) {

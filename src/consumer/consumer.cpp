@@ -14,6 +14,12 @@ namespace runsnack {
 
 namespace asio = boost::asio;
 
+namespace {
+// The shared_ptr parameter keeps the Mux alive while it runs (a capturing
+// lambda would not: its captures die with the temporary lambda object).
+asio::awaitable<void> run_mux(std::shared_ptr<Mux> mux) { co_await mux->run(); }
+}  // namespace
+
 Result<std::unique_ptr<Consumer>> Consumer::create(const Identity& identity) {
   auto ctx = make_tls_context(identity, TlsRole::client);
   if (!ctx) return ctx.error();
@@ -41,8 +47,7 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   info.setup = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
   auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client);
-  asio::co_spawn(co_await asio::this_coro::executor, [mux]() -> asio::awaitable<void> { co_await mux->run(); },
-                 [](std::exception_ptr e) {
+  asio::co_spawn(co_await asio::this_coro::executor, run_mux(mux), [](std::exception_ptr e) {
                    if (!e) return;
                    try {
                      std::rethrow_exception(e);

@@ -272,7 +272,8 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     audit({std::chrono::system_clock::now(), "service", live->grant.id, live->consumer.str(), live->address,
            reply.ok ? "accept" : "refuse", reply.reason, {{"session", live->id}, {"service", header->service}}});
   }
-  if (!co_await write_stream_message(*stream, to_json(reply)) || !reply.ok) {
+  const nlohmann::json reply_json = to_json(reply);  // not a temporary: GCC 12 coroutine bug
+  if (!co_await write_stream_message(*stream, reply_json) || !reply.ok) {
     (void)co_await stream->close_write();
     co_return;
   }

@@ -26,8 +26,11 @@ nlohmann::json gpu_list_json(const GpuReport& report) {
 }
 
 std::string gpu_note(const GpuReport& report, const char* where) {
-  if (!report.note.empty()) return report.note;
-  return report.gpus.empty() ? std::string("no NVIDIA GPU on ") + where : std::string();
+  std::string note = report.note;
+  // The gpu layer speaks of "this machine"; the consumer reads it about the provider.
+  if (auto at = note.find("this machine"); at != std::string::npos) note.replace(at, 12, where);
+  if (note.empty() && report.gpus.empty()) note = std::string("no NVIDIA GPU on ") + where;
+  return note;
 }
 
 asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant) {
@@ -74,7 +77,8 @@ asio::awaitable<Result<double>> measure_bandwidth_mbps(Session& session, std::ch
 }  // namespace
 
 asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions options) {
-  auto stream = co_await session.open(StreamHeader{kServiceInfo, nlohmann::json::object()});
+  const StreamHeader header{kServiceInfo, nlohmann::json::object()};  // not a temporary: GCC 12 coroutine bug
+  auto stream = co_await session.open(header);
   if (!stream) co_return stream.error();
   auto reply = co_await read_stream_message(**stream);
   if (!reply) co_return reply.error();

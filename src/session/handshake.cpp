@@ -60,7 +60,9 @@ asio::awaitable<Result<std::string>> prove_grant(TlsStream& stream, const Link& 
   AuthHello hello;
   hello.grant_id = link.grant_id;
   hello.proof = auth_proof(derive_grant_key(link.secret), *binding);
-  if (auto w = co_await write_tls_message(stream, to_json(hello)); !w) co_return w.error();
+  // Named, not a temporary in the co_await expression: GCC 12 mishandles those.
+  const nlohmann::json hello_json = to_json(hello);
+  if (auto w = co_await write_tls_message(stream, hello_json); !w) co_return w.error();
   auto msg = co_await read_tls_message(stream, timeout);
   if (!msg) co_return msg.error();
   auto reply = parse_auth_reply(*msg);
@@ -76,7 +78,8 @@ asio::awaitable<Result<AuthHello>> read_auth_hello(TlsStream& stream, std::chron
 }
 
 asio::awaitable<Result<void>> send_auth_reply(TlsStream& stream, const AuthReply& reply) {
-  co_return co_await write_tls_message(stream, to_json(reply));
+  const nlohmann::json reply_json = to_json(reply);
+  co_return co_await write_tls_message(stream, reply_json);
 }
 
 bool proof_is_valid(const Grant& grant, const AuthHello& hello, std::span<const std::uint8_t> binding) {

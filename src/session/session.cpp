@@ -29,7 +29,8 @@ asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nloh
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open(const StreamHeader& header) {
   auto stream = co_await mux_->open_stream();
   if (!stream) co_return stream.error();
-  if (auto w = co_await write_stream_message(**stream, to_json(header)); !w) co_return w.error();
+  const nlohmann::json header_json = to_json(header);  // not a temporary: GCC 12 coroutine bug
+  if (auto w = co_await write_stream_message(**stream, header_json); !w) co_return w.error();
   auto msg = co_await read_stream_message(**stream);
   if (!msg) co_return msg.error();
   auto reply = parse_stream_reply(*msg);
