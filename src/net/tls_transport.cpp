@@ -8,6 +8,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 
 namespace runsnack {
 namespace {
@@ -25,9 +29,29 @@ class TlsTransport final : public Transport {
     co_return co_await stream_->async_read_some(buffer, asio::use_awaitable);
   }
   asio::awaitable<void> write(std::span<const asio::const_buffer> buffers) override {
-    // ssl::stream encrypts at most one buffer per SSL_write; asio::async_write
-    // walks the sequence, so large Data payloads still go out in big records.
-    co_await asio::async_write(*stream_, buffers, asio::use_awaitable);
+    // ssl::stream encrypts only the first buffer of a sequence per SSL_write,
+    // so the Mux's gather write [12-byte header, payload, header, ...] would
+    // become one tiny TLS record (and one send) per header. Coalesce into one
+    // reused staging buffer so that every record is full.
+    std::size_t total = 0;
+    for (const auto& b : buffers) total += b.size();
+    if (buffers.size() == 1 || total == 0) {
+      if (total > 0) co_await asio::async_write(*stream_, buffers, asio::use_awaitable);
+      co_return;
+    }
+    std::size_t i = 0, off = 0;
+    while (i < buffers.size()) {
+      staging_.clear();
+      while (i < buffers.size() && staging_.size() < kStagingBytes) {
+        const auto& b = buffers[i];
+        std::size_t take = std::min(b.size() - off, kStagingBytes - staging_.size());
+        const auto* p = static_cast<const std::uint8_t*>(b.data()) + off;
+        staging_.insert(staging_.end(), p, p + take);
+        off += take;
+        if (off == b.size()) ++i, off = 0;
+      }
+      co_await asio::async_write(*stream_, asio::buffer(staging_), asio::use_awaitable);
+    }
   }
   asio::awaitable<void> shutdown() override {
     using namespace asio::experimental::awaitable_operators;
@@ -48,7 +72,9 @@ class TlsTransport final : public Transport {
   asio::any_io_executor get_executor() override { return stream_->get_executor(); }
 
  private:
+  static constexpr std::size_t kStagingBytes = 256 * 1024;
   std::unique_ptr<TlsSocket> stream_;
+  std::vector<std::uint8_t> staging_;
   bool closed_ = false;
 };
 

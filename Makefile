@@ -1,0 +1,44 @@
+# RunSnack: the two commands a new user needs are `make demo` and `make test`.
+# Builds use Ninja and ccache; JOBS defaults to the machine's cores.
+
+JOBS ?= $(shell nproc)
+DEV := build/dev
+RELEASE := build/release
+CMAKE := cmake -G Ninja -Wno-dev
+
+.PHONY: all deps build release test unit fuzz demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+# Debug with AddressSanitizer and UBSan: what the tests run.
+build: deps
+	@[ -f $(DEV)/build.ninja ] || $(CMAKE) -S . -B $(DEV) -DCMAKE_BUILD_TYPE=Debug -DRUNSNACK_SANITIZE=ON >/dev/null
+	ninja -C $(DEV) -j$(JOBS)
+
+release: deps
+	@[ -f $(RELEASE)/build.ninja ] || $(CMAKE) -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	ninja -C $(RELEASE) -j$(JOBS)
+
+# The whole suite: short fuzz runs, then unit, interop and end-to-end tests
+# (ctest last, so its summary is the final line).
+test: build
+	JOBS=$(JOBS) scripts/run-fuzzers
+	ctest --test-dir $(DEV) --output-on-failure -j$(JOBS)
+
+unit: build
+	ctest --test-dir $(DEV) --output-on-failure -j$(JOBS) -L unit
+
+fuzz: deps
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-60} JOBS=$(JOBS) scripts/run-fuzzers
+
+demo: release
+	scripts/demo $(RELEASE)/src/cli/runsnack
+
+bench: release
+	bench/run.sh $(RELEASE)
+
+clean:
+	rm -rf build

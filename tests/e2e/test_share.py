@@ -1,0 +1,188 @@
+"""Sharing end to end: the happy path, a provider restart, and hostile connections."""
+
+import json
+import os
+import signal
+import socket
+import struct
+import time
+import unittest
+
+from harness import E2ETestCase, READY_DEADLINE, free_port
+
+INFO_KEYS = {"host", "gpus", "gpu_note", "grant", "provider", "path", "address", "setup_ms", "rtt_ms",
+             "bandwidth_mbps"}
+GRANT_KEYS = {"id", "uses", "max_uses", "max_sessions", "expires", "services", "state"}
+
+
+class HappyPath(E2ETestCase):
+    def test_info_round_trip(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        consumer_id = self.peer_id(chome)
+        provider = self.start_provider(phome)
+        self.assertTrue(provider.link.startswith("runsnack://"), provider.link)
+        self.assertEqual(provider.peer, self.peer_id(phome))
+        self.assertIn("peer=" + provider.peer, provider.link)
+        self.assertIn("/g/" + provider.grant, provider.link)
+        self.assertIsNone(provider.ready["expires"])
+
+        info = self.info(chome, provider.link)
+        self.assertTrue(INFO_KEYS <= set(info), "missing keys: %s" % (INFO_KEYS - set(info)))
+        self.assertTrue(GRANT_KEYS <= set(info["grant"]), "missing grant keys: %s" % (GRANT_KEYS - set(info["grant"])))
+        self.assertEqual(info["path"], "direct")
+        self.assertEqual(info["address"], provider.listen)
+        self.assertEqual(info["provider"], provider.peer)
+        self.assertEqual(info["grant"]["id"], provider.grant)
+        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertEqual(info["grant"]["state"], "active")
+        self.assertIsNone(info["grant"]["max_uses"])
+        self.assertIn("info", info["grant"]["services"])
+        self.assertGreater(info["bandwidth_mbps"], 0)
+        self.assertGreater(info["setup_ms"], 0)
+        self.assertGreaterEqual(info["rtt_ms"], 0)
+        self.assertIsInstance(info["host"], dict)
+        self.assertIsInstance(info["gpus"], list)
+        local_gpus = json.loads(self.ok(phome, "gpus", "--json").stdout)
+        if not local_gpus["gpus"]:
+            self.assertEqual(info["gpus"], [])
+            self.assertIn("no nvidia gpu", info["gpu_note"].lower())
+
+        opened = provider.wait_for(lambda e: e.get("event") == "session_open", READY_DEADLINE, "session_open")
+        self.assertEqual(opened["peer"], consumer_id)
+        self.assertEqual(opened["grant"], provider.grant)
+        closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
+        self.assertEqual(closed["session"], opened["session"])
+        self.assertIn("reason", closed)
+
+        # The audit log: the consumer's PeerId accepted, then the info service used.
+        def logged():
+            events = self.audit(phome)
+            auth = [e for e in events if e["kind"] == "auth" and e["decision"] == "accept"
+                    and e["peer"] == consumer_id and e["grant_id"] == provider.grant]
+            service = [e for e in events if e["kind"] == "service" and e["peer"] == consumer_id
+                       and e["detail"] and e["detail"].get("service") == "info"]
+            close = [e for e in events if e["kind"] == "session_close" and e["peer"] == consumer_id]
+            return events if (auth and service and close) else None
+        events = self.poll_until(logged, 20, "auth accept, service and session_close in the audit log")
+        self.assertFalse([e for e in events if e["decision"] == "refuse"], events)
+
+        row = self.grant_row(phome, provider.grant, all=False)
+        self.assertEqual(row["uses"], 1)
+        self.assertEqual(row["state"], "active")
+
+        # Nothing about the provider leaked into the consumer's own state, and SIGTERM stops cleanly.
+        self.assertEqual(self.audit(chome), [])
+        self.assertEqual(provider.stop(), 0, provider.stderr())
+
+    def test_human_output_and_stdin_link(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        cp = self.ok(chome, "info", "-", input=provider.link + "\n")
+        self.assertIn("provider  " + provider.peer, cp.stdout)
+        self.assertIn("path      direct via " + provider.listen, cp.stdout)
+        self.assertIn("uses 1/unlimited", cp.stdout)
+
+
+class Restart(E2ETestCase):
+    def test_serve_only_keeps_old_links(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        consumer_id = self.peer_id(chome)
+        port = free_port()
+        listen = "127.0.0.1:%d" % port
+        first = self.start_provider(phome, "--max-uses", "3", "--label", "restart-test", listen=listen, name="provider1")
+        self.assertEqual(first.port, port)
+        info = self.info(chome, first.link)
+        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertEqual(info["grant"]["max_uses"], 3)
+        first.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
+        first.signal(signal.SIGTERM)
+        self.assertEqual(first.wait(30), 0, "provider did not exit 0 on SIGTERM: %s" % first.stderr())
+
+        # Between runs nothing listens: the link fails clearly.
+        self.fails(chome, "info", "--json", "--timeout", "3", first.link, contains="cannot reach the provider")
+
+        second = self.start_provider(phome, "--serve-only", listen=listen, name="provider2")
+        self.assertNotIn("link", second.ready)
+        self.assertEqual(second.peer, first.peer)
+        self.assertEqual(second.port, port)
+        info = self.info(chome, first.link)
+        self.assertEqual(info["grant"]["id"], first.grant)
+        self.assertEqual(info["grant"]["uses"], 2)
+        self.assertEqual(info["grant"]["label"], "restart-test")
+
+        events = self.audit(phome)
+        accepts = [e for e in events if e["kind"] == "auth" and e["decision"] == "accept" and e["peer"] == consumer_id]
+        self.assertEqual([e["detail"]["uses"] for e in accepts], [1, 2], events)
+        sessions = {e["detail"]["session"] for e in accepts}
+        closes = [e for e in events if e["kind"] == "session_close"]
+        self.assertTrue(any(e["detail"]["session"] in sessions for e in closes), events)
+        links = self.links(phome)
+        self.assertEqual([g["uses"] for g in links if g["id"] == first.grant], [2])
+
+
+class HostileConnections(E2ETestCase):
+    def test_garbage_and_stalled_connections(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        addr = ("127.0.0.1", provider.port)
+        socks = []
+
+        def connect():
+            s = socket.create_connection(addr, timeout=10)
+            socks.append(s)
+            self.addCleanup(s.close)
+            return s
+
+        # 1. 64 KiB of random bytes (first byte not a TLS record type, so the TLS layer fails at once).
+        garbage = connect()
+        garbage_port = garbage.getsockname()[1]
+        payload = b"\xff" + os.urandom(64 * 1024 - 1)
+        try:
+            garbage.sendall(payload)
+        except OSError:
+            pass  # the provider may hang up before reading it all: that's fine
+
+        # 2. Connects and says nothing.
+        silent = connect()
+        # 3. A TLS record header announcing a ClientHello, then a few bytes, then a stall.
+        stalled = connect()
+        body = b"\x01\x00\x01\xfc\x03\x03" + os.urandom(32)
+        stalled.sendall(b"\x16\x03\x01" + struct.pack(">H", 0x200) + body)
+
+        # While those are open a real consumer gets through.
+        info = self.info(chome, provider.link)
+        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertTrue(provider.alive(), provider.stderr())
+
+        def garbage_refused():
+            return [e for e in self.audit(phome) if e["kind"] == "connect" and e["decision"] == "refuse"
+                    and e["address"] == "127.0.0.1:%d" % garbage_port]
+        refusals = self.poll_until(garbage_refused, 20, "a connect refusal for the garbage connection")
+        self.assertIn("TLS", refusals[0]["reason"])
+        # The garbage connection never reached the secret check.
+        self.assertFalse([e for e in self.audit(phome) if e["kind"] == "auth" and e["decision"] == "refuse"])
+
+        for s in socks:
+            s.close()
+        # Still serving after the hostile peers left.
+        info = self.info(chome, provider.link)
+        self.assertEqual(info["grant"]["uses"], 2)
+        self.assertTrue(provider.alive(), provider.stderr())
+        self.assertEqual(provider.stop(), 0, provider.stderr())
+
+    def test_many_garbage_connections(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        for i in range(30):
+            with socket.create_connection(("127.0.0.1", provider.port), timeout=10) as s:
+                try:
+                    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" if i % 2 else b"\x00" * 100)
+                except OSError:
+                    pass
+        info = self.info(chome, provider.link)
+        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertTrue(provider.alive())
+
+
+if __name__ == "__main__":
+    unittest.main()
