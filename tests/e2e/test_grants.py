@@ -79,6 +79,18 @@ class Terms(E2ETestCase):
         refused = [e for e in self.audit(phome) if e["kind"] == "auth" and e["decision"] == "refuse"]
         self.assertTrue(refused and "expired" in refused[-1]["reason"], refused)
 
+    def test_expiry_ends_live_session(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--expires", "3s")
+        a = self.start(chome, "info", "--watch", "1", "--json", provider.link, name="consumer-a")
+        a.wait_for(lambda e: "grant" in e, READY_DEADLINE, "the first report")
+        rc = a.wait(20)
+        self.assertIsNotNone(rc, "the session outlived the link's expiry by far: %s" % a.stderr())
+        self.assertNotEqual(rc, 0)
+        self.assertIn("session ended", a.stderr())
+        closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
+        self.assertIn("expired", closed["reason"])
+
     def test_max_uses(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome, "--max-uses", "1")

@@ -1,0 +1,124 @@
+// The admission decision with a real (in-memory) store and no sockets.
+#include "provider/admission.hpp"
+
+#include "crypto/identity.hpp"
+#include "crypto/secret.hpp"
+#include "link/link.hpp"
+#include "store/database.hpp"
+
+#include <gtest/gtest.h>
+
+namespace runsnack {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AdmissionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grant.id = new_grant_id();
+    grant.key = derive_grant_key(secret);
+    grant.created = clock.now();
+    ASSERT_TRUE(grants.create(grant));
+  }
+
+  AdmissionRequest request(const std::string& secret_text, const PeerId& who) {
+    AdmissionRequest r;
+    r.consumer = who;
+    r.address = "127.0.0.1:5000";
+    r.hello.grant_id = grant.id;
+    r.hello.proof = auth_proof(derive_grant_key(secret_text), binding);
+    r.channel_binding = binding;
+    return r;
+  }
+
+  std::vector<AuditEvent> audit_events() { return audit.query(std::nullopt, 100).value(); }
+
+  ManualClock clock{from_unix(1'800'000'000)};
+  Database db = Database::open(":memory:").value();
+  GrantStore grants{db, clock};
+  AuditLog audit{db};
+  std::int64_t live = 0;
+  Admitter admitter{grants, audit, clock, [this](const std::string&) { return live; }};
+  std::string secret = new_secret();
+  std::array<std::uint8_t, 32> binding{1, 2, 3};
+  Grant grant;
+  PeerId alice = Identity::generate().value().peer_id();
+  PeerId bob = Identity::generate().value().peer_id();
+};
+
+TEST_F(AdmissionTest, AcceptsTheRightProofAndCountsTheUse) {
+  auto a = admitter.admit(request(secret, alice), "s1");
+  ASSERT_TRUE(a.reply.ok) << a.reply.reason;
+  EXPECT_EQ(a.reply.session_id, "s1");
+  EXPECT_EQ(a.grant->uses, 1);
+  auto events = audit_events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].decision, "accept");
+  EXPECT_EQ(events[0].peer, alice.str());
+}
+
+TEST_F(AdmissionTest, WrongSecretIsRefusedAndNotCounted) {
+  auto a = admitter.admit(request(new_secret(), alice), "s1");
+  EXPECT_FALSE(a.reply.ok);
+  EXPECT_EQ(a.reply.code, errc::auth_failed);
+  EXPECT_EQ(grants.find(grant.id).value()->uses, 0);
+  EXPECT_EQ(audit_events().at(0).decision, "refuse");
+}
+
+TEST_F(AdmissionTest, ProofFromAnotherChannelIsRefused) {
+  auto r = request(secret, alice);
+  std::array<std::uint8_t, 32> other{9, 9, 9};
+  r.channel_binding = other;  // the same proof replayed on another TLS connection
+  EXPECT_EQ(admitter.admit(r, "s1").reply.code, errc::auth_failed);
+}
+
+TEST_F(AdmissionTest, UnknownGrant) {
+  auto r = request(secret, alice);
+  r.hello.grant_id = new_grant_id();
+  EXPECT_EQ(admitter.admit(r, "s1").reply.code, errc::not_found);
+}
+
+TEST_F(AdmissionTest, PolicyRefusalsOnlyAfterAValidProof) {
+  ASSERT_TRUE(grants.revoke(grant.id).value());
+  // Without the secret nobody learns the link was revoked.
+  EXPECT_EQ(admitter.admit(request(new_secret(), alice), "s1").reply.code, errc::auth_failed);
+  EXPECT_EQ(admitter.admit(request(secret, alice), "s2").reply.code, errc::revoked);
+}
+
+TEST_F(AdmissionTest, SessionsAndBinding) {
+  Grant g2;
+  g2.id = new_grant_id();
+  g2.key = derive_grant_key(secret);
+  g2.created = clock.now();
+  g2.max_sessions = 1;
+  g2.bind_first = true;
+  ASSERT_TRUE(grants.create(g2));
+  auto r = request(secret, alice);
+  r.hello.grant_id = g2.id;
+  ASSERT_TRUE(admitter.admit(r, "s1").reply.ok);
+  live = 1;
+  EXPECT_EQ(admitter.admit(r, "s2").reply.code, errc::exhausted);
+  live = 0;
+  auto rb = request(secret, bob);
+  rb.hello.grant_id = g2.id;
+  EXPECT_EQ(admitter.admit(rb, "s3").reply.code, errc::refused);
+  EXPECT_TRUE(admitter.admit(r, "s4").reply.ok);
+}
+
+TEST_F(AdmissionTest, Expiry) {
+  Grant g3;
+  g3.id = new_grant_id();
+  g3.key = derive_grant_key(secret);
+  g3.created = clock.now();
+  g3.expires = clock.now() + 10s;
+  ASSERT_TRUE(grants.create(g3));
+  auto r = request(secret, alice);
+  r.hello.grant_id = g3.id;
+  EXPECT_TRUE(admitter.admit(r, "s1").reply.ok);
+  clock.advance(11s);
+  EXPECT_EQ(admitter.admit(r, "s2").reply.code, errc::expired);
+}
+
+}  // namespace
+}  // namespace runsnack

@@ -1,0 +1,183 @@
+"""The CLI surface: link parsing errors, saved remotes, identity, --help."""
+
+import json
+import os
+import re
+import stat
+import unittest
+
+from harness import E2ETestCase, BASE32_RE
+
+GRANT = "abcdefgh23"
+PEER = "xklk6juawrgi4pv3was2enxliwpcgcce"
+SECRET = "w7mgdzgcjbqenmh5ear35wghqa"
+GOOD = "runsnack:///g/%s?peer=%s&c=127.0.0.1:9#k=%s" % (GRANT, PEER, SECRET)
+
+
+class MalformedLinks(E2ETestCase):
+    CASES = [
+        # (description, link, words the one error line must contain)
+        ("cut in the middle of the secret", GOOD[:-13], ["secret", "26"]),
+        ("no #k= fragment", GOOD.split("#")[0], ["missing secret"]),
+        ("empty secret", GOOD.split("#")[0] + "#k=", ["missing secret"]),
+        ("wrong scheme (one slash)", GOOD.replace("runsnack://", "runsnack:/"), ["scheme must be runsnack://"]),
+        ("port out of range", GOOD.replace(":9#", ":99999#"), ["candidate", "port"]),
+        ("port zero", GOOD.replace(":9#", ":0#"), ["candidate", "port"]),
+        ("port not a number", GOOD.replace(":9#", ":9x#"), ["candidate"]),
+        ("port missing", GOOD.replace(":9#", "#"), ["candidate", "missing port"]),
+        ("short peer id", GOOD.replace(PEER, PEER[:-1]), ["peer id", "32"]),
+        ("no peer id", GOOD.replace("peer=" + PEER + "&", ""), ["provider id"]),
+        ("short grant id", GOOD.replace(GRANT, GRANT[:6]), ["grant id"]),
+        ("secret last character changed", GOOD[:-1] + "b", ["secret"]),
+        ("no address at all", GOOD.replace("&c=127.0.0.1:9", ""), ["no way to reach"]),
+        ("a space inside", GOOD.replace("&c=", "&c= "), ["invalid character"]),
+        ("too long", GOOD + "x" * 3000, ["too long"]),
+        ("unknown link type", GOOD.replace("/g/", "/zz/"), ["newer runsnack"]),
+    ]
+
+    def test_malformed_links_fail_clearly(self):
+        home = self.new_home("consumer")
+        for desc, link, words in self.CASES:
+            with self.subTest(desc):
+                cp = self.run_cli(home, "info", "--json", "--timeout", "2", link)
+                self.assertEqual(cp.returncode, 1, "%s: rc=%d stderr=%r" % (desc, cp.returncode, cp.stderr))
+                self.assertEqual(cp.stdout, "")
+                lines = cp.stderr.splitlines()
+                self.assertEqual(len(lines), 1, "%s: want exactly one stderr line, got %r" % (desc, cp.stderr))
+                self.assertTrue(lines[0].startswith("runsnack: "), lines[0])
+                for w in words:
+                    self.assertIn(w.lower(), lines[0].lower(), "%s: %r should mention %r" % (desc, lines[0], w))
+                # The error must not echo the secret back (it may end up in logs or screenshots).
+                if desc != "too long":
+                    self.assertNotIn(SECRET, lines[0], desc)
+
+    def test_remote_add_rejects_malformed_link(self):
+        home = self.new_home("consumer")
+        self.fails(home, "remote", "add", "x", "-", input=GOOD[:-13] + "\n", contains="secret")
+        self.fails(home, "remote", "add", "x", "-", input="\n", contains="no link on stdin")
+        self.assertEqual(json.loads(self.ok(home, "remote", "list", "--json").stdout), [])
+
+    def test_not_a_link_nor_a_remote(self):
+        home = self.new_home("consumer")
+        self.fails(home, "info", "nosuchname", contains="neither a link nor a saved remote")
+        self.fails(home, "info", contains="no link given")
+
+    def test_link_spelling_accepted_everywhere(self):
+        """A link parse_link accepts (scheme in capitals, surrounding whitespace) must work on the
+        command line as it does on stdin and in RUNSNACK_LINK. Nothing listens on the link's
+        port, so a link that was understood fails with "cannot reach the provider"."""
+        home = self.new_home("consumer")
+        for desc, link in [("upper-case scheme", GOOD.replace("runsnack://", "RUNSNACK://")),
+                           ("leading space", " " + GOOD),
+                           ("trailing newline", GOOD + "\n")]:
+            with self.subTest(desc):
+                self.fails(home, "info", "--timeout", "3", "-", input=link + "\n", contains="cannot reach the provider")
+                self.fails(home, "info", "--timeout", "3", env_extra={"RUNSNACK_LINK": link},
+                           contains="cannot reach the provider")
+                self.fails(home, "info", "--timeout", "3", link, contains="cannot reach the provider")
+
+
+class Remotes(E2ETestCase):
+    def test_remote_lifecycle(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        secret = provider.link.split("#k=")[1]
+
+        cp = self.ok(chome, "remote", "add", "gpubox", "-", input=provider.link + "\n")
+        self.assertIn(provider.peer, cp.stdout)
+        self.assertNotIn(secret, cp.stdout + cp.stderr)
+        path = os.path.join(chome, "remotes.json")
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
+        self.fails(chome, "remote", "add", "gpubox", "-", input=provider.link + "\n", contains="exists")
+
+        info = self.info(chome, "gpubox")
+        self.assertEqual(info["grant"]["id"], provider.grant)
+        self.assertEqual(info["grant"]["uses"], 1)
+        # No LINK argument: RUNSNACK_LINK.
+        cp = self.ok(chome, "info", "--json", env_extra={"RUNSNACK_LINK": provider.link})
+        self.assertEqual(json.loads(cp.stdout)["grant"]["uses"], 2)
+
+        listed = self.ok(chome, "remote", "list", "--json")
+        self.assertNotIn(secret, listed.stdout)
+        rows = json.loads(listed.stdout)
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["name"], "gpubox")
+        self.assertEqual(rows[0]["provider"], provider.peer)
+        self.assertEqual(rows[0]["grant"], provider.grant)
+        self.assertEqual(rows[0]["candidates"], [provider.listen])
+        human = self.ok(chome, "remote", "list")
+        self.assertIn("gpubox", human.stdout)
+        self.assertNotIn(secret, human.stdout)
+
+        self.ok(chome, "remote", "remove", "gpubox")
+        self.assertEqual(json.loads(self.ok(chome, "remote", "list", "--json").stdout), [])
+        self.fails(chome, "info", "--json", "gpubox", contains=["gpubox", "neither a link nor a saved remote"])
+        self.fails(chome, "remote", "remove", "gpubox", contains="no saved remote")
+
+    def test_bad_remote_name(self):
+        home = self.new_home("consumer")
+        self.fails(home, "remote", "add", "bad name/..", GOOD, contains="bad remote name")
+        self.assertEqual(json.loads(self.ok(home, "remote", "list", "--json").stdout), [])
+
+
+class Identity(E2ETestCase):
+    def test_id_is_stable_and_private(self):
+        home, other = self.new_home("a"), self.new_home("b")
+        first = self.peer_id(home)
+        self.assertEqual(len(first), 32)
+        self.assertRegex(first, BASE32_RE)
+        self.assertEqual(self.peer_id(home), first)
+        as_json = json.loads(self.ok(home, "id", "--json").stdout)
+        self.assertEqual(as_json["peer_id"], first)
+        self.assertEqual(os.path.realpath(as_json["state_dir"]), os.path.realpath(home))
+        pem = os.path.join(home, "identity.pem")
+        self.assertEqual(stat.S_IMODE(os.stat(pem).st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(home).st_mode) & 0o077, 0)
+        self.assertNotEqual(self.peer_id(other), first)
+
+    def test_fresh_home_is_created(self):
+        home = os.path.join(self.tmp, "not", "yet", "there")
+        peer = self.peer_id(home)
+        self.assertRegex(peer, BASE32_RE)
+        self.assertTrue(os.path.exists(os.path.join(home, "identity.pem")))
+
+
+class Help(E2ETestCase):
+    EXPECT = {
+        ("share",): ["--expires", "--max-uses", "--max-sessions", "--bind-first", "--listen", "--serve-only",
+                     "--json", "--label"],
+        ("info",): ["--json", "--timeout", "--watch", "LINK"],
+        ("links",): ["--json", "--all"],
+        ("revoke",): ["GRANT-ID"],
+        ("log",): ["--json", "--since"],
+        ("remote",): ["add", "list", "remove"],
+        ("remote", "add"): ["NAME", "LINK", "stdin"],
+        ("gpus",): ["--json"],
+        ("id",): ["--json", "PeerId"],
+    }
+
+    def test_help(self):
+        home = self.new_home()
+        top = self.ok(home, "--help")
+        for cmd in ("share", "info", "links", "revoke", "log", "remote", "gpus", "id"):
+            self.assertIn(cmd, top.stdout)
+        for args, words in self.EXPECT.items():
+            with self.subTest(" ".join(args)):
+                cp = self.ok(home, *args, "--help")
+                for w in words:
+                    self.assertIn(w, cp.stdout, "`runsnack %s --help` should mention %s" % (" ".join(args), w))
+
+    def test_usage_errors(self):
+        home = self.new_home()
+        cp = self.run_cli(home)
+        self.assertNotEqual(cp.returncode, 0)
+        cp = self.run_cli(home, "share", "--no-such-option")
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn("--no-such-option", cp.stderr)
+        self.fails(home, "share", "--listen", "127.0.0.1:99999", contains="bad --listen")
+        self.fails(home, "share", "--listen", "127.0.0.1:0", "--expires", "soon", contains="soon")
+        self.fails(home, "log", "--since", "yesterday", contains="--since")
+
+
+if __name__ == "__main__":
+    unittest.main()
