@@ -267,8 +267,11 @@ asio::awaitable<void> serve_echo(std::shared_ptr<MuxStream> stream) {
   ProviderOptions options;
   options.listen_address = "127.0.0.1";
   options.ports = PortRange{0, 0};
-  Provider provider(io.get_executor(), *identity, *db, options, std::move(router), nullptr);
+  Provider provider(io.get_executor(), *identity, *db, options, std::move(router), [](const nlohmann::json& ev) {
+    if (ev.value("event", "") == "refused") std::fprintf(stderr, "provider: %s\n", ev.dump().c_str());
+  });
   if (auto r = provider.listen(); !r) die("provider listen: " + std::string(r.error().what()));
+  if (auto r = grants.find(grant.id); !r || !*r) die("grant not found: " + (r ? std::string("none") : std::string(r.error().what())));
 
   Link link;
   link.candidates = {Endpoint{"127.0.0.1", provider.local_endpoint().port()}};
@@ -279,6 +282,14 @@ asio::awaitable<void> serve_echo(std::shared_ptr<MuxStream> stream) {
   if (::write(link_fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) die("link pipe");
   ::close(link_fd);
   asio::co_spawn(io, provider.run(), asio::detached);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 20; ++i) {
+      asio::steady_timer t(io, std::chrono::milliseconds(50));
+      co_await t.async_wait(asio::use_awaitable);
+      auto r = grants.find(grant.id);
+      if (!r) std::fprintf(stderr, "DEBUG find failed: %s\n", r.error().what());
+    }
+  }, asio::detached);
   io.run();
   std::_Exit(0);
 }

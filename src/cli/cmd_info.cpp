@@ -2,14 +2,12 @@
 // `runsnack gpus` (this machine's GPUs, as a provider would share them).
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
-#include "cli/state.hpp"
-#include "consumer/consumer.hpp"
+#include "cli/session_runner.hpp"
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
 #include "services/info_service.hpp"
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -76,58 +74,33 @@ struct InfoArgs {
   double watch_s = 0;  // 0: once
 };
 
-int info(const InfoArgs& args) {
-  auto link = resolve_link(args.link);
-  if (!link) return report(link.error());
-  auto identity = open_identity();
-  if (!identity) return report(identity.error());
-  auto consumer = Consumer::create(*identity);
-  if (!consumer) return report(consumer.error());
+// A session that ended under us (revoked, expired, provider gone) reads better
+// than the stream error it caused.
+Error explain_end(Session& session, Error error) {
+  if (!session.mux().is_closed()) return error;
+  auto why = session.mux().close_reason();
+  return Error(errc::closed, "the session ended" + (why ? " (" + why->what() + ")" : std::string()) +
+                                 ": the provider stopped, or revoked the link, or it expired");
+}
 
-  asio::io_context io(1);
-  Result<nlohmann::json> result = fail(errc::internal, "not run");
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        ConnectOptions options;
-        options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
-        auto session = co_await (*consumer)->connect(*link, options);
-        if (!session) {
-          result = session.error();
-          co_return;
-        }
-        for (;;) {
-          auto report = co_await fetch_info(**session);
-          if (!report && (*session)->mux().is_closed()) {
-            auto why = (*session)->mux().close_reason();
-            result = fail(errc::closed, "the session ended" + (why ? " (" + why->what() + ")" : std::string()) +
-                                            ": the provider stopped, or revoked the link, or it expired");
-            co_return;
-          }
-          if (!report || args.watch_s <= 0) {
-            result = std::move(report);
-            co_return;
-          }
-          if (args.json) print_json(*report);
-          else print_info(*report), std::cout << std::endl;
-          asio::steady_timer pause(co_await asio::this_coro::executor,
-                                   std::chrono::milliseconds(static_cast<std::int64_t>(args.watch_s * 1000)));
-          co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
-        }
-      },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          result = fail(errc::internal, ex.what());
-        }
-      });
-  io.run();
-  if (!result) return report(result.error());
-  if (args.json) print_json(*result);
-  else print_info(*result);
-  return 0;
+int info(const InfoArgs& args) {
+  SessionCommand command;
+  command.link_arg = args.link;
+  command.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
+  command.body = [&args](Session& session) -> asio::awaitable<int> {
+    for (;;) {
+      auto result = co_await fetch_info(session);
+      if (!result) co_return report(explain_end(session, result.error()));
+      if (args.json) print_json(*result);
+      else print_info(*result);
+      if (args.watch_s <= 0) co_return 0;
+      if (!args.json) std::cout << std::endl;
+      asio::steady_timer pause(co_await asio::this_coro::executor,
+                               std::chrono::milliseconds(static_cast<std::int64_t>(args.watch_s * 1000)));
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  };
+  return run_session_command(command);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ nlohmann::json grant_terms(const Grant& grant, TimePoint now) {
       {"bind_first", grant.bind_first},
       {"bound_peer", opt(grant.bound_peer)},
       {"revoked", grant.revoked},
+      {"terms", grant.terms},
       {"state", state},
   };
 }

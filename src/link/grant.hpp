@@ -9,7 +9,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdint>
@@ -38,6 +38,9 @@ struct Grant {
   std::optional<std::string> bound_peer;   // set at first use when bind_first
   bool revoked = false;
   std::string label;                       // free text shown by `runsnack links`
+  // Per-service terms, keyed by service name (e.g. "forward": {"targets": [...]}),
+  // so that a service adds what its grants say without a schema change.
+  nlohmann::json terms = nlohmann::json::object();
 };
 
 struct GrantDecision {
@@ -59,7 +62,7 @@ bool grant_allows_service(const Grant& grant, const std::string& service);
 // The grant's public terms (never the key), as `runsnack links` and the info
 // service show them: id, label, created, expires (RFC 3339 or null),
 // max_uses, uses, max_sessions, bandwidth_bytes_per_s, services, gpus,
-// bind_first, bound_peer, revoked, state ("active"|"expired"|"used up"|"revoked").
+// bind_first, bound_peer, revoked, terms, state ("active"|"expired"|"used up"|"revoked").
 nlohmann::json grant_terms(const Grant& grant, TimePoint now);
 
 }  // namespace runsnack

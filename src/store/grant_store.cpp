@@ -10,7 +10,7 @@ using nlohmann::json;
 
 constexpr const char* kColumns =
     "id, key, created, expires, max_uses, uses, max_sessions, bandwidth_bytes_per_s, services, gpus, "
-    "bind_first, bound_peer, revoked, label";
+    "bind_first, bound_peer, revoked, label, terms";
 
 std::optional<std::int64_t> optional_unix(const std::optional<TimePoint>& t) {
   if (!t) return std::nullopt;
@@ -58,6 +58,9 @@ Result<Grant> decode_row(const Statement& row) {
   g.bound_peer = row.column_optional_text(11);
   g.revoked = row.column_int64(12) != 0;
   g.label = row.column_text(13);
+  json terms = json::parse(row.column_text(14), nullptr, false);
+  if (!terms.is_object()) return fail(errc::malformed, "grant " + g.id + ": stored terms are not an object");
+  g.terms = std::move(terms);
   return g;
 }
 
@@ -76,8 +79,10 @@ Result<std::vector<Grant>> collect(Statement& stmt) {
 }  // namespace
 
 Result<void> GrantStore::create(const Grant& g) {
+  if (!g.terms.is_object()) return fail(errc::invalid_argument, "grant terms must be a JSON object");
+  const std::string terms_text = g.terms.dump(-1, ' ', false, json::error_handler_t::replace);
   auto stmt = db_.prepare(std::string("INSERT INTO grants (") + kColumns +
-                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+                          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
   if (!stmt) return stmt.error();
   stmt->bind(1, std::string_view(g.id))
       .bind_blob(2, g.key)
@@ -92,7 +97,8 @@ Result<void> GrantStore::create(const Grant& g) {
       .bind(11, std::int64_t{g.bind_first})
       .bind(12, g.bound_peer)
       .bind(13, std::int64_t{g.revoked})
-      .bind(14, std::string_view(g.label));
+      .bind(14, std::string_view(g.label))
+      .bind(15, std::string_view(terms_text));
   if (auto r = stmt->run(); !r) {
     if (r.error().is(errc::invalid_argument))
       return fail(errc::invalid_argument, "cannot store grant " + g.id + ": " + r.error().message);

@@ -36,6 +36,7 @@ Grant full_grant(std::string id) {
   g.bound_peer = "PEERAAAA";
   g.revoked = false;
   g.label = "for Ana, \"quoted\", ünïcode";
+  g.terms = {{"forward", {{"targets", {"127.0.0.1:11434"}}}}};
   return g;
 }
 
@@ -54,6 +55,7 @@ void expect_same(const Grant& a, const Grant& b) {
   EXPECT_EQ(a.bound_peer, b.bound_peer);
   EXPECT_EQ(a.revoked, b.revoked);
   EXPECT_EQ(a.label, b.label);
+  EXPECT_EQ(a.terms, b.terms);
 }
 
 class GrantStoreTest : public ::testing::Test {

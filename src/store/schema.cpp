@@ -21,7 +21,8 @@ CREATE TABLE grants (
   bind_first            INTEGER NOT NULL DEFAULT 0,
   bound_peer            TEXT,
   revoked               INTEGER NOT NULL DEFAULT 0,
-  label                 TEXT NOT NULL DEFAULT ''
+  label                 TEXT NOT NULL DEFAULT '',
+  terms                 TEXT NOT NULL DEFAULT '{}'   -- JSON object: per-service terms
 ) STRICT;
 
 CREATE TABLE audit (

@@ -20,7 +20,8 @@ class MalformedLinks(E2ETestCase):
         ("cut in the middle of the secret", GOOD[:-13], ["secret", "26"]),
         ("no #k= fragment", GOOD.split("#")[0], ["missing secret"]),
         ("empty secret", GOOD.split("#")[0] + "#k=", ["missing secret"]),
-        ("wrong scheme (one slash)", GOOD.replace("runsnack://", "runsnack:/"), ["scheme must be runsnack://"]),
+        ("wrong scheme (one slash)", GOOD.replace("runsnack:///", "runsnack:/"), ["scheme must be runsnack://"]),
+        ("rendezvous but no /g/ path", GOOD.replace("runsnack:///", "runsnack://"), ["path must be /g/"]),
         ("port out of range", GOOD.replace(":9#", ":99999#"), ["candidate", "port"]),
         ("port zero", GOOD.replace(":9#", ":0#"), ["candidate", "port"]),
         ("port not a number", GOOD.replace(":9#", ":9x#"), ["candidate"]),
@@ -61,6 +62,14 @@ class MalformedLinks(E2ETestCase):
         home = self.new_home("consumer")
         self.fails(home, "info", "nosuchname", contains="neither a link nor a saved remote")
         self.fails(home, "info", contains="no link given")
+
+    def test_wrong_scheme_named_on_command_line(self):
+        """Text with "://" can never be a saved remote name ([A-Za-z0-9._-]), so a pasted
+        https://... link should get parse_link's "scheme must be runsnack://", as it does on stdin."""
+        home = self.new_home("consumer")
+        wrong = GOOD.replace("runsnack://", "https://")
+        self.fails(home, "info", "-", input=wrong + "\n", contains="scheme must be runsnack://")
+        self.fails(home, "info", wrong, contains="scheme must be runsnack://")
 
     def test_link_spelling_accepted_everywhere(self):
         """A link parse_link accepts (scheme in capitals, surrounding whitespace) must work on the

@@ -120,6 +120,21 @@ class Restart(E2ETestCase):
         self.assertEqual([g["uses"] for g in links if g["id"] == first.grant], [2])
 
 
+    def test_provider_stop_ends_live_session(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        watcher = self.start(chome, "info", "--watch", "1", "--json", provider.link, name="watcher")
+        watcher.wait_for(lambda e: "grant" in e, READY_DEADLINE, "the first report")
+        self.assertEqual(provider.stop(), 0, provider.stderr())
+        rc = watcher.wait(20)
+        self.assertIsNotNone(rc, "the consumer did not notice the provider stopping")
+        self.assertEqual(rc, 1)
+        self.assertIn("session ended", watcher.stderr())
+        events = self.audit(phome)
+        self.assertTrue([e for e in events if e["kind"] == "session_close"], events)
+        self.assertEqual(self.run_cli(phome, "log", "--json", "--since", "10m").stdout.count("\n"), len(events))
+
+
 class HostileConnections(E2ETestCase):
     def test_garbage_and_stalled_connections(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")

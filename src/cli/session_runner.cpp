@@ -1,0 +1,49 @@
+#include "cli/session_runner.hpp"
+
+#include "cli/command.hpp"
+#include "cli/link_arg.hpp"
+#include "cli/state.hpp"
+#include "consumer/consumer.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+namespace runsnack::cli {
+
+namespace asio = boost::asio;
+
+int run_session_command(const SessionCommand& command) {
+  auto link = resolve_link(command.link_arg);
+  if (!link) return report(link.error());
+  auto identity = open_identity();
+  if (!identity) return report(identity.error());
+  auto consumer = Consumer::create(*identity);
+  if (!consumer) return report(consumer.error());
+
+  asio::io_context io(1);
+  int exit_code = kExitFailure;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        ConnectOptions options;
+        options.timeout = command.connect_timeout;
+        auto session = co_await (*consumer)->connect(*link, options);
+        if (!session) {
+          exit_code = report(session.error());
+          co_return;
+        }
+        exit_code = co_await command.body(**session);
+      },
+      [&](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          exit_code = report(std::string("internal error: ") + ex.what());
+        }
+      });
+  io.run();
+  return exit_code;
+}
+
+}  // namespace runsnack::cli

@@ -1,0 +1,27 @@
+#pragma once
+// What every consumer command does first: resolve the LINK argument, load this
+// installation's identity, connect (dial, pinned TLS, grant proof), then run
+// the command's own coroutine with the Session on a one-thread io_context.
+
+#include "session/session.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace runsnack::cli {
+
+struct SessionCommand {
+  std::string link_arg;                        // as the user gave it (see link_arg.hpp)
+  std::chrono::milliseconds connect_timeout{10000};
+  // Returns the process exit code; report errors with report() first.
+  std::function<boost::asio::awaitable<int>(Session&)> body;
+};
+
+// The exit code of `body`, or kExitFailure (with the reason on stderr) when
+// the link is bad or the session cannot be set up.
+int run_session_command(const SessionCommand& command);
+
+}  // namespace runsnack::cli
