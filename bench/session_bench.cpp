@@ -271,7 +271,6 @@ asio::awaitable<void> serve_echo(std::shared_ptr<MuxStream> stream) {
     if (ev.value("event", "") == "refused") std::fprintf(stderr, "provider: %s\n", ev.dump().c_str());
   });
   if (auto r = provider.listen(); !r) die("provider listen: " + std::string(r.error().what()));
-  if (auto r = grants.find(grant.id); !r || !*r) die("grant not found: " + (r ? std::string("none") : std::string(r.error().what())));
 
   Link link;
   link.candidates = {Endpoint{"127.0.0.1", provider.local_endpoint().port()}};
@@ -282,14 +281,6 @@ asio::awaitable<void> serve_echo(std::shared_ptr<MuxStream> stream) {
   if (::write(link_fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) die("link pipe");
   ::close(link_fd);
   asio::co_spawn(io, provider.run(), asio::detached);
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    for (int i = 0; i < 20; ++i) {
-      asio::steady_timer t(io, std::chrono::milliseconds(50));
-      co_await t.async_wait(asio::use_awaitable);
-      auto r = grants.find(grant.id);
-      if (!r) std::fprintf(stderr, "DEBUG find failed: %s\n", r.error().what());
-    }
-  }, asio::detached);
   io.run();
   std::_Exit(0);
 }
@@ -313,6 +304,23 @@ T must(Result<T> r, const char* what) {
   return std::move(*r);
 }
 
+// Named variables instead of temporaries around co_await: GCC 12 miscompiles
+// temporaries that live across a suspension point.
+asio::awaitable<std::unique_ptr<Session>> connect_or_die(Consumer& consumer, const Link& link) {
+  ConnectOptions options;
+  auto r = co_await consumer.connect(link, options);
+  if (!r) die(std::string("connect: ") + r.error().what());
+  co_return std::move(*r);
+}
+
+asio::awaitable<std::shared_ptr<MuxStream>> open_or_die(Session& session, const char* service) {
+  StreamHeader header;
+  header.service = service;
+  auto r = co_await session.open(header);
+  if (!r) die(std::string("open ") + service + ": " + r.error().what());
+  co_return std::move(*r);
+}
+
 asio::awaitable<void> consumer_main(Consumer& consumer, Link link, pid_t provider) {
   const std::uint64_t bytes = env_u64("BENCH_BYTES", 1ull << 30);
   const std::uint64_t runs = env_u64("BENCH_RUNS", 3);
@@ -327,7 +335,7 @@ asio::awaitable<void> consumer_main(Consumer& consumer, Link link, pid_t provide
   std::vector<double> setup_ms;
   for (std::uint64_t i = 0; i < connects + 3; ++i) {
     auto t = Clock::now();
-    auto s = must(co_await consumer.connect(link), "connect");
+    auto s = co_await connect_or_die(consumer, link);
     if (i >= 3) setup_ms.push_back(seconds_since(t) * 1e3);
   }
   co_await sleep_for(std::chrono::milliseconds(300));
@@ -336,7 +344,7 @@ asio::awaitable<void> consumer_main(Consumer& consumer, Link link, pid_t provide
   const std::uint64_t before_rss = rss_kib(provider);
   {
     std::vector<std::unique_ptr<Session>> held;
-    for (std::uint64_t i = 0; i < idle_sessions; ++i) held.push_back(must(co_await consumer.connect(link), "connect"));
+    for (std::uint64_t i = 0; i < idle_sessions; ++i) held.push_back(co_await connect_or_die(consumer, link));
     co_await sleep_for(std::chrono::milliseconds(500));
     const std::uint64_t held_rss = rss_kib(provider);
     std::printf("RESULT runsnack provider_rss_idle_mib %.1f\n", static_cast<double>(idle_rss) / 1024);
@@ -353,12 +361,12 @@ asio::awaitable<void> consumer_main(Consumer& consumer, Link link, pid_t provide
   co_await sleep_for(std::chrono::milliseconds(300));
 
   // One session, one stream per run, as the TCP paths use one connection per run.
-  auto session = must(co_await consumer.connect(link), "connect");
+  auto session = co_await connect_or_die(consumer, link);
   std::vector<std::uint8_t> chunk(1 << 20, 'x');
   std::vector<double> rates;
   for (std::uint64_t r = 0; r < runs; ++r) {
     auto start = Clock::now();
-    auto stream = must(co_await session->open(StreamHeader{"sink", nlohmann::json::object()}), "open sink");
+    auto stream = co_await open_or_die(*session, "sink");
     if (!co_await stream->write(asio::buffer(&bytes, sizeof bytes))) die("sink write");
     for (std::uint64_t left = bytes; left > 0;) {
       std::size_t n = std::min<std::uint64_t>(left, chunk.size());
@@ -370,7 +378,7 @@ asio::awaitable<void> consumer_main(Consumer& consumer, Link link, pid_t provide
     rates.push_back(static_cast<double>(bytes) * 8 / seconds_since(start) / 1e9);
     (void)co_await stream->close_write();
   }
-  auto echo = must(co_await session->open(StreamHeader{"echo", nlohmann::json::object()}), "open echo");
+  auto echo = co_await open_or_die(*session, "echo");
   char msg[64], back[64];
   std::memset(msg, 'p', sizeof msg);
   std::vector<double> rtts;

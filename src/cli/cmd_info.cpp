@@ -95,9 +95,16 @@ int info(const InfoArgs& args) {
       else print_info(*result);
       if (args.watch_s <= 0) co_return 0;
       if (!args.json) std::cout << std::endl;
-      asio::steady_timer pause(co_await asio::this_coro::executor,
-                               std::chrono::milliseconds(static_cast<std::int64_t>(args.watch_s * 1000)));
-      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      // Sleep in short steps so that a session the provider ends is reported at once.
+      auto until = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(static_cast<std::int64_t>(args.watch_s * 1000));
+      asio::steady_timer pause(co_await asio::this_coro::executor);
+      while (std::chrono::steady_clock::now() < until && !session.mux().is_closed()) {
+        pause.expires_after(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50),
+                                                                         until - std::chrono::steady_clock::now()));
+        co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      if (session.mux().is_closed()) co_return report(explain_end(session, Error(errc::closed, "session closed")));
     }
   };
   return run_session_command(command);

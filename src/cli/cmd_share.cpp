@@ -33,6 +33,7 @@ struct ShareArgs {
   std::string port_range;
   std::string listen = "0.0.0.0";
   std::string label;
+  std::string allow;
   bool serve_only = false;
   bool json = false;
   bool no_qr = false;
@@ -132,7 +133,6 @@ int share(const ShareArgs& args) {
     options.ports = *range;
   }
   if (listen->second) options.ports = {*listen->second, *listen->second};
-  if (args.max_uses < 0 || args.max_sessions < 0) return report("--max-uses and --max-sessions must be positive");
 
   auto identity = open_identity();
   if (!identity) return report(identity.error());
@@ -168,10 +168,14 @@ int share(const ShareArgs& args) {
     if (!args.expires.empty()) {
       auto d = parse_duration(args.expires);
       if (!d) return report(d.error());
-      grant.expires = grant.created + *d;
+      // Stored in whole seconds: round up, so a link never dies early.
+      grant.expires = std::chrono::ceil<std::chrono::seconds>(grant.created + *d);
     }
     if (args.max_uses > 0) grant.max_uses = args.max_uses;
     if (args.max_sessions > 0) grant.max_sessions = args.max_sessions;
+    auto services = parse_service_list(args.allow);
+    if (!services) return report(services.error());
+    grant.services = *services;
     grant.gpus = *gpus;
     grant.bind_first = args.bind_first;
     grant.label = args.label;
@@ -243,11 +247,14 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   auto* cmd = app.add_subcommand("share", "Share this machine: print a link and serve it until Ctrl-C");
   cmd->add_option("--gpu", args->gpus, "GPUs the link may use: 0 or 0,1 (default: all)");
   cmd->add_option("--expires", args->expires, "The link dies after this long: 30m, 2h, 1d (default: never)");
-  cmd->add_option("--max-uses", args->max_uses, "Connections the link allows in total (default: unlimited)");
-  cmd->add_option("--max-sessions", args->max_sessions, "Sessions open at once (default: unlimited)");
+  cmd->add_option("--max-uses", args->max_uses, "Connections the link allows in total (default: unlimited)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-sessions", args->max_sessions, "Sessions open at once (default: unlimited)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--bind-first", args->bind_first, "Only the first consumer who uses the link may use it again");
   cmd->add_option("--port-range", args->port_range, "Listen on the first free port in A-B (default 7443-7463)");
   cmd->add_option("--listen", args->listen, "Address to listen on, ADDR or ADDR:PORT (default 0.0.0.0)");
+  cmd->add_option("--allow", args->allow, "Services the link allows besides info, e.g. run,shell,cp,forward");
   cmd->add_option("--label", args->label, "A note for yourself, shown by `runsnack links`");
   cmd->add_flag("--serve-only", args->serve_only, "Make no new link; serve the links made before");
   cmd->add_flag("--json", args->json, "Print one JSON event per line; the first is {\"event\":\"ready\",\"link\":...}");

@@ -3,6 +3,7 @@
 #include "cli/state.hpp"
 #include "store/remote_store.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 
@@ -20,6 +21,14 @@ Result<std::string> read_link_from_stdin() {
   return line;
 }
 
+namespace {
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+}  // namespace
+
 Result<Link> resolve_link(const std::string& arg) {
   std::string text = arg;
   if (text.empty()) {
@@ -32,7 +41,9 @@ Result<Link> resolve_link(const std::string& arg) {
     auto line = read_link_from_stdin();
     if (!line) return line.error();
     text = *line;
-  } else if (text.rfind("runsnack:", 0) != 0) {
+  } else if (valid_remote_name(trimmed(text))) {
+    // A bare name: a link always has a scheme, so it can never look like one.
+    text = std::string(trimmed(text));
     auto file = state_path("remotes.json");
     if (!file) return file.error();
     RemoteStore remotes(*file);

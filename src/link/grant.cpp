@@ -33,6 +33,25 @@ bool grant_allows_service(const Grant& grant, const std::string& service) {
   return grant.services.count(service) > 0;
 }
 
+Result<std::set<std::string>> parse_service_list(std::string_view list) {
+  std::set<std::string> out{kServiceInfo};
+  std::size_t start = 0;
+  while (start <= list.size() && !list.empty()) {
+    std::size_t comma = std::min(list.find(',', start), list.size());
+    std::string name(list.substr(start, comma - start));
+    bool known = false;
+    for (const char* k : kKnownServices) known |= name == k;
+    if (!known) {
+      std::string names;
+      for (const char* k : kKnownServices) names += (names.empty() ? "" : ", ") + std::string(k);
+      return fail(errc::invalid_argument, "unknown service '" + name + "' (known: " + names + ")");
+    }
+    out.insert(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
 nlohmann::json grant_terms(const Grant& grant, TimePoint now) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   const char* state = "active";

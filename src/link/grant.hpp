@@ -20,8 +20,12 @@
 
 namespace runsnack {
 
-// Services a grant can allow; the foundation serves "info" only, later layers add theirs.
+// Services a grant can allow. Every grant allows "info"; `share --allow` adds others.
 inline constexpr const char* kServiceInfo = "info";
+inline constexpr const char* kKnownServices[] = {"info", "run", "shell", "cp", "forward", "cuda"};
+
+// "run,shell" -> {"info","run","shell"}; an unknown name is an error listing the known ones.
+Result<std::set<std::string>> parse_service_list(std::string_view list);
 
 struct Grant {
   std::string id;                          // 10 base32 characters, public (travels to a rendezvous)

@@ -46,5 +46,14 @@ TEST_F(GrantCheck, BindingAndRevocation) {
   EXPECT_TRUE(check_live_session(grant, clock.now()));
 }
 
+TEST(ServiceList, ParsesAndAlwaysAllowsInfo) {
+  auto s = parse_service_list("run,shell").value();
+  EXPECT_EQ(s, (std::set<std::string>{"info", "run", "shell"}));
+  EXPECT_EQ(parse_service_list("").value(), std::set<std::string>{"info"});
+  auto bad = parse_service_list("run,bogus");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bogus"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace runsnack

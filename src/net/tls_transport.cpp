@@ -29,29 +29,38 @@ class TlsTransport final : public Transport {
     co_return co_await stream_->async_read_some(buffer, asio::use_awaitable);
   }
   asio::awaitable<void> write(std::span<const asio::const_buffer> buffers) override {
-    // ssl::stream encrypts only the first buffer of a sequence per SSL_write,
-    // so the Mux's gather write [12-byte header, payload, header, ...] would
-    // become one tiny TLS record (and one send) per header. Coalesce into one
-    // reused staging buffer so that every record is full.
-    std::size_t total = 0;
-    for (const auto& b : buffers) total += b.size();
-    if (buffers.size() == 1 || total == 0) {
-      if (total > 0) co_await asio::async_write(*stream_, buffers, asio::use_awaitable);
-      co_return;
-    }
-    std::size_t i = 0, off = 0;
-    while (i < buffers.size()) {
-      staging_.clear();
-      while (i < buffers.size() && staging_.size() < kStagingBytes) {
-        const auto& b = buffers[i];
-        std::size_t take = std::min(b.size() - off, kStagingBytes - staging_.size());
-        const auto* p = static_cast<const std::uint8_t*>(b.data()) + off;
+    // ssl::stream encrypts only the first buffer of a sequence per SSL_write
+    // (one TLS record, one send per call), so the Mux's gather write
+    // [12-byte header, payload, header, ...] would put every header in its
+    // own tiny record. Small buffers are coalesced into one reused staging
+    // buffer, topped up from the next payload to a full 16 KiB record; the
+    // rest of a large payload is written in place (no copy), where asio cuts
+    // it into full records.
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const auto* p = static_cast<const std::uint8_t*>(buffers[i].data());
+      std::size_t n = buffers[i].size();
+      if (!staging_.empty() || n < kRecordBytes) {
+        std::size_t room = kRecordBytes - staging_.size() % kRecordBytes;
+        std::size_t take = n < kRecordBytes ? n : std::min(n, room);
         staging_.insert(staging_.end(), p, p + take);
-        off += take;
-        if (off == b.size()) ++i, off = 0;
+        p += take;
+        n -= take;
+        // Flush when full, before a large remainder, or at the end.
+        if (staging_.size() >= kStagingBytes || n > 0 || i + 1 == buffers.size()) {
+          co_await flush_staging();
+        }
       }
-      co_await asio::async_write(*stream_, asio::buffer(staging_), asio::use_awaitable);
+      if (n > 0) co_await asio::async_write(*stream_, asio::buffer(p, n), asio::use_awaitable);
     }
+    if (!staging_.empty()) co_await flush_staging();
+  }
+  asio::awaitable<void> flush_staging() {
+    // On failure the transport is dead anyway; clear so a later call starts clean.
+    struct Clear {
+      std::vector<std::uint8_t>& v;
+      ~Clear() { v.clear(); }
+    } clear{staging_};
+    co_await asio::async_write(*stream_, asio::buffer(staging_), asio::use_awaitable);
   }
   asio::awaitable<void> shutdown() override {
     using namespace asio::experimental::awaitable_operators;
@@ -72,6 +81,7 @@ class TlsTransport final : public Transport {
   asio::any_io_executor get_executor() override { return stream_->get_executor(); }
 
  private:
+  static constexpr std::size_t kRecordBytes = 16 * 1024;  // TLS's maximum plaintext per record
   static constexpr std::size_t kStagingBytes = 256 * 1024;
   std::unique_ptr<TlsSocket> stream_;
   std::vector<std::uint8_t> staging_;
