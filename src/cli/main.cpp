@@ -22,10 +22,13 @@ int main(int argc, char** argv) {
   ExitStatus status;
   add_share_command(app, status);
   add_info_command(app, status);
+  add_run_commands(app, status);
+  add_forward_command(app, status);
   add_grant_commands(app, status);
   add_remote_command(app, status);
   add_gpus_command(app, status);
   add_id_command(app, status);
+  add_rendezvous_command(app, status);
 
   try {
     app.parse(argc, argv);
