@@ -72,6 +72,7 @@ struct InfoArgs {
   bool json = false;
   double timeout_s = 10;
   double watch_s = 0;  // 0: once
+  std::uint64_t probe_bytes = 0;  // tests and benchmarks: move this many bytes and report their SHA-256
 };
 
 // A session that ended under us (revoked, expired, provider gone) reads better
@@ -87,7 +88,23 @@ int info(const InfoArgs& args) {
   SessionCommand command;
   command.link_arg = args.link;
   command.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
-  command.body = [&args](Session& session) -> asio::awaitable<int> {
+  const auto started = std::chrono::steady_clock::now();
+  command.body = [&args, started](Session& session) -> asio::awaitable<int> {
+    if (args.probe_bytes > 0) {
+      auto t = co_await fetch_probe_bytes(session, args.probe_bytes);
+      if (!t) co_return report(explain_end(session, t.error()));
+      double since_start =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count() -
+          t->seconds * 1000;
+      print_json({{"path", session.info().path},
+                  {"address", session.info().remote_address},
+                  {"setup_ms", static_cast<double>(session.info().setup.count()) / 1000},
+                  {"probe_bytes", t->bytes},
+                  {"sha256", t->sha256},
+                  {"first_byte_ms", since_start},
+                  {"mbps", t->seconds > 0 ? static_cast<double>(t->bytes) * 8 / t->seconds / 1e6 : 0.0}});
+      co_return 0;
+    }
     for (;;) {
       auto result = co_await fetch_info(session);
       if (!result) co_return report(explain_end(session, result.error()));
@@ -120,6 +137,8 @@ void add_info_command(CLI::App& app, ExitStatus& status) {
                 "One JSON object with keys host, gpus, grant, provider, path, setup_ms, rtt_ms, bandwidth_mbps");
   cmd->add_option("--timeout", args->timeout_s, "Seconds to wait for the provider")->capture_default_str();
   cmd->add_option("--watch", args->watch_s, "Keep the session open and report again every this many seconds");
+  cmd->add_option("--probe-bytes", args->probe_bytes,
+                  "Test the path: receive N bytes through the session, print their SHA-256 and timing as JSON");
   cmd->callback([&status, args] { run_command(status, [&] { return info(*args); }); });
 }
 

@@ -1,7 +1,312 @@
+// `runsnack run` and `runsnack cp`: sync the working folder, run a command in
+// the provider's sandbox with its output streamed back, copy files either way
+// (services/exec/exec_service.hpp has the protocol).
 #include "cli/command.hpp"
+#include "cli/link_arg.hpp"
+#include "cli/session_runner.hpp"
+#include "core/duration.hpp"
+#include "core/paths.hpp"
+#include "services/exec/exec_service.hpp"
+#include "services/fs/path_rules.hpp"
+#include "services/fs/transfer.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 
 namespace runsnack::cli {
 
-void add_run_commands(CLI::App&, ExitStatus&) {}
+namespace asio = boost::asio;
+namespace sfs = std::filesystem;
+
+namespace {
+
+struct RunArgs {
+  std::string link;
+  std::vector<int> gpus;
+  std::vector<std::string> env;
+  bool no_sync = false;
+  std::string sync_dir;
+  std::string timeout;
+  std::vector<std::string> pull;
+  std::vector<std::string> command;
+};
+
+struct CpArgs {
+  std::string link, src, dst;
+};
+
+fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
+  fs::IgnoreRules rules;
+  for (const char* name : {".gitignore", ".runsnackignore"}) {
+    std::ifstream in(root / name);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    rules.add_file_text(text.str());
+  }
+  return rules;
+}
+
+sfs::path cache_file_for(const sfs::path& root) {
+  auto dir = state_dir();
+  if (!dir) return {};
+  sfs::create_directories(*dir / "sync-cache");
+  std::string key = root.string();
+  return *dir / "sync-cache" / (fs::sha256_hex(key.data(), key.size()).substr(0, 32) + ".json");
+}
+
+std::string human(std::uint64_t n) {
+  char buf[32];
+  if (n < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", n / 1048576.0);
+  return buf;
+}
+
+// A progress bar on stderr, only for a person at a terminal and only for large transfers.
+fs::Progress progress_bar(const char* what) {
+  if (!isatty(STDERR_FILENO)) return nullptr;
+  return [what](std::uint64_t done, std::uint64_t total) {
+    if (total < (8u << 20)) return;
+    int pct = static_cast<int>(done * 100 / total);
+    int bars = pct / 4;
+    std::fprintf(stderr, "\r\033[K%s [%.*s%*s] %3d%% %s", what, bars, "#########################", 25 - bars, "", pct,
+                 human(done).c_str());
+    if (done >= total) std::fprintf(stderr, "\n");
+  };
+}
+
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service, nlohmann::json args) {
+  StreamHeader header{service, std::move(args)};
+  co_return co_await session.open(header);
+}
+
+// Sends `entries` (read from `root`) to the provider: the run sync and cp put.
+asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* service, nlohmann::json args, int root,
+                                                  std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename) {
+  auto stream = co_await open_mode(session, service, std::move(args));
+  if (!stream) co_return stream.error();
+  const fs::Progress bar = progress_bar("sync");
+  auto stats = co_await fs::send_tree(**stream, root, entries, bar, rename);
+  (void)co_await (*stream)->close_write();
+  co_return stats;
+}
+
+// Receives files from the provider into `root`: run --pull and cp get.
+asio::awaitable<Result<fs::TransferStats>> download(Session& session, const char* service, nlohmann::json args, int root) {
+  auto stream = co_await open_mode(session, service, std::move(args));
+  if (!stream) co_return stream.error();
+  const fs::ReceiveLimits limits{};
+  const fs::Progress bar = progress_bar("pull");
+  auto stats = co_await fs::receive_tree(**stream, root, limits, nullptr, bar);
+  (void)co_await (*stream)->close_write();
+  co_return stats;
+}
+
+// Ctrl-C: the first is SIGINT to the remote command, the second SIGKILL.
+asio::awaitable<void> forward_signals(std::shared_ptr<MuxStream> stream, std::shared_ptr<asio::signal_set> signals) {
+  int count = 0;
+  for (;;) {
+    auto [ec, sig] = co_await signals->async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    ++count;
+    int remote = (count == 1 && sig == SIGINT) ? SIGINT : SIGKILL;
+    std::fprintf(stderr, remote == SIGINT ? "\nrunsnack: interrupting the remote command (Ctrl-C again kills it)\n"
+                                          : "\nrunsnack: killing the remote command\n");
+    const nlohmann::json msg = {{"type", "signal"}, {"signal", remote}};
+    if (!co_await fs::write_control(*stream, msg)) co_return;
+  }
+}
+
+void write_all(int fd, const std::vector<std::uint8_t>& data) {
+  std::size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n <= 0) return;
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
+  sfs::path root_path = args.sync_dir.empty() ? sfs::current_path() : sfs::absolute(args.sync_dir);
+  auto root = fs::open_root(root_path, false);
+  if (!root) co_return report(root.error());
+  if (!args.no_sync) {
+    fs::HashCache cache;
+    sfs::path cache_file = cache_file_for(root_path);
+    cache.load(cache_file);
+    auto entries = fs::scan_tree(root->get(), "", ignore_rules_for(root_path), &cache);
+    if (!entries) co_return report(entries.error());
+    cache.save(cache_file);
+    const nlohmann::json sync_args = {{"mode", "sync"}};
+    auto stats = co_await upload(session, exec::kServiceRun, sync_args, root->get(), std::move(*entries), std::nullopt);
+    if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
+    if (stats->files_sent > 0)
+      std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent, " << human(stats->bytes)
+                << " (" << human(stats->wire_bytes) << " on the wire)" << std::endl;
+  }
+
+  nlohmann::json req = {{"type", "exec"}, {"argv", args.command}};
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& kv : args.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) co_return report("bad --env '" + kv + "': expected KEY=VALUE");
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  req["env"] = env;
+  if (!args.gpus.empty()) req["gpus"] = args.gpus;
+  if (!args.timeout.empty()) {
+    auto d = parse_duration(args.timeout);
+    if (!d) co_return report(d.error());
+    req["timeout_s"] = std::chrono::duration<double>(*d).count();
+  }
+  const nlohmann::json exec_args = {{"mode", "exec"}};
+  auto stream = co_await open_mode(session, exec::kServiceRun, exec_args);
+  if (!stream) co_return report(stream.error());
+  if (auto r = co_await fs::write_control(**stream, req); !r) co_return report(r.error());
+
+  auto signals = std::make_shared<asio::signal_set>(co_await asio::this_coro::executor, SIGINT, SIGTERM);
+  asio::co_spawn(co_await asio::this_coro::executor, forward_signals(*stream, signals), asio::detached);
+  int status = -1;
+  std::string failure;
+  for (;;) {
+    auto f = co_await fs::read_frame(**stream);
+    if (!f) {
+      failure = session.mux().is_closed() ? "the session ended (the provider stopped, or revoked the link, or it expired)"
+                                          : f.error().what();
+      break;
+    }
+    if (f->type == fs::FrameType::out) write_all(STDOUT_FILENO, f->payload);
+    else if (f->type == fs::FrameType::err) write_all(STDERR_FILENO, f->payload);
+    else if (f->type == fs::FrameType::control) {
+      auto j = fs::decode_control(f->payload);
+      if (!j) continue;
+      if ((*j)["type"] == "error") {
+        failure = j->value("message", std::string("the provider refused"));
+        break;
+      }
+      if ((*j)["type"] == "exit") {
+        status = j->value("status", 1);
+        std::string reason = j->value("reason", std::string());
+        if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << reason << std::endl;
+        break;
+      }
+    }
+  }
+  signals->cancel();
+  (void)co_await (*stream)->close_write();
+  if (status < 0) co_return report(failure);
+
+  if (!args.pull.empty()) {
+    const nlohmann::json pull_args = {{"mode", "pull"}, {"paths", args.pull}};
+    auto stats = co_await download(session, exec::kServiceRun, pull_args, root->get());
+    if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
+  }
+  co_return status;
+}
+
+int run(const RunArgs& args) {
+  if (args.command.empty()) return report("nothing to run: give the command after --, e.g. runsnack run LINK -- python train.py");
+  SessionCommand command;
+  command.link_arg = args.link;
+  command.body = [&args](Session& session) -> asio::awaitable<int> { co_return co_await run_body(args, session); };
+  return run_session_command(command);
+}
+
+constexpr std::string_view kRemote = "remote:";
+
+asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
+  bool src_remote = args.src.starts_with(kRemote), dst_remote = args.dst.starts_with(kRemote);
+  if (src_remote == dst_remote) co_return report("exactly one of SRC and DST must start with remote:");
+  if (dst_remote) {
+    // Local SRC -> remote DST: DST ending in '/' (or empty) is a folder that receives SRC's name.
+    std::string dst(args.dst.substr(kRemote.size()));
+    sfs::path src = sfs::absolute(args.src).lexically_normal();
+    if (src.filename().empty()) src = src.parent_path();
+    std::string leaf = src.filename().string();
+    std::string dest_dir = dst, name = leaf;
+    if (!dst.empty() && dst.back() != '/') {
+      auto slash = dst.rfind('/');
+      dest_dir = slash == std::string::npos ? "" : dst.substr(0, slash);
+      name = dst.substr(slash == std::string::npos ? 0 : slash + 1);
+    }
+    while (!dest_dir.empty() && dest_dir.back() == '/') dest_dir.pop_back();
+    auto root = fs::open_root(src.parent_path(), false);
+    if (!root) co_return report(root.error());
+    fs::IgnoreRules rules;
+    auto entries = fs::scan_tree(root->get(), leaf, rules, nullptr);
+    if (!entries) co_return report(entries.error());
+    for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
+    const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
+    const std::optional<fs::TopRename> rename = fs::TopRename{name, leaf};
+    auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename);
+    if (!stats) co_return report(stats.error());
+    std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
+    co_return 0;
+  }
+  std::string src(args.src.substr(kRemote.size()));
+  while (!src.empty() && src.back() == '/') src.pop_back();
+  sfs::path dst = sfs::absolute(args.dst);
+  std::string leaf = src.substr(src.rfind('/') == std::string::npos ? 0 : src.rfind('/') + 1);
+  std::string as = leaf;
+  sfs::path local_dir = dst;
+  if (!args.dst.ends_with("/") && !sfs::is_directory(dst)) {
+    local_dir = dst.parent_path();
+    as = dst.filename().string();
+  }
+  auto root = fs::open_root(local_dir, true);
+  if (!root) co_return report(root.error());
+  // The provider sends the path's parent chain too; receive it in a staging view: paths are kept relative to the workspace.
+  const nlohmann::json get_args = {{"mode", "get"}, {"path", src}, {"as", as}};
+  if (src.find('/') != std::string::npos) co_return report("cp from remote: give a top-level workspace path (e.g. remote:out)");
+  auto stats = co_await download(session, exec::kServiceCp, get_args, root->get());
+  if (!stats) co_return report(stats.error());
+  std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
+  co_return 0;
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app, ExitStatus& status) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Sync this folder to the provider and run a command there, sandboxed");
+  cmd->add_option("LINK", args->link, kLinkHelp)->required();
+  cmd->add_option("--gpu", args->gpus, "GPU index to use (repeatable; default: all the link shares)")->allow_extra_args(false);
+  cmd->add_option("--env", args->env, "KEY=VALUE for the remote command (repeatable)")->allow_extra_args(false);
+  cmd->add_flag("--no-sync", args->no_sync, "Do not sync; run in the workspace as it is");
+  cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
+  cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
+  cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
+  cmd->add_option("CMD", args->command, "The command and its arguments, after --")->required();
+  cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
+              "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.");
+  cmd->callback([&status, args] { run_command(status, [&] { return run(*args); }); });
+
+  auto cp = std::make_shared<CpArgs>();
+  auto* cpc = app.add_subcommand("cp", "Copy files or folders to or from the workspace: remote:PATH names the remote side");
+  cpc->add_option("LINK", cp->link, kLinkHelp)->required();
+  cpc->add_option("SRC", cp->src, "Source (local path or remote:PATH)")->required();
+  cpc->add_option("DST", cp->dst, "Destination (local path or remote:PATH; a trailing / means into that folder)")->required();
+  cpc->callback([&status, cp] {
+    run_command(status, [&] {
+      SessionCommand command;
+      command.link_arg = cp->link;
+      command.body = [cp](Session& session) -> asio::awaitable<int> { co_return co_await cp_body(*cp, session); };
+      return run_session_command(command);
+    });
+  });
+}
 
 }  // namespace runsnack::cli

@@ -5,9 +5,14 @@
 #include "core/duration.hpp"
 #include "crypto/secret.hpp"
 #include "gpu/gpu_info.hpp"
+#include "net/port_mapping.hpp"
 #include "provider/provider.hpp"
+#include "services/exec/run_terms.hpp"
+#include "rendezvous/rdv_client.hpp"
+#include "services/forward/forward_target.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -15,6 +20,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <unistd.h>
 
@@ -37,7 +44,37 @@ struct ShareArgs {
   bool serve_only = false;
   bool json = false;
   bool no_qr = false;
+  // run/shell/cp limits, stored in grant.terms["run"] (services/exec/run_terms.hpp)
+  std::string run_timeout, memory, disk_quota;
+  std::int64_t max_procs = 0;
+  bool network = false;
+  std::vector<std::string> expose;  // forward targets (services/forward/forward_target.hpp)
+  bool ollama = false;
+  std::string bandwidth;
+  std::int64_t max_connections = 0;
+  std::string rendezvous;
+  bool no_port_mapping = false;
 };
+
+// Links with a rendezvous stay short enough to type and to fit a small QR code.
+constexpr std::size_t kMaxRendezvousLinkChars = 159;
+
+// --rendezvous, else RUNSNACK_RENDEZVOUS, else {"rendezvous": "..."} in the
+// state dir's config.json; empty when none.
+Result<std::string> rendezvous_setting(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("RUNSNACK_RENDEZVOUS"); env && *env) return std::string(env);
+  auto path = state_path("config.json");
+  if (!path) return std::string();
+  std::ifstream in(*path);
+  if (!in) return std::string();
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return fail(errc::malformed, path->string() + " is not a JSON object");
+  auto it = j.find("rendezvous");
+  if (it == j.end()) return std::string();
+  if (!it->is_string()) return fail(errc::malformed, path->string() + ": \"rendezvous\" must be \"HOST:PORT\"");
+  return it->get<std::string>();
+}
 
 // The default ports, so that a provider restarted with the same settings
 // serves its earlier links at the same address.
@@ -119,6 +156,31 @@ std::string status_line(const ProviderStats& s, const std::vector<int>& gpus) {
   return line;
 }
 
+// --expose and --ollama -> the forward terms of the new grant.
+Result<ForwardTerms> forward_terms(const ShareArgs& args) {
+  ForwardTerms terms;
+  for (const auto& text : args.expose) {
+    auto target = parse_expose(text);
+    if (!target) return target.error();
+    if (find_target(terms.targets, target->name))
+      return fail(errc::invalid_argument, "--expose names '" + target->name + "' twice: give each target its own NAME=");
+    terms.targets.push_back(std::move(*target));
+  }
+  if (args.ollama) {
+    asio::io_context io;
+    asio::ip::tcp::socket probe(io);
+    boost::system::error_code ec;
+    probe.connect({asio::ip::make_address("127.0.0.1"), 11434}, ec);
+    if (ec)
+      return fail(errc::not_found, "--ollama: no Ollama answering on 127.0.0.1:11434 (" + ec.message() +
+                                       "): start it with `ollama serve`, or expose another port with --expose");
+    terms.targets.push_back({"ollama", "127.0.0.1", 11434, true});
+  }
+  if (terms.targets.size() > kMaxForwardTargets) return fail(errc::invalid_argument, "too many --expose targets");
+  if (args.max_connections > 0) terms.max_connections = args.max_connections;
+  return terms;
+}
+
 int share(const ShareArgs& args) {
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
@@ -156,6 +218,52 @@ int share(const ShareArgs& args) {
   });
   if (auto r = provider.listen(); !r) return report(r.error());
 
+  std::optional<Endpoint> rendezvous;
+  {
+    auto setting = rendezvous_setting(args.rendezvous);
+    if (!setting) return report(setting.error());
+    if (!setting->empty()) {
+      auto ep = parse_endpoint(*setting, "rendezvous");
+      if (!ep) return report(ep.error());
+      rendezvous = *ep;
+    }
+  }
+  // The router's port mapping, for the share's lifetime (removed when `mapping` dies).
+  std::vector<Endpoint> candidates = provider.candidates();
+  std::unique_ptr<PortMapping> mapping;
+  if (!args.no_port_mapping && !provider.local_endpoint().address().is_loopback()) {
+    std::string why;
+    mapping = PortMapping::create(provider.local_endpoint().port(), 7200, why);
+    if (mapping) {
+      spdlog::info("port mapping ({}): {}", mapping->protocol(), mapping->external().str());
+      candidates.insert(candidates.begin(), mapping->external());
+    } else {
+      spdlog::debug("no port mapping: {}", why);
+    }
+  }
+  std::unique_ptr<rdv::ProviderAgent> agent;
+  if (rendezvous) {
+    rdv::AgentConfig config;
+    config.server = *rendezvous;
+    config.peer = identity->peer_id().str();
+    config.grants = [&db] {
+      std::vector<std::string> ids;
+      GrantStore store(*db);
+      if (auto list = store.list(false)) for (const auto& g : *list) ids.push_back(g.id);
+      return ids;
+    };
+    config.candidates = candidates;
+    if (mapping) config.mapped = mapping->external();
+    config.on_state = [json = args.json](const std::string& state) {
+      if (json) print_json({{"event", "rendezvous"}, {"state", state}});
+      else spdlog::info("rendezvous: {}", state);
+    };
+    agent = std::make_unique<rdv::ProviderAgent>(io.get_executor(), std::move(config),
+                                                 [&provider](asio::ip::tcp::socket s, std::string path) {
+                                                   provider.adopt(std::move(s), std::move(path));
+                                                 });
+  }
+
   nlohmann::json ready = {{"event", "ready"}, {"peer", identity->peer_id().str()},
                           {"listen", provider.local_endpoint().address().to_string() + ":" +
                                          std::to_string(provider.local_endpoint().port())}};
@@ -176,21 +284,56 @@ int share(const ShareArgs& args) {
     auto services = parse_service_list(args.allow);
     if (!services) return report(services.error());
     grant.services = *services;
+    auto forward = forward_terms(args);
+    if (!forward) return report(forward.error());
+    if (!forward->targets.empty()) {
+      grant.services.insert(kServiceForward);
+      grant.terms[kServiceForward] = to_json(*forward);
+    }
+    if (!args.bandwidth.empty()) {
+      auto rate = parse_bandwidth(args.bandwidth);
+      if (!rate) return report(rate.error());
+      grant.bandwidth_bytes_per_s = *rate;
+    }
     grant.gpus = *gpus;
     grant.bind_first = args.bind_first;
     grant.label = args.label;
+    exec::RunTerms run_terms;
+    if (!args.run_timeout.empty()) {
+      auto d = parse_duration(args.run_timeout);
+      if (!d) return report(d.error());
+      run_terms.timeout_s = std::chrono::duration<double>(*d).count();
+    }
+    for (auto [text, field] : {std::pair{&args.memory, &run_terms.memory_bytes}, {&args.disk_quota, &run_terms.disk_quota_bytes}}) {
+      if (text->empty()) continue;
+      auto size = exec::parse_size(*text);
+      if (!size) return report(size.error());
+      *field = *size;
+    }
+    if (args.max_procs > 0) run_terms.max_procs = static_cast<std::uint64_t>(args.max_procs);
+    run_terms.network = args.network;
+    if (grant.services.count("run") || grant.services.count("shell") || grant.services.count("cp"))
+      grant.terms["run"] = run_terms.to_json();
     GrantStore grants(*db);
     if (auto r = grants.create(grant); !r) return report(r.error());
 
     Link link;
-    link.candidates = provider.candidates();
+    link.rendezvous = rendezvous;
+    link.candidates = candidates;
     link.provider = identity->peer_id();
     link.grant_id = grant.id;
     link.secret = secret;
     std::string text = format_link(link);
+    // With a rendezvous the consumer learns every candidate from it, so the
+    // link keeps only the first ones that fit.
+    while (rendezvous && text.size() > kMaxRendezvousLinkChars && !link.candidates.empty()) {
+      link.candidates.pop_back();
+      text = format_link(link);
+    }
     ready["link"] = text;
     ready["grant"] = grant.id;
     ready["expires"] = grant.expires ? nlohmann::json(rfc3339(*grant.expires)) : nlohmann::json(nullptr);
+    if (!forward->targets.empty()) ready["expose"] = grant.terms[kServiceForward]["targets"];
     if (!args.json) {
       std::cout << text << std::endl;
       if (isatty(STDOUT_FILENO) && !args.no_qr) std::cout << render_qr(text);
@@ -198,6 +341,9 @@ int share(const ShareArgs& args) {
                 << " (link " << grant.id
                 << (grant.expires ? ", expires " + rfc3339(*grant.expires) : std::string(", no expiry"))
                 << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
+      for (const auto& t : forward->targets)
+        std::cerr << "Exposing " << t.name << " -> " << t.address() << (t.host_header ? " (Host header rewritten)" : "")
+                  << "; the consumer runs `runsnack forward LINK " << t.name << "`" << std::endl;
     }
   } else if (!args.json) {
     std::cerr << "Serving existing links as " << identity->peer_id().str() << " on port "
@@ -207,7 +353,9 @@ int share(const ShareArgs& args) {
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
-    if (!ec) provider.stop();
+    if (ec) return;
+    provider.stop();
+    if (agent) agent->stop();
   });
   asio::co_spawn(io, provider.run(), [&](std::exception_ptr e) {
     signals.cancel();
@@ -219,6 +367,16 @@ int share(const ShareArgs& args) {
       }
     }
   });
+
+  if (agent)
+    asio::co_spawn(io, agent->run(), [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        spdlog::error("rendezvous agent: {}", ex.what());
+      }
+    });
 
   // The live status line, only for a person watching a terminal.
   asio::steady_timer status_timer(io);
@@ -255,10 +413,25 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--port-range", args->port_range, "Listen on the first free port in A-B (default 7443-7463)");
   cmd->add_option("--listen", args->listen, "Address to listen on, ADDR or ADDR:PORT (default 0.0.0.0)");
   cmd->add_option("--allow", args->allow, "Services the link allows besides info, e.g. run,shell,cp,forward");
+  cmd->add_option("--run-timeout", args->run_timeout, "run: wall-clock limit per command, e.g. 10m (default: none)");
+  cmd->add_option("--memory", args->memory, "run: memory limit per command, e.g. 4G (default: none)");
+  cmd->add_option("--max-procs", args->max_procs, "run: processes per command (default 1024)")->check(CLI::PositiveNumber);
+  cmd->add_option("--disk-quota", args->disk_quota, "run/cp: workspace size limit, e.g. 10G (default: none)");
+  cmd->add_flag("--network", args->network, "run: let commands reach the network (default: no network)");
+  cmd->add_option("--expose", args->expose,
+                  "Let the link reach a TCP service here: PORT (on 127.0.0.1), NAME=PORT or NAME=HOST:PORT; "
+                  "add ,host-header to rewrite HTTP Host headers (repeatable)");
+  cmd->add_flag("--ollama", args->ollama, "Expose the local Ollama (127.0.0.1:11434) with Host rewrite, as 'ollama'");
+  cmd->add_option("--bandwidth", args->bandwidth, "Limit forwarded traffic per session: 10mbit, 1gbit, 5MB (bytes/s)");
+  cmd->add_option("--max-connections", args->max_connections, "Forwarded connections open at once per session")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--label", args->label, "A note for yourself, shown by `runsnack links`");
   cmd->add_flag("--serve-only", args->serve_only, "Make no new link; serve the links made before");
   cmd->add_flag("--json", args->json, "Print one JSON event per line; the first is {\"event\":\"ready\",\"link\":...}");
   cmd->add_flag("--no-qr", args->no_qr, "Do not draw the QR code");
+  cmd->add_option("--rendezvous", args->rendezvous,
+                  "HOST:PORT of a rendezvous, for consumers behind NAT (also RUNSNACK_RENDEZVOUS or config.json)");
+  cmd->add_flag("--no-port-mapping", args->no_port_mapping, "Do not ask the router for a port mapping (UPnP/NAT-PMP)");
   cmd->footer(
       "Every running `runsnack share` serves all of this machine's live links, so a restarted provider\n"
       "keeps earlier links working (same listen address and port). Revoke a link with `runsnack revoke`.\n"

@@ -1,14 +1,22 @@
 #include "consumer/consumer.hpp"
 
 #include "crypto/tls.hpp"
-#include "net/dialer.hpp"
+#include "net/dial_race.hpp"
+#include "net/punch.hpp"
 #include "net/transport.hpp"
+#include "rendezvous/rdv_client.hpp"
 #include "session/handshake.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace runsnack {
 
@@ -18,6 +26,86 @@ namespace {
 // The shared_ptr parameter keeps the Mux alive while it runs (a capturing
 // lambda would not: its captures die with the temporary lambda object).
 asio::awaitable<void> run_mux(std::shared_ptr<Mux> mux) { co_await mux->run(); }
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// When nothing direct or punched has won this long after the synchronised
+// start, the relay joins the race.
+constexpr milliseconds kRelayAfter{1500};
+
+// What the rendezvous told us, for naming the path afterwards.
+struct RendezvousNotes {
+  bool answered = false;  // introduction received, or failed
+  std::optional<Endpoint> mapped;
+};
+
+asio::awaitable<void> sleep_until_decided(std::shared_ptr<DialRace> race, Clock::time_point until) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  while (!race->decided() && Clock::now() < until) {
+    t.expires_after(std::min<Clock::duration>(milliseconds(25), until - Clock::now()));
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
+asio::awaitable<void> wait_for_notes(std::shared_ptr<RendezvousNotes> notes, milliseconds at_most) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  auto until = Clock::now() + at_most;
+  while (!notes->answered && Clock::now() < until) {
+    t.expires_after(milliseconds(25));
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
+// The caller has called race->hold() for us.
+asio::awaitable<void> punch_racer(std::shared_ptr<DialRace> race, asio::ip::tcp::endpoint local,
+                                  asio::ip::tcp::endpoint remote, Clock::time_point start) {
+  auto s = co_await punch(local, remote, start, rdv::kPunchAttempts);
+  if (s) race->handshake(std::move(*s), to_endpoint(remote), "punched");
+  else race->note_failure("punch " + to_endpoint(remote).str() + ": " + s.error().what());
+  race->release();
+}
+
+// Introduction, then a simultaneous open and, later, the relay. The caller
+// has called race->hold() for us.
+asio::awaitable<void> rendezvous_racer(std::shared_ptr<DialRace> race, Link link,
+                                       std::shared_ptr<RendezvousNotes> notes, Clock::time_point deadline) {
+  auto left = [&] { return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now())); };
+  const std::string peer = link.provider.str();
+  auto intro = co_await rdv::request_introduction(*link.rendezvous, peer, link.grant_id, {}, left());
+  notes->answered = true;
+  if (!intro) {
+    race->note_failure(intro.error().what());
+    race->release();
+    co_return;
+  }
+  notes->mapped = intro->intro.mapped;
+  auto ex = co_await asio::this_coro::executor;
+  // The provider's current candidates, which a short link may have left out.
+  for (const auto& c : intro->intro.candidates)
+    if (std::find(link.candidates.begin(), link.candidates.end(), c) == link.candidates.end()) race->dial(c, "direct");
+  if (notes->mapped && std::find(link.candidates.begin(), link.candidates.end(), *notes->mapped) == link.candidates.end())
+    race->dial(*notes->mapped, "direct");
+  auto start = intro->received + milliseconds(intro->intro.delay_ms);
+  boost::system::error_code ec;
+  auto remote_addr = asio::ip::make_address(intro->intro.peer_observed.host, ec);
+  if (!ec) {
+    race->hold();
+    asio::co_spawn(ex, punch_racer(race, intro->local, {remote_addr, intro->intro.peer_observed.port}, start),
+                   asio::detached);
+  }
+  if (intro->intro.relay) {
+    co_await sleep_until_decided(race, std::min(start + kRelayAfter, deadline));
+    if (!race->decided() && Clock::now() < deadline) {
+      auto s = co_await rdv::open_relay(*link.rendezvous, intro->intro.token, "consumer", left());
+      if (s) race->handshake(std::move(*s), *link.rendezvous, "relayed");
+      else race->note_failure(s.error().what());
+    }
+  }
+  // The signaling connection holds our NAT mapping while a punch may still land.
+  co_await sleep_until_decided(race, deadline);
+  race->release();
+}
 }  // namespace
 
 Result<std::unique_ptr<Consumer>> Consumer::create(const Identity& identity) {
@@ -28,11 +116,23 @@ Result<std::unique_ptr<Consumer>> Consumer::create(const Identity& identity) {
 
 asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& link, ConnectOptions options) {
   auto started = std::chrono::steady_clock::now();
-  if (link.candidates.empty())
-    co_return fail(errc::unsupported,
-                   "this link has only a rendezvous address; this version of runsnack dials providers directly");
-  auto dialed = co_await dial_direct(tls_, link.candidates, link.provider, options.timeout);
+  auto deadline = started + options.timeout;
+  if (link.candidates.empty() && !link.rendezvous) co_return fail(errc::invalid_argument, "the link has no address to dial");
+  auto ex = co_await asio::this_coro::executor;
+  auto race = DialRace::create(ex, tls_, link.provider);
+  for (const auto& c : link.candidates) race->dial(c, "direct");
+  auto notes = std::make_shared<RendezvousNotes>();
+  if (link.rendezvous) {
+    race->hold();
+    asio::co_spawn(ex, rendezvous_racer(race, link, notes, deadline), asio::detached);
+  }
+  auto dialed = co_await race->wait(deadline);
   if (!dialed) co_return dialed.error();
+  if (dialed->path == "direct" && link.rendezvous) {
+    // A direct win may have been to the router's mapped port: ask the notes.
+    co_await wait_for_notes(notes, milliseconds(500));
+    if (notes->mapped && *notes->mapped == dialed->endpoint) dialed->path = "mapped";
+  }
   auto remaining = options.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - started);
   auto session_id = co_await prove_grant(*dialed->stream, link, std::max(remaining, std::chrono::milliseconds(1)));
@@ -42,7 +142,7 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   info.session_id = *session_id;
   info.peer = link.provider;
   info.grant_id = link.grant_id;
-  info.path = kPathDirect;
+  info.path = dialed->path;
   info.remote_address = dialed->endpoint.str();
   info.setup = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 

@@ -21,6 +21,7 @@ struct DialResult {
   TlsStreamPtr stream;
   Endpoint endpoint;                 // the candidate that won
   std::chrono::microseconds elapsed;  // TCP + TLS
+  std::string path = "direct";        // "direct", "punched" or "relayed" (net/dial_race.hpp)
 };
 
 // Fails with errc::peer_mismatch when some candidate answered with another

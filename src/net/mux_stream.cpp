@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace runsnack {
 
@@ -39,6 +40,17 @@ void MuxStream::deliver(const std::uint8_t* data, std::size_t n) {
   if (head_ == buffer_.size()) {
     buffer_.clear();
     head_ = 0;
+    // Nothing older is buffered: fill the waiting reader's buffer first.
+    std::size_t room = read_into_.size() - read_direct_;
+    if (room > 0) {
+      std::size_t direct = std::min(room, n);
+      std::memcpy(static_cast<std::uint8_t*>(read_into_.data()) + read_direct_, data, direct);
+      read_direct_ += direct;
+      data += direct;
+      n -= direct;
+      read_signal_.cancel();
+      if (n == 0) return;
+    }
   } else if (head_ > 0 && buffer_.size() + n > buffer_.capacity()) {
     // Compact instead of growing: the live bytes are at most one window.
     buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(head_));
@@ -67,14 +79,27 @@ asio::awaitable<Result<std::size_t>> MuxStream::read_some(asio::mutable_buffer o
       std::size_t n = std::min(available, out.size());
       std::memcpy(out.data(), buffer_.data() + head_, n);
       head_ += n;
-      if (auto update = mux_->state_.consumed(id_, static_cast<std::uint32_t>(n), Clock::now()))
-        mux_->enqueue(*update);
-      co_return n;
+      co_return consumed(n);
     }
     if (error_) co_return *error_;
     if (remote_fin_) co_return std::size_t{0};
+    // Wait with `out` offered to deliver(); whatever ends the wait (data,
+    // FIN, reset, cancellation) withdraws it.
+    read_into_ = out;
+    read_direct_ = 0;
+    struct Withdraw {
+      MuxStream& s;
+      ~Withdraw() { s.read_into_ = {}; }
+    } withdraw{*this};
     co_await wait_signal(read_signal_);
+    if (read_direct_ > 0) co_return consumed(std::exchange(read_direct_, 0));
   }
+}
+
+std::size_t MuxStream::consumed(std::size_t n) {
+  if (auto update = mux_->state_.consumed(id_, static_cast<std::uint32_t>(n), Clock::now()))
+    mux_->enqueue(*update);
+  return n;
 }
 
 asio::awaitable<Result<void>> MuxStream::read_exact(asio::mutable_buffer out) {

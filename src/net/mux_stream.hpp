@@ -51,6 +51,7 @@ class MuxStream {
  private:
   friend class Mux;
   void deliver(const std::uint8_t* data, std::size_t n);  // from the Mux reader
+  std::size_t consumed(std::size_t n);  // the reader took n bytes: maybe a window update
   void on_remote_fin();
   void on_reset(Error why);
   void wake_writer() { write_signal_.cancel(); }
@@ -59,6 +60,11 @@ class MuxStream {
   std::uint32_t id_;
   std::vector<std::uint8_t> buffer_;  // received, unread; bounded by our receive window
   std::size_t head_ = 0;
+  // A read_some waiting with an empty buffer_ gets the bytes straight into its
+  // buffer (one copy less): read_into_ is that buffer while it waits,
+  // read_direct_ how much deliver() has put there.
+  boost::asio::mutable_buffer read_into_;
+  std::size_t read_direct_ = 0;
   bool remote_fin_ = false;
   bool local_fin_ = false;
   std::optional<Error> error_;  // reset or session ended

@@ -20,6 +20,9 @@ namespace {
 // many streams' data, well under IOV_MAX (1024) at two buffers per frame.
 constexpr std::size_t kMaxFramesPerWrite = 256;
 
+// The read buffer's first size: a few frames (MuxConfig::read_buffer_bytes).
+constexpr std::size_t kMinReadBuffer = 16 * 1024;
+
 asio::awaitable<void> wait_signal(asio::steady_timer& signal) {
   co_await signal.async_wait(asio::as_tuple(asio::use_awaitable));
 }
@@ -38,7 +41,6 @@ Mux::Mux(std::unique_ptr<Transport> transport, yamux::Role role, MuxConfig confi
       executor_(transport_->get_executor()),
       config_(config),
       state_(role, config.limits),
-      in_(std::max<std::size_t>(config.read_buffer_bytes, 64 * 1024)),
       writer_signal_(executor_),
       flushed_signal_(executor_),
       accept_signal_(executor_),
@@ -144,17 +146,25 @@ asio::awaitable<void> Mux::writer() {
 }
 
 asio::awaitable<void> Mux::reader() {
+  const std::size_t max_size = std::max(config_.read_buffer_bytes, kMinReadBuffer);
   while (!done_ && !closing_) {
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
-    if (in_end_ == in_.size()) {  // keep the partial header, make room behind it
-      std::copy(in_.begin() + static_cast<std::ptrdiff_t>(in_begin_),
-                in_.begin() + static_cast<std::ptrdiff_t>(in_end_), in_.begin());
+    if (!in_ || (in_grow_ && in_size_ < max_size)) {
+      std::size_t size = in_ ? std::min(in_size_ * 2, max_size) : kMinReadBuffer;
+      auto bigger = std::make_unique_for_overwrite<std::uint8_t[]>(size);
+      std::copy(in_.get() + in_begin_, in_.get() + in_end_, bigger.get());
+      in_ = std::move(bigger);
+      in_size_ = size;
+      in_end_ -= in_begin_;
+      in_begin_ = 0;
+    } else if (in_end_ == in_size_) {  // keep the partial header, make room behind it
+      std::copy(in_.get() + in_begin_, in_.get() + in_end_, in_.get());
       in_end_ -= in_begin_;
       in_begin_ = 0;
     }
     std::size_t n = 0;
     try {
-      n = co_await transport_->read_some(asio::buffer(in_.data() + in_end_, in_.size() - in_end_));
+      n = co_await transport_->read_some(asio::buffer(in_.get() + in_end_, in_size_ - in_end_));
     } catch (const boost::system::system_error& e) {
       if (!closing_) {
         bool eof = e.code() == asio::error::eof;
@@ -166,6 +176,7 @@ asio::awaitable<void> Mux::reader() {
       }
       break;
     }
+    in_grow_ = n == in_size_ - in_end_;
     in_end_ += n;
     bytes_in_.fetch_add(n, std::memory_order_relaxed);
     state_.note_activity(Clock::now());
@@ -180,7 +191,7 @@ bool Mux::process_input() {
       if (take == 0) return true;
       if (payload_deliver_) {
         auto it = streams_.find(payload_stream_);
-        if (it != streams_.end()) it->second->deliver(in_.data() + in_begin_, take);
+        if (it != streams_.end()) it->second->deliver(in_.get() + in_begin_, take);
       }
       in_begin_ += take;
       payload_left_ -= static_cast<std::uint32_t>(take);
@@ -188,7 +199,7 @@ bool Mux::process_input() {
     }
     if (in_end_ - in_begin_ < yamux::kHeaderSize) return true;
     auto decoded = yamux::decode_header(
-        std::span<const std::uint8_t, yamux::kHeaderSize>(in_.data() + in_begin_, yamux::kHeaderSize));
+        std::span<const std::uint8_t, yamux::kHeaderSize>(in_.get() + in_begin_, yamux::kHeaderSize));
     in_begin_ += yamux::kHeaderSize;
     if (!decoded) {
       spdlog::warn("yamux: closing connection: {}", decoded.error().message);

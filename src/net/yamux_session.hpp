@@ -40,7 +40,9 @@ struct MuxConfig {
   // A gather write that has not completed by then means the peer stopped
   // reading; the connection is closed.
   std::chrono::milliseconds write_timeout{10000};
-  std::size_t read_buffer_bytes = 512 * 1024;  // frames are parsed many per read
+  // The read buffer starts at 16 KiB (idle sessions cost little) and doubles,
+  // up to this, while reads fill it; frames are parsed many per read.
+  std::size_t read_buffer_bytes = 256 * 1024;
 };
 
 class Mux : public std::enable_shared_from_this<Mux> {
@@ -114,8 +116,9 @@ class Mux : public std::enable_shared_from_this<Mux> {
   std::uint64_t flushed_seq_ = 0;  // frames ever written
   std::optional<std::chrono::steady_clock::time_point> write_since_;
 
-  std::vector<std::uint8_t> in_;  // read buffer
-  std::size_t in_begin_ = 0, in_end_ = 0;
+  std::unique_ptr<std::uint8_t[]> in_;  // read buffer, not zeroed
+  std::size_t in_size_ = 0, in_begin_ = 0, in_end_ = 0;
+  bool in_grow_ = false;  // the last read filled it
   std::uint32_t payload_stream_ = 0;  // the Data payload being received
   std::uint32_t payload_left_ = 0;
   bool payload_deliver_ = false;

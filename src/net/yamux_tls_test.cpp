@@ -1,19 +1,24 @@
-// The Mux over the TLS Transport (self-signed Ed25519 certificate, no verification:
+// The TLS Transport after it takes the connection over from asio::ssl::stream,
+// alone and under the Mux (self-signed Ed25519 certificate, no verification:
 // key pinning belongs to the session layer).
 #include "net/yamux_session.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace runsnack {
 namespace {
@@ -43,6 +48,151 @@ ssl::context make_context(bool server) {
   }
   return ctx;
 }
+
+
+// ------------------------------------------------------------ the Transport alone
+
+// A connected pair of TLS streams, handshake done.
+struct TlsPair {
+  asio::io_context& io;
+  ssl::context server_ctx = make_context(true);
+  ssl::context client_ctx = make_context(false);
+  std::unique_ptr<ssl::stream<tcp::socket>> client, server;
+
+  explicit TlsPair(asio::io_context& io) : io(io) {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    client = std::make_unique<ssl::stream<tcp::socket>>(io, client_ctx);
+    client->lowest_layer().connect(acceptor.local_endpoint());
+    server = std::make_unique<ssl::stream<tcp::socket>>(acceptor.accept(), server_ctx);
+  }
+  awaitable<void> handshake() {
+    using namespace asio::experimental::awaitable_operators;
+    co_await (client->async_handshake(ssl::stream_base::client, asio::use_awaitable) &&
+              server->async_handshake(ssl::stream_base::server, asio::use_awaitable));
+  }
+};
+
+std::uint8_t pattern(std::size_t i, std::uint8_t seed) {
+  return static_cast<std::uint8_t>((i ^ (i >> 9) ^ (i >> 17)) * 31 + seed);
+}
+
+// Writes `total` pattern bytes as gather writes of mixed sizes (tiny, sub-record,
+// multi-record), optionally asking for a KeyUpdate part-way; then shutdown().
+awaitable<void> send_pattern(Transport& t, std::size_t total, std::uint8_t seed, SSL* key_update = nullptr) {
+  static constexpr std::size_t kSizes[] = {12, 100 * 1024 + 3, 5, 16 * 1024, 300 * 1024 + 7, 1, 40 * 1024};
+  std::vector<std::uint8_t> data(total);
+  for (std::size_t i = 0; i < total; ++i) data[i] = pattern(i, seed);
+  std::size_t sent = 0, k = 0;
+  while (sent < total) {
+    std::vector<asio::const_buffer> gather;
+    for (int i = 0; i < 5 && sent < total; ++i, ++k) {
+      std::size_t n = std::min(kSizes[k % std::size(kSizes)], total - sent);
+      gather.emplace_back(data.data() + sent, n);
+      sent += n;
+    }
+    if (key_update != nullptr && sent > total / 2 && sent - total / 2 < 1024 * 1024) {
+      EXPECT_EQ(SSL_key_update(key_update, SSL_KEY_UPDATE_REQUESTED), 1);
+      key_update = nullptr;
+    }
+    co_await t.write(gather);
+  }
+  co_await t.shutdown();
+}
+
+struct Received {
+  std::size_t bytes = 0;
+  bool exact = true;
+  boost::system::error_code end;  // why reading stopped
+};
+
+awaitable<void> receive_pattern(Transport& t, std::uint8_t seed, Received& r) {
+  std::vector<std::uint8_t> buf(200 * 1024);
+  try {
+    for (;;) {
+      std::size_t n = co_await t.read_some(asio::buffer(buf));
+      EXPECT_GT(n, 0u);
+      for (std::size_t i = 0; i < n; ++i) r.exact &= buf[i] == pattern(r.bytes + i, seed);
+      r.bytes += n;
+    }
+  } catch (const boost::system::system_error& e) {
+    r.end = e.code();
+  }
+}
+
+// Both directions at once after the handover, byte-exact, ended by close_notify.
+void exchange(bool key_updates) {
+  asio::io_context io;
+  TlsPair pair(io);
+  constexpr std::size_t kClientBytes = 48 * 1024 * 1024 + 11;
+  constexpr std::size_t kServerBytes = 20 * 1024 * 1024 + 5;
+  Received at_server, at_client;
+  bool done = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    co_await pair.handshake();
+    SSL* client_ssl = pair.client->native_handle();
+    SSL* server_ssl = pair.server->native_handle();
+    auto client = make_tls_transport(std::move(pair.client));
+    auto server = make_tls_transport(std::move(pair.server));
+    co_await ((send_pattern(*client, kClientBytes, 1, key_updates ? client_ssl : nullptr) &&
+               receive_pattern(*client, 2, at_client)) &&
+              (send_pattern(*server, kServerBytes, 2, key_updates ? server_ssl : nullptr) &&
+               receive_pattern(*server, 1, at_server)));
+    client->close();
+    server->close();
+    done = true;
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  io.run_for(60s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(at_server.bytes, kClientBytes);
+  EXPECT_EQ(at_client.bytes, kServerBytes);
+  EXPECT_TRUE(at_server.exact);
+  EXPECT_TRUE(at_client.exact);
+  EXPECT_EQ(at_server.end, asio::error::eof) << at_server.end.message();
+  EXPECT_EQ(at_client.end, asio::error::eof) << at_client.end.message();
+}
+
+TEST(TlsTransport, BothWaysAfterHandoverEndWithCloseNotify) { exchange(false); }
+
+TEST(TlsTransport, KeyUpdatesMidStream) { exchange(true); }
+
+// Records the peer sent before the handover, already read from the socket by
+// asio (past the message asio was asked for), are not lost.
+TEST(TlsTransport, KeepsBytesReadPastTheHandshake) {
+  asio::io_context io;
+  TlsPair pair(io);
+  Received at_client;
+  bool done = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    co_await pair.handshake();
+    std::vector<std::uint8_t> data(64 * 1024);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 3);
+    // Two writes, two records: asio reads both in one recv, decrypts the first.
+    co_await asio::async_write(*pair.server, asio::buffer(data.data(), 10), asio::use_awaitable);
+    co_await asio::async_write(*pair.server, asio::buffer(data.data() + 10, 1000), asio::use_awaitable);
+    std::uint8_t first[10];
+    co_await asio::async_read(*pair.client, asio::buffer(first), asio::use_awaitable);
+    EXPECT_EQ(std::memcmp(first, data.data(), sizeof first), 0);
+    EXPECT_GT(BIO_ctrl_pending(SSL_get_rbio(pair.client->native_handle())), 0u);  // what this test is about
+
+    auto client = make_tls_transport(std::move(pair.client));
+    auto server = make_tls_transport(std::move(pair.server));
+    std::vector<asio::const_buffer> rest{asio::buffer(data.data() + 1010, data.size() - 1010)};
+    co_await server->write(rest);
+    server->close();  // no close_notify: the client's read ends with a truncation error
+    at_client.bytes = 10;
+    co_await receive_pattern(*client, 3, at_client);
+    client->close();
+    done = true;
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  io.run_for(30s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(at_client.bytes, 64u * 1024);
+  EXPECT_TRUE(at_client.exact);
+  EXPECT_EQ(at_client.end, asio::ssl::error::stream_truncated) << at_client.end.message();
+}
+
+// ------------------------------------------------------------ the Mux over TLS
 
 TEST(YamuxTls, StreamsOverTls) {
   asio::io_context io;

@@ -27,6 +27,7 @@ struct Provider::LiveSession {
   std::string id;
   PeerId consumer;
   std::string address;
+  std::string path;  // how the consumer reached us: direct, punched, relayed
   Grant grant;
   std::shared_ptr<Mux> mux;
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
@@ -134,8 +135,17 @@ asio::awaitable<void> Provider::accept_loop() {
       spdlog::warn("too many connections still handshaking; dropping one from {}", endpoint_text(socket));
       continue;  // socket closes as it goes out of scope
     }
-    asio::co_spawn(ex_, handle_connection(std::move(socket)), log_exceptions("connection"));
+    asio::co_spawn(ex_, handle_connection(std::move(socket), "direct"), log_exceptions("connection"));
   }
+}
+
+void Provider::adopt(tcp::socket socket, std::string path) {
+  if (stopping_) return;
+  if (pending_ >= options_.max_pending) {
+    spdlog::warn("too many connections still handshaking; dropping a {} one", path);
+    return;
+  }
+  asio::co_spawn(ex_, handle_connection(std::move(socket), std::move(path)), log_exceptions("connection"));
 }
 
 asio::awaitable<void> Provider::watch_loop() {
@@ -163,8 +173,9 @@ void Provider::end_session(LiveSession& live, const std::string& reason) {
   live.mux->close();
 }
 
-asio::awaitable<void> Provider::handle_connection(tcp::socket socket) {
-  const std::string address = endpoint_text(socket);
+asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::string path) {
+  // A relayed connection comes from the rendezvous' address; say so.
+  const std::string address = path == "relayed" ? "relay " + endpoint_text(socket) : endpoint_text(socket);
   socket.set_option(tcp::no_delay(true));
   ++pending_;
   struct PendingGuard {
@@ -182,7 +193,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket) {
   if (hs.index() == 1) tls_failure = "TLS handshake timed out";
   else if (auto [ec] = std::get<0>(hs); ec) tls_failure = "TLS handshake failed: " + ec.message();
   if (!tls_failure.empty()) {
-    audit({std::chrono::system_clock::now(), "connect", "", "", address, "refuse", tls_failure, nullptr});
+    audit({std::chrono::system_clock::now(), "connect", "", "", address, "refuse", tls_failure, {{"path", path}}});
     refused(address, "", tls_failure);
     co_return;
   }
@@ -216,12 +227,15 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket) {
   live->id = session_id;
   live->consumer = *consumer;
   live->address = address;
+  live->path = path;
   live->grant = *admission.grant;
   live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);
   sessions_[session_id] = live;
   if (on_event_)
     on_event_({{"event", "session_open"}, {"session", session_id}, {"grant", live->grant.id},
-               {"peer", consumer->str()}, {"address", address}});
+               {"peer", consumer->str()}, {"address", address}, {"path", path}});
+  audit({std::chrono::system_clock::now(), "session_open", live->grant.id, consumer->str(), address, "accept", "",
+         {{"session", session_id}, {"path", path}}});
   co_await serve_session(live);
 }
 
@@ -240,7 +254,7 @@ asio::awaitable<void> Provider::serve_session(std::shared_ptr<LiveSession> live)
   closed_bytes_out_ += live->mux->bytes_out();
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live->opened).count();
   std::string reason = live->end_reason.empty() ? "closed by the consumer" : live->end_reason;
-  nlohmann::json detail = {{"session", live->id}, {"seconds", seconds}, {"bytes_in", live->mux->bytes_in()},
+  nlohmann::json detail = {{"session", live->id}, {"path", live->path}, {"seconds", seconds}, {"bytes_in", live->mux->bytes_in()},
                            {"bytes_out", live->mux->bytes_out()}};
   audit({std::chrono::system_clock::now(), "session_close", live->grant.id, live->consumer.str(), live->address, "",
          reason, detail});
@@ -277,7 +291,12 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     (void)co_await stream->close_write();
     co_return;
   }
-  ServiceContext context{live->id, live->consumer, live->grant};
+  ServiceContext context{live->id, live->consumer, live->grant, {}};
+  context.audit = [this, live](const std::string& kind, const std::string& decision, const std::string& reason,
+                               const nlohmann::json& detail) {
+    audit({std::chrono::system_clock::now(), kind, live->grant.id, live->consumer.str(), live->address, decision,
+           reason, detail});
+  };
   co_await entry->handler(stream, header->args, context);
 }
 

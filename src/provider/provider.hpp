@@ -66,13 +66,18 @@ class Provider {
   boost::asio::awaitable<void> run();
   void stop();
 
+  // A TCP connection that reached us another way (net/punch.hpp, the
+  // rendezvous relay): TLS and admission as for an accepted one; `path`
+  // ("punched", "relayed") goes into events and the audit log.
+  void adopt(boost::asio::ip::tcp::socket socket, std::string path);
+
   ProviderStats stats() const;
 
  private:
   struct LiveSession;
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> watch_loop();
-  boost::asio::awaitable<void> handle_connection(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> handle_connection(boost::asio::ip::tcp::socket socket, std::string path);
   boost::asio::awaitable<void> serve_session(std::shared_ptr<LiveSession> live);
   boost::asio::awaitable<void> handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream);
   void end_session(LiveSession& live, const std::string& reason);

@@ -1,5 +1,7 @@
 #include "provider/service_router.hpp"
 
+#include "services/forward/forward_service.hpp"
+#include "services/exec/exec_service.hpp"
 #include "services/info_service.hpp"
 
 namespace runsnack {
@@ -16,6 +18,24 @@ ServiceRouter default_services() {
                                co_await serve_probe(*stream, args);
                              },
                              kServiceInfo, false});
+  router.add(kServiceForward, {[forward = std::make_shared<ForwardService>()](std::shared_ptr<MuxStream> stream,
+                                 const nlohmann::json& args, const ServiceContext& ctx) {
+                                return serve_forward(forward, std::move(stream), args, {ctx.session_id, ctx.grant, ctx.audit});
+                              },
+                              kServiceForward, false});
+  // run (sync, exec, pull) and cp: services/exec/exec_service.hpp; they audit each command themselves.
+  router.add(exec::kServiceRun, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
+                                    const ServiceContext& ctx) {
+                                   return exec::serve_run(std::move(stream), args,
+                                                          {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
+                                 },
+                                 exec::kServiceRun, true});
+  router.add(exec::kServiceCp, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
+                                   const ServiceContext& ctx) {
+                                  return exec::serve_cp(std::move(stream), args,
+                                                        {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
+                                },
+                                exec::kServiceCp, true});
   return router;
 }
 

@@ -23,6 +23,12 @@ struct ServiceContext {
   std::string session_id;
   PeerId consumer;
   Grant grant;  // as of the stream's opening
+  // Writes one audit record for this session (grant, peer and address filled
+  // in): kind, decision ("accept"|"refuse"), reason, detail. For services that
+  // log per use themselves (forward: one record per connection).
+  std::function<void(const std::string& kind, const std::string& decision, const std::string& reason,
+                     const nlohmann::json& detail)>
+      audit;
 };
 
 using ServiceHandler = std::function<boost::asio::awaitable<void>(std::shared_ptr<MuxStream> stream,

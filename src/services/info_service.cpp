@@ -1,5 +1,7 @@
 #include "services/info_service.hpp"
 
+#include <openssl/evp.h>
+
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
@@ -42,7 +44,27 @@ asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant) {
   if (co_await write_stream_message(stream, body)) (void)co_await stream.close_write();
 }
 
+const std::vector<std::uint8_t>& probe_pattern() {
+  static const std::vector<std::uint8_t> block = [] {
+    std::vector<std::uint8_t> b(64 * 1024);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>((i * 131 + (i >> 8)) & 0xff);
+    return b;
+  }();
+  return block;
+}
+
 asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args) {
+  if (auto it = args.find("bytes"); it != args.end() && it->is_number_unsigned()) {
+    std::uint64_t left = std::min<std::uint64_t>(it->get<std::uint64_t>(), kMaxProbeBytes);
+    const auto& block = probe_pattern();
+    while (left > 0) {
+      std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, block.size()));
+      if (!co_await stream.write(asio::buffer(block.data(), n))) co_return;
+      left -= n;
+    }
+    (void)co_await stream.close_write();
+    co_return;
+  }
   auto ms = std::chrono::milliseconds(args.value("ms", kDefaultProbe.count()));
   ms = std::clamp(ms, std::chrono::milliseconds(1), kMaxProbe);
   static const std::vector<std::uint8_t> zeros(256 * 1024);
@@ -51,6 +73,36 @@ asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args)
     if (!co_await stream.write(asio::buffer(zeros))) co_return;
   }
   (void)co_await stream.close_write();
+}
+
+asio::awaitable<Result<ProbeTransfer>> fetch_probe_bytes(Session& session, std::uint64_t bytes) {
+  auto opened = Steady::now();
+  StreamHeader header{kServiceProbe, {{"bytes", bytes}}};
+  auto stream = co_await session.open(header);
+  if (!stream) co_return stream.error();
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
+  std::vector<std::uint8_t> buf(256 * 1024);
+  ProbeTransfer t;
+  Steady::time_point first{};
+  for (;;) {
+    auto n = co_await (*stream)->read_some(asio::buffer(buf));
+    if (!n) co_return n.error();
+    if (*n == 0) break;
+    if (t.bytes == 0) {
+      first = Steady::now();
+      t.first_byte_ms = std::chrono::duration<double, std::milli>(first - opened).count();
+    }
+    EVP_DigestUpdate(md.get(), buf.data(), *n);
+    t.bytes += *n;
+  }
+  t.seconds = std::chrono::duration<double>(Steady::now() - first).count();
+  unsigned char digest[32];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(md.get(), digest, &len);
+  static const char* hex = "0123456789abcdef";
+  for (unsigned i = 0; i < len; ++i) t.sha256 += hex[digest[i] >> 4], t.sha256 += hex[digest[i] & 15];
+  co_return t;
 }
 
 namespace {

@@ -6,6 +6,9 @@
 //                   (gpu/info_json.hpp, link/grant.hpp)
 //   stream "probe": consumer -> header args {"ms":N}; provider sends zero bytes
 //                   for N ms (at most kMaxProbe), then FIN.
+//                   Or args {"bytes":N} (at most kMaxProbeBytes): exactly N bytes
+//                   of probe_pattern() repeated, then FIN; the consumer checks
+//                   a SHA-256 (tests and benchmarks: `runsnack info --probe-bytes`).
 
 #include "core/error.hpp"
 #include "gpu/gpu_info.hpp"
@@ -31,6 +34,18 @@ std::string gpu_note(const GpuReport& report, const char* where);
 // Provider halves. `grant` is the session's grant as of now.
 boost::asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant);
 boost::asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args);
+
+inline constexpr std::uint64_t kMaxProbeBytes = 16ull << 30;
+// 64 KiB: byte i is (i * 131 + (i >> 8)) & 0xff.
+const std::vector<std::uint8_t>& probe_pattern();
+
+struct ProbeTransfer {
+  std::uint64_t bytes = 0;
+  std::string sha256;  // lower-case hex of what arrived
+  double first_byte_ms = 0;  // from the stream's open
+  double seconds = 0;        // first to last byte
+};
+boost::asio::awaitable<Result<ProbeTransfer>> fetch_probe_bytes(Session& session, std::uint64_t bytes);
 
 struct InfoOptions {
   std::chrono::milliseconds probe = kDefaultProbe;

@@ -1,0 +1,185 @@
+#include "rendezvous/rdv_client.hpp"
+
+#include "net/punch.hpp"
+#include "rendezvous/rdv_io.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+namespace runsnack::rdv {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kConnectTimeout{5000};
+constexpr milliseconds kWriteTimeout{5000};
+constexpr milliseconds kSilence{35000};  // the server pings every 10 s
+constexpr milliseconds kBackoffMin{500};
+constexpr milliseconds kBackoffMax{30000};
+
+auto log_exceptions(const char* what) {
+  return [what](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      spdlog::error("{}: {}", what, ex.what());
+    }
+  };
+}
+
+asio::awaitable<void> provider_punch(tcp::endpoint local, tcp::endpoint remote, Clock::time_point start,
+                                     AdoptSocket adopt) {
+  auto s = co_await punch(local, remote, start, kPunchAttempts);
+  if (!s) {
+    spdlog::debug("punch to {}: {}", to_endpoint(remote).str(), s.error().what());
+    co_return;
+  }
+  spdlog::debug("punched a connection to {}", to_endpoint(remote).str());
+  adopt(std::move(*s), "punched");
+}
+
+asio::awaitable<void> provider_relay(Endpoint server, std::string token, AdoptSocket adopt) {
+  auto s = co_await open_relay(server, token, "provider", kRelayMatchWait);
+  if (!s) {
+    spdlog::debug("relay: {}", s.error().what());
+    co_return;
+  }
+  adopt(std::move(*s), "relayed");
+}
+
+Result<tcp::endpoint> to_tcp(const Endpoint& e) {
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(e.host, ec);
+  if (ec) return fail(errc::malformed, "not an IP address: " + e.host);
+  return tcp::endpoint(addr, e.port);
+}
+
+}  // namespace
+
+ProviderAgent::ProviderAgent(asio::any_io_executor ex, AgentConfig config, AdoptSocket adopt)
+    : ex_(ex), config_(std::move(config)), adopt_(std::move(adopt)), backoff_(ex) {}
+
+void ProviderAgent::stop() {
+  stopping_ = true;
+  backoff_.cancel();
+  boost::system::error_code ec;
+  if (current_) current_->close(ec);
+}
+
+asio::awaitable<void> ProviderAgent::run() {
+  milliseconds delay = kBackoffMin;
+  std::mt19937 rng(std::random_device{}());
+  while (!stopping_) {
+    auto started = Clock::now();
+    auto r = co_await session();
+    if (stopping_) break;
+    std::string why = r ? std::string("closed") : r.error().what();
+    if (config_.on_state) config_.on_state("disconnected: " + why);
+    if (Clock::now() - started > std::chrono::seconds(30)) delay = kBackoffMin;  // it had worked for a while
+    std::uniform_int_distribution<long> jitter(0, delay.count() / 2);
+    backoff_.expires_after(delay + milliseconds(jitter(rng)));
+    co_await backoff_.async_wait(asio::as_tuple(asio::use_awaitable));
+    delay = std::min(delay * 2, kBackoffMax);
+  }
+}
+
+asio::awaitable<Result<void>> ProviderAgent::session() {
+  auto s = co_await connect_endpoint(config_.server, kConnectTimeout, /*reuse_port=*/true);
+  if (!s) co_return s.error();
+  tcp::socket socket = std::move(*s);
+  current_ = &socket;
+  struct Clear {
+    tcp::socket** p;
+    ~Clear() { *p = nullptr; }
+  } clear{&current_};
+  boost::system::error_code ec;
+  const tcp::endpoint local = socket.local_endpoint(ec);
+  if (ec) co_return fail(errc::io_error, ec.message());
+
+  auto make_register = [&] {
+    Register reg{config_.peer, config_.grants ? config_.grants() : std::vector<std::string>{}, config_.candidates,
+                 config_.mapped};
+    if (reg.grants.size() > kMaxGrants) reg.grants.resize(kMaxGrants);
+    if (reg.candidates.size() > kMaxCandidates) reg.candidates.resize(kMaxCandidates);
+    return reg;
+  };
+  Register reg = make_register();
+  if (auto r = co_await write_message(socket, reg, kWriteTimeout); !r) co_return r.error();
+  for (;;) {
+    auto m = co_await read_message(socket, kSilence);
+    if (!m) co_return m.error();
+    if (auto* ok = std::get_if<Registered>(&*m)) {
+      if (config_.on_state) config_.on_state("registered " + ok->observed.str());
+    } else if (auto* ping = std::get_if<Ping>(&*m)) {
+      if (auto r = co_await write_message(socket, Pong{ping->n}, kWriteTimeout); !r) co_return r.error();
+      Register fresh = make_register();  // links made or revoked since
+      if (fresh.grants != reg.grants) {
+        reg = std::move(fresh);
+        if (auto r = co_await write_message(socket, reg, kWriteTimeout); !r) co_return r.error();
+      }
+    } else if (auto* intro = std::get_if<Intro>(&*m)) {
+      auto start = Clock::now() + milliseconds(intro->delay_ms);
+      if (auto remote = to_tcp(intro->peer_observed)) {
+        asio::co_spawn(ex_, provider_punch(local, *remote, start, adopt_), log_exceptions("punch"));
+      }
+      if (intro->relay)
+        asio::co_spawn(ex_, provider_relay(config_.server, intro->token, adopt_), log_exceptions("relay"));
+    } else if (auto* err = std::get_if<ErrorMsg>(&*m)) {
+      co_return fail(errc::refused, "rendezvous: " + err->reason);
+    }
+  }
+}
+
+asio::awaitable<Result<Introduction>> request_introduction(const Endpoint& server, const std::string& peer,
+                                                           const std::string& grant, std::vector<Endpoint> candidates,
+                                                           milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  auto left = [&] { return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now())); };
+  auto s = co_await connect_endpoint(server, timeout, /*reuse_port=*/true);
+  if (!s) co_return s.error();
+  if (candidates.size() > kMaxCandidates) candidates.resize(kMaxCandidates);
+  const Message req = Connect{peer, grant, std::move(candidates)};
+  if (auto r = co_await write_message(*s, req, left()); !r) co_return r.error();
+  for (;;) {
+    auto m = co_await read_message(*s, left());
+    if (!m) co_return m.error();
+    if (auto* ping = std::get_if<Ping>(&*m)) {
+      if (auto r = co_await write_message(*s, Pong{ping->n}, left()); !r) co_return r.error();
+    } else if (auto* intro = std::get_if<Intro>(&*m)) {
+      boost::system::error_code ec;
+      auto local = s->local_endpoint(ec);
+      if (ec) co_return fail(errc::io_error, ec.message());
+      co_return Introduction{std::move(*s), local, std::move(*intro), Clock::now()};
+    } else if (auto* err = std::get_if<ErrorMsg>(&*m)) {
+      co_return fail(errc::refused, "rendezvous: " + err->reason);
+    } else {
+      co_return fail(errc::malformed, "rendezvous: unexpected message");
+    }
+  }
+}
+
+asio::awaitable<Result<tcp::socket>> open_relay(const Endpoint& server, const std::string& token,
+                                                const std::string& side, milliseconds timeout) {
+  auto s = co_await connect_endpoint(server, std::min(timeout, kConnectTimeout));
+  if (!s) co_return s.error();
+  const Message req = Relay{token, side};
+  if (auto r = co_await write_message(*s, req, kWriteTimeout); !r) co_return r.error();
+  auto m = co_await read_message(*s, timeout);
+  if (!m) co_return m.error();
+  if (auto* err = std::get_if<ErrorMsg>(&*m)) co_return fail(errc::refused, "relay: " + err->reason);
+  if (!std::holds_alternative<RelayOk>(*m)) co_return fail(errc::malformed, "relay: unexpected message");
+  co_return std::move(*s);
+}
+
+}  // namespace runsnack::rdv

@@ -1,0 +1,44 @@
+#pragma once
+// One cgroup per sandboxed command, for limits that rlimits cannot give a
+// root-run provider (RLIMIT_NPROC does not bind root) and for peak memory
+// and a sure kill. cgroup v2 (a unified hierarchy with the pids/memory
+// controllers) is used when present, else v1 (pids and memory hierarchies).
+// Where neither is writable, create() fails and the caller falls back to
+// rlimits: mode() says which is in force.
+//
+// The child joins by writing its pid to procs_fd() between fork and exec
+// (the descriptor is opened before the fork: nothing allocates in the child).
+
+#include "core/error.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runsnack::exec {
+
+class Cgroup {
+ public:
+  static Result<Cgroup> create(const std::string& name, std::optional<std::uint64_t> max_procs,
+                               std::optional<std::uint64_t> memory_bytes);
+  Cgroup(Cgroup&&) noexcept;
+  Cgroup& operator=(Cgroup&&) = delete;
+  Cgroup(const Cgroup&) = delete;
+  ~Cgroup();  // kills what is left, removes the groups
+
+  // Descriptors of cgroup.procs, one per hierarchy (v1 has two).
+  const std::vector<int>& procs_fds() const { return procs_fds_; }
+  void kill_all();
+  std::optional<std::uint64_t> peak_memory() const;
+  const char* mode() const { return v2_ ? "cgroup v2" : "cgroup v1"; }
+
+ private:
+  Cgroup() = default;
+  bool v2_ = false;
+  std::vector<std::filesystem::path> dirs_;  // [pids-or-unified, memory (v1)]
+  std::vector<int> procs_fds_;
+};
+
+}  // namespace runsnack::exec

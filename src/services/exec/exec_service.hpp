@@ -1,0 +1,48 @@
+#pragma once
+// The run and cp services, provider side. Each stream's header args carry a
+// "mode"; all bulk traffic uses the framed channel (fs/frame.hpp):
+//
+//   run {"mode":"sync"}                  consumer sends the tree (fs/transfer.hpp) into the workspace
+//   run {"mode":"exec"}                  consumer -> {"type":"exec","argv":[..],"env":{..},"gpus":[..]|null,
+//                                                     "timeout_s":N|null}
+//                                        provider -> {"type":"started","limits":{..}} then out/err frames,
+//                                                    {"type":"exit","status":N,"signal":S|null,"reason":".."}, FIN
+//                                        consumer -> {"type":"signal","signal":2|9} at any time; its FIN or
+//                                                    a lost session kills the command
+//   run {"mode":"pull","paths":[..]}     provider sends those workspace paths (fs/transfer.hpp)
+//   cp  {"mode":"put","dest":D}          consumer sends a tree into workspace/D
+//   cp  {"mode":"get","path":P,"as":N}   provider sends workspace/P, its top entry renamed N
+//
+// The workspace is <state dir>/workspaces/<consumer PeerId>; the command runs
+// in the bubblewrap sandbox (sandbox.hpp) with the grant's limits
+// (run_terms.hpp). Every command is written to the audit log (start, end,
+// exit status, peak memory, CPU time).
+
+#include "crypto/peer_id.hpp"
+#include "link/grant.hpp"
+#include "net/mux_stream.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace runsnack::exec {
+
+inline constexpr const char* kServiceRun = "run";
+inline constexpr const char* kServiceCp = "cp";
+
+struct ExecContext {
+  std::string session_id;
+  PeerId consumer;
+  Grant grant;
+  // Writes one audit record (kind, decision, reason, detail); grant, peer and address are the provider's to fill.
+  std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
+};
+
+boost::asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context);
+boost::asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context);
+
+}  // namespace runsnack::exec

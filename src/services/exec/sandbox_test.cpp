@@ -1,0 +1,81 @@
+#include "services/exec/sandbox.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace runsnack::exec {
+namespace {
+
+HostView fake_host() {
+  static const std::set<std::string> present = {"/usr", "/bin", "/lib", "/etc", "/etc/shadow", "/etc/ssh",
+                                                "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/sys"};
+  HostView v;
+  v.exists = [](const std::filesystem::path& p) { return present.count(p.string()) > 0; };
+  v.symlink_target = [](const std::filesystem::path& p) -> std::optional<std::string> {
+    if (p == "/bin") return "usr/bin";
+    if (p == "/lib") return "usr/lib";
+    return std::nullopt;
+  };
+  return v;
+}
+
+bool has_seq(const std::vector<std::string>& a, std::vector<std::string> seq) {
+  return std::search(a.begin(), a.end(), seq.begin(), seq.end()) != a.end();
+}
+
+SandboxSpec spec() {
+  SandboxSpec s;
+  s.workspace = "/state/workspaces/peer";
+  s.argv = {"python3", "train.py"};
+  s.hidden = {"/state", "/etc/runsnack"};
+  return s;
+}
+
+TEST(Sandbox, DefaultIsolation) {
+  auto a = Sandbox(spec(), fake_host()).argv();
+  EXPECT_EQ(a.front(), "/usr/bin/bwrap");
+  for (const char* flag : {"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                           "--unshare-net"})
+    EXPECT_NE(std::find(a.begin(), a.end(), flag), a.end()) << flag;
+  EXPECT_TRUE(has_seq(a, {"--ro-bind", "/usr", "/usr"}));
+  EXPECT_TRUE(has_seq(a, {"--symlink", "usr/bin", "/bin"}));
+  EXPECT_TRUE(has_seq(a, {"--ro-bind", "/dev/null", "/etc/shadow"}));
+  EXPECT_TRUE(has_seq(a, {"--tmpfs", "/etc/ssh"}));
+  EXPECT_TRUE(has_seq(a, {"--tmpfs", "/etc/runsnack"}));  // hidden path under a bound folder
+  EXPECT_TRUE(has_seq(a, {"--tmpfs", "/tmp"}));
+  EXPECT_TRUE(has_seq(a, {"--bind", "/state/workspaces/peer", "/workspace", "--chdir", "/workspace"}));
+  EXPECT_TRUE(has_seq(a, {"--", "python3", "train.py"}));
+  for (const auto& arg : a) {
+    EXPECT_NE(arg, "/root");
+    EXPECT_NE(arg, "/home");
+    EXPECT_EQ(arg.find("nvidia"), std::string::npos);  // no GPU granted
+  }
+}
+
+TEST(Sandbox, NetworkAndGpus) {
+  auto s = spec();
+  s.network = true;
+  s.gpus = {1};
+  Sandbox box(s, fake_host());
+  auto a = box.argv();
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--unshare-net"), a.end());
+  EXPECT_TRUE(has_seq(a, {"--dev-bind", "/dev/nvidia1", "/dev/nvidia1"}));
+  EXPECT_TRUE(has_seq(a, {"--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"}));
+  EXPECT_FALSE(has_seq(a, {"--dev-bind", "/dev/nvidia0", "/dev/nvidia0"}));
+  auto env = box.envp();
+  EXPECT_NE(std::find(env.begin(), env.end(), "CUDA_VISIBLE_DEVICES=1"), env.end());
+}
+
+TEST(Sandbox, ConsumerCannotWidenGpus) {
+  auto s = spec();
+  s.env = {{"CUDA_VISIBLE_DEVICES", "0,1,2"}, {"FOO", "bar"}};
+  auto env = Sandbox(s, fake_host()).envp();
+  EXPECT_NE(std::find(env.begin(), env.end(), "CUDA_VISIBLE_DEVICES="), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "FOO=bar"), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "HOME=/workspace"), env.end());
+}
+
+}  // namespace
+}  // namespace runsnack::exec

@@ -1,0 +1,80 @@
+#pragma once
+// The "forward" service: TCP to a target the provider exposed
+// (grant.terms["forward"], see forward_target.hpp). One stream per
+// forwarded connection.
+//
+//   consumer -> header {"service":"forward","args":{"target":"NAME|PORT"}}
+//   provider -> {"ok":true}                     (the stream header reply; the grant allows "forward")
+//   provider -> {"ok":true,"target":{...}}      connected to the target; raw bytes follow both ways
+//             | {"ok":false,"code":"refused","reason":"..."} then FIN
+//   or, to learn what is exposed:
+//   consumer -> header {"service":"forward","args":{"list":true}}
+//   provider -> {"ok":true,"targets":[...],"max_connections":N|null,"bandwidth_bytes_per_s":N|null} then FIN
+//
+// Limits, enforced here from the grant: which targets; concurrent forwarded
+// connections per session (terms.max_connections); bandwidth per session
+// (grant.bandwidth_bytes_per_s, one token bucket for all of a session's
+// connections, both directions). Every forwarded connection, refused or not,
+// goes to the audit log: target, bytes each way, duration, why it ended.
+//
+// Threading: one executor. ForwardService is shared by the provider's
+// handler (shared_ptr) and outlives the streams it serves.
+
+#include "core/error.hpp"
+#include "link/grant.hpp"
+#include "net/mux_stream.hpp"
+#include "services/forward/forward_target.hpp"
+#include "services/forward/token_bucket.hpp"
+#include "session/session.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace runsnack {
+
+inline constexpr std::chrono::milliseconds kForwardConnectTimeout{5000};
+
+// Writes one audit record: kind ("forward"), decision ("accept"|"refuse"), reason, detail.
+using ForwardAudit = std::function<void(const std::string& kind, const std::string& decision,
+                                        const std::string& reason, const nlohmann::json& detail)>;
+
+struct ForwardContext {
+  std::string session_id;
+  Grant grant;
+  ForwardAudit audit;  // may be empty (tests)
+};
+
+class ForwardService {
+ public:
+  // Per session: open connections and the shared bandwidth bucket.
+  struct SessionState {
+    std::int64_t open = 0;
+    std::shared_ptr<TokenBucket> bucket;
+  };
+
+  std::map<std::string, SessionState>& sessions() { return sessions_; }
+
+ private:
+  std::map<std::string, SessionState> sessions_;
+};
+
+// Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
+boost::asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std::shared_ptr<MuxStream> stream,
+                                           nlohmann::json args, ForwardContext context);
+
+// Consumer halves.
+struct ForwardListing {
+  ForwardTerms terms;
+  std::optional<std::int64_t> bandwidth_bytes_per_s;
+};
+boost::asio::awaitable<Result<ForwardListing>> list_forward_targets(Session& session);
+// Opens a stream connected to `target`; errc::refused with the provider's reason otherwise.
+boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_forward(Session& session, const std::string& target);
+
+}  // namespace runsnack

@@ -1,0 +1,125 @@
+#include "services/forward/splice.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <array>
+#include <span>
+
+namespace runsnack {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+// Waits until `bucket` allows `n` bytes (no-op without a bucket).
+asio::awaitable<void> pace(TokenBucket* bucket, std::size_t n) {
+  if (!bucket) co_return;
+  auto wait = bucket->reserve(static_cast<std::int64_t>(n), TokenBucket::Clock::now());
+  if (wait <= TokenBucket::Clock::duration::zero()) co_return;
+  asio::steady_timer timer(co_await asio::this_coro::executor, wait);
+  co_await timer.async_wait(kTuple);
+}
+
+void abort_socket(tcp::socket& socket) {
+  boost::system::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.cancel(ignored);
+}
+
+asio::awaitable<void> socket_to_stream(tcp::socket& socket, MuxStream& stream, const SpliceOptions& options,
+                                       SpliceResult& result) {
+  std::unique_ptr<std::uint8_t[]> buffer;  // only while bytes flow
+  std::size_t limit = kSpliceBufferBytes;
+  if (options.bucket) limit = std::min<std::size_t>(limit, static_cast<std::size_t>(options.bucket->burst()));
+  for (;;) {
+    if (!buffer) {
+      auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kTuple);
+      if (ec) {
+        if (!result.error) result.error = "local socket: " + ec.message();
+        stream.reset();
+        co_return;
+      }
+      buffer = std::make_unique<std::uint8_t[]>(kSpliceBufferBytes);
+    }
+    auto [ec, n] = co_await socket.async_read_some(asio::buffer(buffer.get(), limit), kTuple);
+    if (ec == asio::error::eof) {
+      (void)co_await stream.close_write();  // half-close: the other way keeps flowing
+      co_return;
+    }
+    if (ec) {
+      if (!result.error) result.error = "socket: " + ec.message();
+      stream.reset();
+      co_return;
+    }
+    co_await pace(options.bucket.get(), n);
+    if (auto w = co_await stream.write(asio::buffer(buffer.get(), n)); !w) {
+      if (!result.error) result.error = "stream: " + w.error().what();
+      abort_socket(socket);
+      co_return;
+    }
+    result.socket_to_stream += n;
+    if (n < limit) buffer.reset();  // drained: go idle without holding the buffer
+  }
+}
+
+asio::awaitable<void> stream_to_socket(tcp::socket& socket, MuxStream& stream, const SpliceOptions& options,
+                                       SpliceResult& result) {
+  std::array<std::uint8_t, 1024> small{};
+  std::unique_ptr<std::uint8_t[]> big;  // while a fast sender keeps filling `small`
+  std::string rewritten;
+  std::size_t big_limit = kSpliceBufferBytes;
+  if (options.bucket) big_limit = std::min<std::size_t>(big_limit, static_cast<std::size_t>(options.bucket->burst()));
+  for (;;) {
+    asio::mutable_buffer target = big ? asio::buffer(big.get(), big_limit) : asio::buffer(small);
+    auto n = co_await stream.read_some(target);
+    if (!n) {
+      if (!result.error) result.error = "stream: " + n.error().what();
+      abort_socket(socket);
+      co_return;
+    }
+    if (*n == 0) {  // the other side's FIN
+      boost::system::error_code ignored;
+      socket.shutdown(tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
+    asio::const_buffer out(target.data(), *n);
+    if (options.rewriter) {
+      rewritten.clear();
+      options.rewriter->feed(std::span(static_cast<const std::uint8_t*>(target.data()), *n), rewritten);
+      out = asio::buffer(rewritten);
+    }
+    co_await pace(options.bucket.get(), out.size());
+    if (out.size() > 0) {
+      auto [ec, written] = co_await asio::async_write(socket, out, kTuple);
+      if (ec) {
+        if (!result.error) result.error = "socket: " + ec.message();
+        stream.reset();
+        abort_socket(socket);
+        co_return;
+      }
+    }
+    result.stream_to_socket += *n;
+    if (!big && *n == small.size()) big = std::make_unique<std::uint8_t[]>(kSpliceBufferBytes);
+    else if (big && *n < small.size()) big.reset();
+    if (rewritten.capacity() > kSpliceBufferBytes * 2) std::string().swap(rewritten);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<SpliceResult> splice(tcp::socket& socket, MuxStream& stream, const SpliceOptions& options) {
+  SpliceResult result;
+  co_await (socket_to_stream(socket, stream, options, result) && stream_to_socket(socket, stream, options, result));
+  co_return result;
+}
+
+}  // namespace runsnack

@@ -1,0 +1,50 @@
+#include "services/fs/path_rules.hpp"
+
+namespace runsnack::fs {
+
+Result<std::vector<std::string>> split_relative_path(std::string_view path) {
+  auto bad = [&](const char* why) {
+    return fail(errc::invalid_argument, "refused path '" + std::string(path.substr(0, 200)) + "': " + why);
+  };
+  if (path.empty()) return bad("empty");
+  if (path.size() > kMaxPathBytes) return bad("too long");
+  if (path.front() == '/') return bad("absolute paths are not allowed");
+  if (path.find('\0') != std::string_view::npos) return bad("contains NUL");
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    if (part.empty()) return bad("empty component");
+    if (part == "." || part == "..") return bad("'.' and '..' are not allowed");
+    if (part.size() > kMaxComponentBytes) return bad("component too long");
+    parts.emplace_back(part);
+    start = end + 1;
+  }
+  return parts;
+}
+
+bool symlink_stays_inside(std::string_view link_path, std::string_view target) {
+  if (target.empty() || target.front() == '/' || target.size() > kMaxPathBytes) return false;
+  if (target.find('\0') != std::string_view::npos) return false;
+  auto parts = split_relative_path(link_path);
+  if (!parts) return false;
+  parts->pop_back();  // the link's own folder
+  std::size_t start = 0;
+  while (start <= target.size()) {
+    std::size_t end = target.find('/', start);
+    if (end == std::string_view::npos) end = target.size();
+    std::string_view part = target.substr(start, end - start);
+    if (part == "..") {
+      if (parts->empty()) return false;
+      parts->pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts->emplace_back(part);
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace runsnack::fs

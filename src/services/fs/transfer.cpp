@@ -1,0 +1,229 @@
+#include "services/fs/transfer.hpp"
+
+#include "services/fs/path_rules.hpp"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+namespace runsnack::fs {
+
+namespace asio = boost::asio;
+
+asio::awaitable<Result<Frame>> read_frame(MuxStream& stream) {
+  std::array<std::uint8_t, kFrameHeaderBytes> head{};
+  if (auto r = co_await stream.read_exact(asio::buffer(head)); !r) co_return r.error();
+  auto h = decode_frame_header(head);
+  if (!h) co_return h.error();
+  Frame f;
+  f.type = h->type;
+  f.payload.resize(h->length);
+  if (h->length > 0) {
+    if (auto r = co_await stream.read_exact(asio::buffer(f.payload)); !r) co_return r.error();
+  }
+  co_return f;
+}
+
+asio::awaitable<Result<nlohmann::json>> read_control(MuxStream& stream) {
+  auto f = co_await read_frame(stream);
+  if (!f) co_return f.error();
+  if (f->type != FrameType::control) co_return fail(errc::malformed, "expected a control frame");
+  auto j = decode_control(f->payload);
+  if (!j) co_return j.error();
+  if ((*j)["type"] == "error") {
+    const std::string msg = j->value("message", std::string("the other side failed"));
+    co_return fail(errc::refused, msg);
+  }
+  co_return j;
+}
+
+asio::awaitable<Result<void>> write_frame(MuxStream& stream, FrameType type, std::span<const std::uint8_t> payload) {
+  const std::vector<std::uint8_t> bytes = encode_frame(type, payload);
+  co_return co_await stream.write(asio::buffer(bytes));
+}
+
+asio::awaitable<Result<void>> write_control(MuxStream& stream, const nlohmann::json& body) {
+  const std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+  co_return co_await write_frame(stream, FrameType::control, bytes);
+}
+
+namespace {
+
+asio::awaitable<void> send_error(MuxStream& stream, const Error& e) {
+  const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
+  (void)co_await write_control(stream, msg);
+}
+
+}  // namespace
+
+std::string TopRename::source_of(const std::string& p) const {
+  if (p == wire_top) return source_top;
+  if (p.starts_with(wire_top + "/")) return source_top + p.substr(wire_top.size());
+  return p;
+}
+
+asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
+                                                 Progress progress, std::optional<TopRename> rename) {
+  TransferStats stats;
+  stats.entries = entries.size();
+  const nlohmann::json manifest = {{"type", "manifest"}, {"files", manifest_json(entries)}};
+  if (auto r = co_await write_control(stream, manifest); !r) co_return r.error();
+  auto need = co_await read_control(stream);
+  if (!need) co_return need.error();
+  if ((*need)["type"] != "need" || !(*need)["paths"].is_array()) co_return fail(errc::malformed, "expected need");
+  std::map<std::string, std::uint64_t> sizes;
+  for (const auto& e : entries)
+    if (e.type == EntryType::file) sizes[e.path] = e.size;
+  std::uint64_t total = 0;
+  for (const auto& p : (*need)["paths"]) {
+    if (!p.is_string() || !sizes.count(p.get<std::string>())) co_return fail(errc::malformed, "asked for an unknown file");
+    total += sizes[p.get<std::string>()];
+  }
+  std::vector<std::uint8_t> buf(kMaxDataBytes);
+  for (const auto& p : (*need)["paths"]) {
+    const std::string path = p.get<std::string>();
+    auto file = open_regular_file(root, rename ? rename->source_of(path) : path);
+    if (!file) co_return file.error();
+    const nlohmann::json begin = {{"type", "file"}, {"path", path}};
+    if (auto r = co_await write_control(stream, begin); !r) co_return r.error();
+    for (;;) {
+      ssize_t n = ::read(file->get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) co_return fail(errc::io_error, "read " + path);
+      if (n == 0) break;
+      std::span<const std::uint8_t> chunk(buf.data(), static_cast<std::size_t>(n));
+      auto z = maybe_compress(chunk);
+      Result<void> w = z ? co_await write_frame(stream, FrameType::zdata, *z)
+                         : co_await write_frame(stream, FrameType::data, chunk);
+      if (!w) co_return w.error();
+      stats.bytes += static_cast<std::uint64_t>(n);
+      stats.wire_bytes += z ? z->size() : chunk.size();
+      if (progress) progress(stats.bytes, total);
+    }
+    const nlohmann::json end = {{"type", "file_end"}};
+    if (auto r = co_await write_control(stream, end); !r) co_return r.error();
+    ++stats.files_sent;
+  }
+  auto done = co_await read_control(stream);
+  if (!done) co_return done.error();
+  if ((*done)["type"] != "synced") co_return fail(errc::malformed, "expected synced");
+  co_return stats;
+}
+
+namespace {
+
+std::string quota_text(std::uint64_t n) { return std::to_string(n) + " bytes"; }
+
+Result<void> check_quota(const std::vector<Entry>& entries, const ReceiveLimits& limits) {
+  if (!limits.quota_bytes) return {};
+  for (const auto& e : entries)
+    if (e.type == EntryType::file && e.size > *limits.quota_bytes)
+      return fail(errc::too_large, "file '" + e.path + "' (" + quota_text(e.size) +
+                                       ") is bigger than the workspace disk quota (" + quota_text(*limits.quota_bytes) + ")");
+  if (total_file_bytes(entries) > *limits.quota_bytes)
+    return fail(errc::too_large, "the files to sync (" + quota_text(total_file_bytes(entries)) +
+                                     ") exceed the workspace disk quota (" + quota_text(*limits.quota_bytes) + ")");
+  return {};
+}
+
+// Receives one announced file into place; checks size and hash.
+asio::awaitable<Result<std::uint64_t>> receive_file(MuxStream& stream, int root, const Entry& entry, HashCache* cache) {
+  auto out = AtomicFile::create(root, entry.path);
+  if (!out) co_return out.error();
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
+  std::uint64_t got = 0;
+  for (;;) {
+    auto f = co_await read_frame(stream);
+    if (!f) co_return f.error();
+    if (f->type == FrameType::control) {
+      auto j = decode_control(f->payload);
+      if (!j || (*j)["type"] != "file_end") co_return fail(errc::malformed, "expected file_end");
+      break;
+    }
+    std::vector<std::uint8_t> plain;
+    if (f->type == FrameType::zdata) {
+      auto d = decompress(f->payload);
+      if (!d) co_return d.error();
+      plain = std::move(*d);
+    } else if (f->type == FrameType::data) {
+      plain = std::move(f->payload);
+    } else {
+      co_return fail(errc::malformed, "unexpected frame in a file");
+    }
+    got += plain.size();
+    if (got > entry.size) co_return fail(errc::too_large, entry.path + ": more bytes than announced");
+    EVP_DigestUpdate(md.get(), plain.data(), plain.size());
+    if (auto r = out->write(plain.data(), plain.size()); !r) co_return r.error();
+  }
+  unsigned char digest[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(md.get(), digest, &len);
+  static const char* hex = "0123456789abcdef";
+  std::string sha;
+  for (unsigned i = 0; i < len; ++i) sha += hex[digest[i] >> 4], sha += hex[digest[i] & 15];
+  if (got != entry.size || sha != entry.sha256)
+    co_return fail(errc::malformed, entry.path + ": checksum mismatch (the file changed while it was sent?)");
+  auto mtime = out->commit(entry.executable);
+  if (!mtime) co_return mtime.error();
+  if (cache) cache->put(entry.path, got, *mtime, sha);
+  co_return got;
+}
+
+}  // namespace
+
+asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root, ReceiveLimits limits,
+                                                    HashCache* cache, Progress progress) {
+  TransferStats stats;
+  auto msg = co_await read_control(stream);
+  if (!msg) co_return msg.error();
+  if ((*msg)["type"] != "manifest") co_return fail(errc::malformed, "expected a manifest");
+  auto entries = parse_manifest((*msg)["files"]);
+  Result<void> ok = entries ? check_quota(*entries, limits) : Result<void>(entries.error());
+  if (!ok) {
+    co_await send_error(stream, ok.error());
+    co_return ok.error();
+  }
+  stats.entries = entries->size();
+  std::map<std::string, Entry> have;
+  std::map<std::string, const Entry*> wanted;
+  for (const auto& e : *entries) {
+    wanted[e.path] = &e;
+    auto now = stat_entry(root, e.path, e.type == EntryType::file ? cache : nullptr);
+    Result<void> r;
+    if (e.type == EntryType::dir && !(now && now->type == EntryType::dir)) r = make_dir(root, e.path);
+    else if (e.type == EntryType::link && !(now && now->type == EntryType::link && now->target == e.target))
+      r = make_symlink(root, e.path, e.target);
+    else if (now) have[e.path] = *now;
+    if (!r) {
+      co_await send_error(stream, r.error());
+      co_return r.error();
+    }
+  }
+  auto need = files_to_fetch(*entries, have);
+  std::uint64_t total = 0;
+  for (const auto& p : need) total += wanted[p]->size;
+  const nlohmann::json need_msg = {{"type", "need"}, {"paths", need}};
+  if (auto r = co_await write_control(stream, need_msg); !r) co_return r.error();
+  for (const auto& path : need) {
+    auto begin = co_await read_control(stream);
+    if (!begin) co_return begin.error();
+    if ((*begin)["type"] != "file" || (*begin)["path"] != path) co_return fail(errc::malformed, "expected file " + path);
+    auto got = co_await receive_file(stream, root, *wanted[path], cache);
+    if (!got) {
+      co_await send_error(stream, got.error());
+      co_return got.error();
+    }
+    stats.bytes += *got;
+    ++stats.files_sent;
+    if (progress) progress(stats.bytes, total);
+  }
+  const nlohmann::json synced = {{"type", "synced"}, {"files", stats.files_sent}, {"bytes", stats.bytes}};
+  if (auto r = co_await write_control(stream, synced); !r) co_return r.error();
+  co_return stats;
+}
+
+}  // namespace runsnack::fs

@@ -1,0 +1,292 @@
+"""runsnack run / cp end to end: sync, sandbox, streaming, signals, limits, bad input."""
+
+import hashlib
+import os
+import signal
+import socket
+import threading
+import time
+import unittest
+
+from harness import E2ETestCase, CMD_TIMEOUT
+
+
+class RunBase(E2ETestCase):
+    def setup_pair(self, *share_args):
+        self.phome, self.chome = self.new_home("provider"), self.new_home("consumer")
+        self.provider = self.start_provider(self.phome, "--allow", "run,cp", *share_args)
+        self.work = os.path.join(self.tmp, "work")
+        os.makedirs(self.work, exist_ok=True)
+        self.workspace = os.path.join(self.phome, "workspaces", self.peer_id(self.chome))
+
+    def write(self, rel, data):
+        path = os.path.join(self.work, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        return path
+
+    def run_remote(self, *cmd, extra=(), **kw):
+        return self.run_cli(self.chome, "run", self.provider.link, *extra, "--sync", self.work, "--", *cmd, **kw)
+
+    def start_run(self, *cmd, extra=()):
+        return self.start(self.chome, "run", self.provider.link, *extra, "--sync", self.work, "--", *cmd, name="run")
+
+    def wait_line(self, proc, text, deadline=30):
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if any(text in l for l in proc.lines):
+                return
+            if not proc.alive() and proc.popen.poll() is not None and not any(text in l for l in proc.lines):
+                time.sleep(0.2)
+                if not any(text in l for l in proc.lines):
+                    self.fail("run exited before %r: %r %s" % (text, proc.lines, proc.stderr()))
+            time.sleep(0.05)
+        self.fail("no %r from run within %ss: %r %s" % (text, deadline, proc.lines, proc.stderr()))
+
+    def procs_with(self, marker):
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+        return found
+
+
+class Basics(RunBase):
+    def test_exit_status_output_and_pull(self):
+        self.setup_pair()
+        self.write("hello.txt", "hi there\n")
+        cp = self.run_remote("sh", "-c", "cat hello.txt; echo oops >&2; mkdir -p out; echo result > out/r.txt; exit 7",
+                             extra=("--pull", "out"))
+        self.assertEqual(cp.returncode, 7, cp.stderr)
+        self.assertIn("hi there", cp.stdout)
+        self.assertIn("oops", cp.stderr)
+        with open(os.path.join(self.work, "out", "r.txt")) as f:
+            self.assertEqual(f.read(), "result\n")
+        events = self.audit(self.phome)
+        ends = [e for e in events if e["kind"] == "run_end"]
+        self.assertEqual(len(ends), 1, events)
+        self.assertEqual(ends[0]["detail"]["exit_status"], 7)
+        self.assertIn("cat hello.txt", ends[0]["detail"]["command"])
+        for key in ("peak_memory_bytes", "cpu_user_s", "cpu_sys_s", "seconds"):
+            self.assertIn(key, ends[0]["detail"])
+        self.assertTrue([e for e in events if e["kind"] == "run_start"])
+
+    def test_streaming_first_line_before_end(self):
+        self.setup_pair()
+        proc = self.start_run("sh", "-c", "echo first; sleep 4; echo second")
+        start = time.monotonic()
+        self.wait_line(proc, "first", deadline=20)
+        self.assertTrue(proc.alive(), "the command should still be running")
+        self.assertNotIn("second", proc.lines)
+        self.assertEqual(proc.wait(30), 0)
+        self.assertIn("second", proc.lines)
+        self.assertGreater(time.monotonic() - start, 2)
+
+    def test_not_allowed_without_grant(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        self.fails(chome, "run", provider.link, "--no-sync", "--", "true", contains="does not allow")
+
+
+class Signals(RunBase):
+    def test_ctrl_c_reaches_remote(self):
+        self.setup_pair()
+        proc = self.start_run("sh", "-c", "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.1; done")
+        self.wait_line(proc, "ready")
+        proc.signal(signal.SIGINT)
+        self.assertEqual(proc.wait(20), 5, proc.stderr())
+        self.assertIn("got-int", proc.lines)
+
+    def test_second_ctrl_c_kills(self):
+        self.setup_pair()
+        proc = self.start_run("sh", "-c", "trap '' INT; echo ready; sleep 4711")
+        self.wait_line(proc, "ready")
+        proc.signal(signal.SIGINT)
+        time.sleep(1.0)
+        self.assertTrue(proc.alive(), "a command that ignores SIGINT keeps running after the first Ctrl-C")
+        self.assertTrue(self.procs_with("4711"))
+        proc.signal(signal.SIGINT)
+        self.assertEqual(proc.wait(20), 137, proc.stderr())
+        self.poll_until(lambda: not self.procs_with("sleep\x004711"), 3, "the remote processes gone")
+
+    def test_disconnect_kills_processes_keeps_workspace(self):
+        self.setup_pair()
+        self.write("keep.txt", "keep")
+        proc = self.start_run("sh", "-c", "echo ready; sleep 4712")
+        self.wait_line(proc, "ready")
+        self.assertTrue(self.procs_with("sleep\x004712"))
+        proc.signal(signal.SIGKILL)
+        start = time.monotonic()
+        self.poll_until(lambda: not self.procs_with("sleep\x004712"), 5, "remote processes gone", interval=0.05)
+        self.assertLess(time.monotonic() - start, 3)
+        self.assertTrue(os.path.exists(os.path.join(self.workspace, "keep.txt")))
+
+
+class Sync(RunBase):
+    def test_only_changed_files_travel(self):
+        self.setup_pair()
+        for i in range(20):
+            self.write("src/f%d.txt" % i, "content %d\n" % i * 100)
+        self.write(".gitignore", "*.log\nbuild/\n")
+        self.write("debug.log", "noise")
+        self.write("build/x.o", "obj")
+        cp = self.run_remote("sh", "-c", "ls; ls src | wc -l")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("sync: 21 of", cp.stderr)  # 20 files + .gitignore
+        self.assertNotIn("debug.log", cp.stdout)
+        self.assertNotIn("build", cp.stdout)
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertNotIn("sync:", cp.stderr)  # nothing changed: nothing sent
+        self.write("src/f3.txt", "changed")
+        cp = self.run_remote("cat", "src/f3.txt")
+        self.assertIn("sync: 1 of", cp.stderr)
+        self.assertEqual(cp.stdout, "changed")
+        syncs = [e for e in self.audit(self.phome) if e["kind"] == "sync"]
+        self.assertEqual([s["detail"]["files"] for s in syncs], [21, 0, 1])
+
+    def test_symlink_outside_refused(self):
+        self.setup_pair()
+        self.write("ok.txt", "ok")
+        os.symlink("/etc/passwd", os.path.join(self.work, "evil"))
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 1)
+        self.assertIn("outside the workspace", cp.stderr)
+        os.remove(os.path.join(self.work, "evil"))
+        os.symlink("ok.txt", os.path.join(self.work, "fine"))
+        cp = self.run_remote("cat", "fine")
+        self.assertEqual(cp.stdout, "ok", cp.stderr)
+        self.assertTrue(os.path.islink(os.path.join(self.workspace, "fine")))
+
+    def test_file_bigger_than_quota(self):
+        self.setup_pair("--disk-quota", "64K")
+        self.write("big.bin", os.urandom(200 * 1024))
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 1)
+        self.assertIn("quota", cp.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "big.bin")))
+
+    def test_interrupted_sync_completes_next_time(self):
+        self.setup_pair()
+        data = os.urandom(48 * 1024 * 1024)
+        self.write("big.bin", data)
+        self.write("small.txt", "s")
+        proc = self.start_run("true")
+        time.sleep(1.0)
+        proc.signal(signal.SIGKILL)
+        proc.wait(10)
+        big = os.path.join(self.workspace, "big.bin")
+        if os.path.exists(big):  # never a half-written file under its real name
+            with open(big, "rb") as f:
+                self.assertEqual(f.read(), data)
+        cp = self.run_remote("sha256sum", "big.bin")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn(hashlib.sha256(data).hexdigest(), cp.stdout)
+        leftovers = [n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")]
+        self.assertEqual(leftovers, [])
+
+
+class Sandbox(RunBase):
+    def test_provider_home_and_state_invisible(self):
+        self.setup_pair()
+        cp = self.run_remote("sh", "-c", "ls %s; ls /root; cat %s/identity.pem; echo done" % (self.phome, self.phome))
+        self.assertIn("done", cp.stdout)
+        self.assertNotIn("BEGIN", cp.stdout)
+        self.assertIn("No such file", cp.stderr)
+        self.assertNotIn("runsnack.db", cp.stdout)
+
+    def test_cannot_write_outside_workspace(self):
+        self.setup_pair()
+        marker = os.path.join(self.tmp, "escaped")
+        cp = self.run_remote("sh", "-c", "touch /usr/escaped; touch %s; echo x > /tmp/t && echo tmp-ok; echo ws > w.txt"
+                             % marker)
+        self.assertFalse(os.path.exists("/usr/escaped"))
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn("tmp-ok", cp.stdout)  # a private /tmp
+        self.assertTrue(os.path.exists(os.path.join(self.workspace, "w.txt")))
+
+    def test_cannot_signal_provider(self):
+        self.setup_pair()
+        cp = self.run_remote("sh", "-c", "kill -9 %d; echo rc=$?" % self.provider.pid)
+        self.assertIn("rc=1", cp.stdout, cp.stderr)
+        self.assertTrue(self.provider.alive())
+        self.info(self.chome, self.provider.link)
+
+    def network_probe(self, *share_args):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        threading.Thread(target=lambda: srv.accept(), daemon=True).start()
+        self.setup_pair(*share_args)
+        cp = self.run_remote("python3", "-c", "import socket; socket.create_connection(('127.0.0.1', %d), 3); "
+                             "print('connected')" % port)
+        srv.close()
+        return cp
+
+    def test_no_network_unless_allowed(self):
+        cp = self.network_probe()
+        self.assertNotIn("connected", cp.stdout)
+        self.assertNotEqual(cp.returncode, 0)
+
+    def test_network_when_allowed(self):
+        cp = self.network_probe("--network")
+        self.assertIn("connected", cp.stdout, cp.stderr)
+
+    def test_fork_bomb_bounded(self):
+        self.setup_pair("--max-procs", "20", "--run-timeout", "20s")
+        script = ("import os, time\nn = 0\n"
+                  "while n < 200:\n"
+                  "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+                  "    if pid == 0:\n        time.sleep(5); os._exit(0)\n"
+                  "    n += 1\n"
+                  "print('forked', n, flush=True)\n")
+        self.write("bomb.py", script)
+        cp = self.run_remote("python3", "bomb.py")
+        forked = [l for l in cp.stdout.splitlines() if l.startswith("forked")]
+        self.assertTrue(forked, cp.stdout + cp.stderr)
+        self.assertLess(int(forked[0].split()[1]), 20)
+        self.assertTrue(self.provider.alive())
+
+    def test_timeout(self):
+        self.setup_pair("--run-timeout", "2s")
+        start = time.monotonic()
+        cp = self.run_remote("sleep", "30")
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        self.assertIn("wall-clock", cp.stderr)
+        self.assertLess(time.monotonic() - start, 20)
+
+
+class Cp(RunBase):
+    def test_put_and_get_folder(self):
+        self.setup_pair()
+        self.write("data/a.txt", "A")
+        self.write("data/sub/b.txt", "B" * 100000)
+        self.ok(self.chome, "cp", self.provider.link, os.path.join(self.work, "data"), "remote:inputs/")
+        self.assertTrue(os.path.exists(os.path.join(self.workspace, "inputs", "data", "sub", "b.txt")))
+        dest = os.path.join(self.tmp, "back")
+        os.makedirs(dest)
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs", dest + "/")
+        with open(os.path.join(dest, "inputs", "data", "sub", "b.txt")) as f:
+            self.assertEqual(f.read(), "B" * 100000)
+        again = self.ok(self.chome, "cp", self.provider.link, "remote:inputs", dest + "/")
+        self.assertIn("cp: 0 files", again.stderr)  # resume: what is there already is not sent again
+
+    def test_traversal_refused(self):
+        self.setup_pair()
+        src = self.write("x.txt", "x")
+        for dst in ("remote:../evil", "remote:/tmp/evil", "remote:a/../../evil/"):
+            self.fails(self.chome, "cp", self.provider.link, src, dst)
+        self.assertFalse(os.path.exists(os.path.join(self.phome, "workspaces", "evil")))
+        self.assertFalse(os.path.exists("/tmp/evil"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""NAT lab: real `runsnack` processes in Linux network namespaces behind
+iptables NAT routers, on TEST-NET addresses only (ARCHITECTURE.md section 9).
+
+    nl-c2 192.0.2.11 --+                                   +-- nl-c 203.0.113.10
+    nl-p  192.0.2.10 --+-- nl-ra --+   bridge in nl-inet   +-- nl-rb
+                     LAN A  198.51.100.1   198.51.100.0/24  198.51.100.2   LAN B
+                                   +-- nl-rdv 198.51.100.10 (rendezvous)
+                                   +-- nl-pp  198.51.100.20 (a public provider)
+
+Cases: same LAN -> direct; public provider -> direct; both behind MASQUERADE
+-> punched; both behind MASQUERADE --random-fully -> relayed; rendezvous
+restarted during a punched transfer -> the transfer completes. Each moves
+>= 50 MB through the session and checks its SHA-256. Asserts path and data,
+with generous deadlines, never speed. Needs root; prints why and exits 0
+(skipped) otherwise. Namespaces are removed even on failure.
+
+Usage: natlab.py RUNSNACK_BIN [case ...]
+"""
+import hashlib, json, os, shutil, subprocess, sys, tempfile, time
+
+NS = ["nl-inet", "nl-ra", "nl-rb", "nl-p", "nl-c", "nl-c2", "nl-rdv", "nl-pp"]
+MB50 = 50 * 1024 * 1024
+RDV = "198.51.100.10:7443"
+
+
+def sh(cmd, check=True):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def nsx(ns, cmd, check=True):
+    return sh(f"ip netns exec {ns} {cmd}", check)
+
+
+def expected_sha(n):
+    block = bytes(((i * 131 + (i >> 8)) & 0xFF) for i in range(65536))
+    h = hashlib.sha256()
+    full, rest = divmod(n, len(block))
+    for _ in range(full):
+        h.update(block)
+    h.update(block[:rest])
+    return h.hexdigest()
+
+
+def teardown():
+    for ns in NS:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def link(a_ns, a_if, a_addr, b_ns, b_if, b_addr=None, bridge=None):
+    sh(f"ip link add {a_if} netns {a_ns} type veth peer name {b_if} netns {b_ns}")
+    nsx(a_ns, f"ip addr add {a_addr} dev {a_if}")
+    nsx(a_ns, f"ip link set {a_if} up")
+    if b_addr:
+        nsx(b_ns, f"ip addr add {b_addr} dev {b_if}")
+    if bridge:
+        nsx(b_ns, f"ip link set {b_if} master {bridge}")
+    nsx(b_ns, f"ip link set {b_if} up")
+
+
+def setup():
+    teardown()
+    for ns in NS:
+        sh(f"ip netns add {ns}")
+        nsx(ns, "ip link set lo up")
+    nsx("nl-inet", "ip link add br0 type bridge")
+    nsx("nl-inet", "ip link set br0 up")
+    link("nl-ra", "wan", "198.51.100.1/24", "nl-inet", "v-ra", bridge="br0")
+    link("nl-rb", "wan", "198.51.100.2/24", "nl-inet", "v-rb", bridge="br0")
+    link("nl-rdv", "eth0", "198.51.100.10/24", "nl-inet", "v-rdv", bridge="br0")
+    link("nl-pp", "eth0", "198.51.100.20/24", "nl-inet", "v-pp", bridge="br0")
+    nsx("nl-ra", "ip link add lan type bridge")
+    nsx("nl-ra", "ip addr add 192.0.2.1/24 dev lan")
+    nsx("nl-ra", "ip link set lan up")
+    link("nl-p", "eth0", "192.0.2.10/24", "nl-ra", "v-p", bridge="lan")
+    link("nl-c2", "eth0", "192.0.2.11/24", "nl-ra", "v-c2", bridge="lan")
+    link("nl-c", "eth0", "203.0.113.10/24", "nl-rb", "lan", b_addr="203.0.113.1/24")
+    for ns, gw in (("nl-p", "192.0.2.1"), ("nl-c2", "192.0.2.1"), ("nl-c", "203.0.113.1")):
+        nsx(ns, f"ip route add default via {gw}")
+    for r in ("nl-ra", "nl-rb"):
+        nsx(r, "sysctl -qw net.ipv4.ip_forward=1")
+
+
+def nat(random_fully):
+    for r in ("nl-ra", "nl-rb"):
+        nsx(r, "iptables -t nat -F")
+        nsx(r, "iptables -F")
+        nsx(r, f"iptables -t nat -A POSTROUTING -o wan -j MASQUERADE {'--random-fully' if random_fully else ''}")
+        nsx(r, "iptables -A FORWARD -i wan -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT")
+        nsx(r, "iptables -A FORWARD -i wan -j DROP")
+        nsx(r, "iptables -A INPUT -i wan -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT")
+        nsx(r, "iptables -A INPUT -i wan -j DROP")
+        nsx(r, "conntrack -F", check=False)
+
+
+class Lab:
+    def __init__(self, binary):
+        self.bin = binary
+        self.tmp = tempfile.mkdtemp(prefix="natlab-")
+        self.procs = []
+        self.rdv = None
+
+    def spawn(self, ns, args, home, log):
+        env = dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LOG=os.environ.get("RUNSNACK_LOG", "info"))
+        p = subprocess.Popen(["ip", "netns", "exec", ns, self.bin] + args, env=env, stdout=subprocess.PIPE,
+                             stderr=open(os.path.join(self.tmp, log), "ab"), text=True)
+        self.procs.append(p)
+        return p
+
+    def start_rdv(self, extra=()):
+        self.rdv = self.spawn("nl-rdv", ["rendezvous", "--listen", "0.0.0.0:7443", "--json"] + list(extra),
+                              os.path.join(self.tmp, "rdv"), "rdv.log")
+        json.loads(self.rdv.stdout.readline())
+
+    def stop(self, p):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def provider(self, ns, name):
+        home = os.path.join(self.tmp, name)
+        os.makedirs(home, exist_ok=True)
+        p = self.spawn(ns, ["share", "--json", "--no-qr", "--no-port-mapping", "--rendezvous", RDV], home,
+                       name + ".log")
+        ready = json.loads(p.stdout.readline())
+        deadline = time.time() + 15  # wait until registered
+        while time.time() < deadline:
+            ev = json.loads(p.stdout.readline())
+            if ev.get("event") == "rendezvous" and ev["state"].startswith("registered"):
+                break
+        assert len(ready["link"]) < 160, ready["link"]
+        return p, ready["link"]
+
+    def consume(self, ns, link_text, nbytes=MB50, timeout=120):
+        home = os.path.join(self.tmp, "consumer-" + ns)
+        os.makedirs(home, exist_ok=True)
+        env = dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LINK=link_text)
+        r = subprocess.run(["ip", "netns", "exec", ns, self.bin, "info", "--probe-bytes", str(nbytes), "--timeout", "30"],
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise AssertionError(f"info failed: {r.stderr[-2000:]}")
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def close(self):
+        for p in self.procs:
+            self.stop(p)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def check(result, want_path, nbytes=MB50):
+    assert result["path"] == want_path, f"path {result['path']}, expected {want_path}: {result}"
+    assert result["probe_bytes"] == nbytes, result
+    assert result["sha256"] == expected_sha(nbytes), "SHA-256 mismatch"
+
+
+def run_case(lab, case):
+    if case == "same_lan":
+        nat(False)
+        p, l = lab.provider("nl-p", "prov-a")
+        check(res := lab.consume("nl-c2", l), "direct")
+    elif case == "public":
+        nat(False)
+        p, l = lab.provider("nl-pp", "prov-pub")
+        check(res := lab.consume("nl-c", l), "direct")
+    elif case == "punched":
+        nat(False)
+        p, l = lab.provider("nl-p", "prov-a")
+        check(res := lab.consume("nl-c", l), "punched")
+    elif case == "relayed":
+        nat(True)
+        p, l = lab.provider("nl-p", "prov-a")
+        check(res := lab.consume("nl-c", l), "relayed")
+    elif case == "rdv_restart":
+        nat(False)
+        p, l = lab.provider("nl-p", "prov-a")
+        n = 400 * 1024 * 1024
+        home = os.path.join(lab.tmp, "consumer-restart")
+        os.makedirs(home, exist_ok=True)
+        env = dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LINK=l)
+        c = subprocess.Popen(["ip", "netns", "exec", "nl-c", lab.bin, "info", "--probe-bytes", str(n), "--timeout", "30"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)  # connected and transferring
+        assert c.poll() is None, "transfer ended before the restart; make it larger"
+        lab.stop(lab.rdv)
+        lab.start_rdv()
+        out, err = c.communicate(timeout=300)
+        assert c.returncode == 0, err[-2000:]
+        res = json.loads(out.strip().splitlines()[-1])
+        check(res, "punched", n)
+    else:
+        raise ValueError(case)
+    lab.stop(p)
+    return res
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    if os.geteuid() != 0:
+        print("natlab: SKIPPED: needs root (network namespaces and iptables)")
+        return 0
+    for tool in ("ip", "iptables"):
+        if not shutil.which(tool):
+            print(f"natlab: SKIPPED: {tool} is not installed (scripts/install-deps)")
+            return 0
+    cases = sys.argv[2:] or ["same_lan", "public", "punched", "relayed", "rdv_restart"]
+    failed = 0
+    try:
+        setup()
+        lab = Lab(os.path.abspath(sys.argv[1]))
+        try:
+            lab.start_rdv()
+            for case in cases:
+                t0 = time.time()
+                try:
+                    res = run_case(lab, case)
+                    print(f"natlab {case}: ok path={res['path']} setup_ms={res['setup_ms']:.1f} "
+                          f"first_byte_ms={res['first_byte_ms']:.1f} mbps={res['mbps']:.0f} ({time.time() - t0:.1f} s)",
+                          flush=True)
+                except Exception as e:  # report and go on with the next case
+                    failed += 1
+                    print(f"natlab {case}: FAILED: {e}", flush=True)
+        finally:
+            if failed:
+                for f in sorted(os.listdir(lab.tmp)):
+                    if f.endswith(".log"):
+                        print(f"--- {f}\n" + open(os.path.join(lab.tmp, f), errors="replace").read()[-3000:])
+            lab.close()
+    finally:
+        teardown()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
