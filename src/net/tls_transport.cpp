@@ -236,28 +236,29 @@ class TlsTransport final : public Transport {
   }
 
   asio::awaitable<void> write(std::span<const asio::const_buffer> buffers) override {
-    // Whole 16 KiB records of large buffers (the Mux's payloads) are encrypted
-    // straight from them; small buffers (yamux headers, small payloads) and
-    // the tails of large ones are coalesced in staging_, which goes out as a
-    // record of its own before the next large buffer. A short record costs
-    // ~30 bytes on the wire; topping it up from the payload would cost a copy.
+    // Records are filled to 16 KiB: small buffers (yamux headers, small
+    // payloads) and the tail of large ones are coalesced in staging_, topped
+    // up from the next payload; whole records of large payloads are
+    // encrypted straight from them.
     for (const auto& b : buffers) {
       const auto* p = static_cast<const std::uint8_t*>(b.data());
       std::size_t n = b.size();
-      if (n >= kRecordBytes && !staging_.empty()) encrypt_staging();
-      while (n >= kRecordBytes) {
-        // Whole records, as many as fit in this send (at least one).
-        std::size_t room = kSendBytes - std::min(kSendBytes, io_->tx_pending.size());
-        std::size_t whole = std::min(n - n % kRecordBytes, std::max(kRecordBytes, room - room % kRecordBytes));
-        if (io_->tx_pending.capacity() < kSendCapacity) io_->tx_pending.reserve(kSendCapacity);
-        encrypt(p, whole);
-        p += whole;
-        n -= whole;
-        if (io_->tx_pending.size() >= kSendBytes) co_await flush(true);
-      }
-      if (n > 0) {
-        staging_.insert(staging_.end(), p, p + n);
-        if (staging_.size() >= kRecordBytes) encrypt_staging();
+      while (n > 0) {
+        if (!staging_.empty() || n < kRecordBytes) {
+          std::size_t take = std::min(n, kRecordBytes - staging_.size());
+          staging_.insert(staging_.end(), p, p + take);
+          p += take;
+          n -= take;
+          if (staging_.size() == kRecordBytes) encrypt_staging();
+        } else {
+          // Whole records, as many as fit in this send (at least one).
+          std::size_t room = kSendBytes - std::min(kSendBytes, io_->tx_pending.size());
+          std::size_t whole = std::min(n - n % kRecordBytes, std::max(kRecordBytes, room - room % kRecordBytes));
+          if (io_->tx_pending.capacity() < kSendCapacity) io_->tx_pending.reserve(kSendCapacity);
+          encrypt(p, whole);
+          p += whole;
+          n -= whole;
+        }
         if (io_->tx_pending.size() >= kSendBytes) co_await flush(true);
       }
     }
@@ -291,7 +292,7 @@ class TlsTransport final : public Transport {
   // Ciphertext per send (and plaintext per SSL_write_ex); the Mux's writes are
   // at most about this big, so a write is usually one send.
   static constexpr std::size_t kSendBytes = 256 * 1024;
-  // What tx_pending can reach: a send's worth, staging (< 2 records), record overheads.
+  // What tx_pending can reach: a send's worth, one more record, record overheads.
   static constexpr std::size_t kSendCapacity = kSendBytes + 3 * kRecordBytes;
   // The receive buffer starts small (idle sessions) and doubles while reads fill it.
   static constexpr std::size_t kMinReceiveBytes = 32 * 1024;
@@ -368,7 +369,7 @@ class TlsTransport final : public Transport {
   std::unique_ptr<BioBuffers> io_;
   std::unique_ptr<SSL, SslFree> ssl_;
   asio::ip::tcp::socket socket_;
-  std::vector<std::uint8_t> staging_;     // small plaintext buffers coalesced into one record
+  std::vector<std::uint8_t> staging_;     // plaintext coalesced into one record
   std::vector<std::uint8_t> tx_sending_;  // ciphertext of the send in flight
   bool sending_ = false;
   bool reading_ = false;
