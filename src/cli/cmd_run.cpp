@@ -1,6 +1,7 @@
 // `runsnack run` and `runsnack cp`: sync the working folder, run a command in
 // the provider's sandbox with its output streamed back, copy files either way
 // (services/exec/exec_service.hpp has the protocol).
+#include "cli/cmd_shell.hpp"
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
@@ -293,6 +294,8 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
               "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.");
   cmd->callback([&status, args] { run_command(status, [&] { return run(*args); }); });
+
+  add_shell_command(app, status);
 
   auto cp = std::make_shared<CpArgs>();
   auto* cpc = app.add_subcommand("cp", "Copy files or folders to or from the workspace: remote:PATH names the remote side");

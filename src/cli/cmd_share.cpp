@@ -48,6 +48,7 @@ struct ShareArgs {
   std::string run_timeout, memory, disk_quota;
   std::int64_t max_procs = 0;
   bool network = false;
+  double cpu_hours = -1, gpu_hours = -1;  // usage budgets (services/exec/usage_budget.hpp); <0: none
   std::vector<std::string> expose;  // forward targets (services/forward/forward_target.hpp)
   bool ollama = false;
   std::string bandwidth;
@@ -181,6 +182,10 @@ Result<ForwardTerms> forward_terms(const ShareArgs& args) {
   return terms;
 }
 
+// The router's port mapping lease; renewed at half of it while sharing, so a
+// router that enforces leases never drops a live share's mapping.
+constexpr std::chrono::duration<std::uint32_t> kMappingLease{7200};
+
 int share(const ShareArgs& args) {
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
@@ -233,7 +238,7 @@ int share(const ShareArgs& args) {
   std::unique_ptr<PortMapping> mapping;
   if (!args.no_port_mapping && !provider.local_endpoint().address().is_loopback()) {
     std::string why;
-    mapping = PortMapping::create(provider.local_endpoint().port(), 7200, why);
+    mapping = PortMapping::create(provider.local_endpoint().port(), kMappingLease.count(), why);
     if (mapping) {
       spdlog::info("port mapping ({}): {}", mapping->protocol(), mapping->external().str());
       candidates.insert(candidates.begin(), mapping->external());
@@ -314,6 +319,8 @@ int share(const ShareArgs& args) {
     run_terms.network = args.network;
     if (grant.services.count("run") || grant.services.count("shell") || grant.services.count("cp"))
       grant.terms["run"] = run_terms.to_json();
+    if (args.cpu_hours >= 0) grant.terms["run"]["cpu_hours"] = args.cpu_hours;
+    if (args.gpu_hours >= 0) grant.terms["run"]["gpu_hours"] = args.gpu_hours;
     GrantStore grants(*db);
     if (auto r = grants.create(grant); !r) return report(r.error());
 
@@ -392,6 +399,20 @@ int share(const ShareArgs& args) {
   if (show_status) tick();
   signals.async_wait([&](const boost::system::error_code&, int) { status_timer.cancel(); });
 
+  asio::steady_timer mapping_timer(io);
+  std::function<void()> renew_mapping = [&] {
+    mapping_timer.expires_after(kMappingLease / 2);
+    mapping_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      std::string why;
+      if (mapping->renew(kMappingLease.count(), why)) spdlog::debug("port mapping renewed: {}", mapping->external().str());
+      else spdlog::warn("port mapping renewal failed: {}", why);
+      renew_mapping();
+    });
+  };
+  if (mapping) renew_mapping();
+  signals.async_wait([&](const boost::system::error_code&, int) { mapping_timer.cancel(); });
+
   io.run();
   if (show_status) std::cerr << "\r\033[K";
   if (!args.json) std::cerr << "stopped sharing; links stay valid for the next `runsnack share --serve-only`" << std::endl;
@@ -416,6 +437,10 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--run-timeout", args->run_timeout, "run: wall-clock limit per command, e.g. 10m (default: none)");
   cmd->add_option("--memory", args->memory, "run: memory limit per command, e.g. 4G (default: none)");
   cmd->add_option("--max-procs", args->max_procs, "run: processes per command (default 1024)")->check(CLI::PositiveNumber);
+  cmd->add_option("--cpu-hours", args->cpu_hours, "run/shell: CPU time the link may use in total; spent, it expires")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpu-hours", args->gpu_hours, "run/shell: GPU time (wall time x GPUs) in total; spent, it expires")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--disk-quota", args->disk_quota, "run/cp: workspace size limit, e.g. 10G (default: none)");
   cmd->add_flag("--network", args->network, "run: let commands reach the network (default: no network)");
   cmd->add_option("--expose", args->expose,

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add_gpus_command(app, status);
   add_id_command(app, status);
   add_rendezvous_command(app, status);
+  add_pool_command(app, status);
 
   try {
     app.parse(argc, argv);

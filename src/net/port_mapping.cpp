@@ -102,8 +102,25 @@ std::unique_ptr<PortMapping> PortMapping::create(std::uint16_t internal_port, st
   m->external_ = Endpoint{ext_ip, internal_port};
   m->upnp_control_url_ = urls.controlURL;
   m->upnp_service_type_ = data.first.servicetype;
+  m->upnp_lan_address_ = lan;
   FreeUPNPUrls(&urls);
   return m;
+}
+
+bool PortMapping::renew(std::uint32_t lifetime_s, std::string& why) {
+  if (protocol_ == "nat-pmp") {
+    Endpoint again;
+    if (!natpmp_map(internal_port_, lifetime_s, again, why)) return false;
+    if (!(again == external_)) spdlog::warn("port mapping moved from {} to {}", external_.str(), again.str());
+    external_ = again;
+    return true;
+  }
+  const std::string port = std::to_string(internal_port_);
+  const std::string lease = std::to_string(lifetime_s);
+  int r = UPNP_AddPortMapping(upnp_control_url_.c_str(), upnp_service_type_.c_str(), port.c_str(), port.c_str(),
+                              upnp_lan_address_.c_str(), "runsnack", "TCP", nullptr, lease.c_str());
+  if (r != UPNPCOMMAND_SUCCESS) why += "UPnP: AddPortMapping (renewal) failed (" + std::to_string(r) + ")";
+  return r == UPNPCOMMAND_SUCCESS;
 }
 
 PortMapping::~PortMapping() {

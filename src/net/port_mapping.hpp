@@ -27,6 +27,12 @@ class PortMapping {
   PortMapping(const PortMapping&) = delete;
   PortMapping& operator=(const PortMapping&) = delete;
 
+  // Asks the router again for the same mapping, so that it outlives its
+  // lease; call it well before the lease ends (the share does at half of it).
+  // Blocking, bounded like create(). False (and `why`) when the router no
+  // longer answers or refuses; the old mapping then lapses at its lease end.
+  bool renew(std::uint32_t lifetime_s, std::string& why);
+
   const Endpoint& external() const { return external_; }
   const std::string& protocol() const { return protocol_; }  // "nat-pmp" | "upnp"
 
@@ -35,7 +41,7 @@ class PortMapping {
   Endpoint external_;
   std::string protocol_;
   std::uint16_t internal_port_ = 0;
-  std::string upnp_control_url_, upnp_service_type_;
+  std::string upnp_control_url_, upnp_service_type_, upnp_lan_address_;
 };
 
 }  // namespace runsnack

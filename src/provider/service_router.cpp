@@ -2,6 +2,7 @@
 
 #include "services/forward/forward_service.hpp"
 #include "services/exec/exec_service.hpp"
+#include "services/exec/shell_service.hpp"
 #include "services/info_service.hpp"
 
 namespace runsnack {
@@ -36,6 +37,12 @@ ServiceRouter default_services() {
                                                         {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
                                 },
                                 exec::kServiceCp, true});
+  router.add(exec::kServiceShell, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
+                                      const ServiceContext& ctx) {
+                                     return exec::serve_shell(std::move(stream), args,
+                                                              {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
+                                   },
+                                   exec::kServiceShell, true});
   return router;
 }
 

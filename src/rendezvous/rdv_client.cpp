@@ -4,6 +4,7 @@
 #include "rendezvous/rdv_io.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -70,9 +71,20 @@ Result<tcp::endpoint> to_tcp(const Endpoint& e) {
 ProviderAgent::ProviderAgent(asio::any_io_executor ex, AgentConfig config, AdoptSocket adopt)
     : ex_(ex), config_(std::move(config)), adopt_(std::move(adopt)), backoff_(ex) {}
 
+void ProviderAgent::spawn_task(asio::awaitable<void> task, const char* what) {
+  auto it = tasks_.emplace(tasks_.end());
+  asio::co_spawn(ex_, std::move(task),
+                 asio::bind_cancellation_slot(it->slot(), [this, it, what](std::exception_ptr e) {
+                   tasks_.erase(it);
+                   if (!e || stopping_) return;  // cancelled by stop(): nothing to report
+                   log_exceptions(what)(e);
+                 }));
+}
+
 void ProviderAgent::stop() {
   stopping_ = true;
   backoff_.cancel();
+  for (auto& task : tasks_) task.emit(asio::cancellation_type::terminal);
   boost::system::error_code ec;
   if (current_) current_->close(ec);
 }
@@ -131,10 +143,10 @@ asio::awaitable<Result<void>> ProviderAgent::session() {
     } else if (auto* intro = std::get_if<Intro>(&*m)) {
       auto start = Clock::now() + milliseconds(intro->delay_ms);
       if (auto remote = to_tcp(intro->peer_observed)) {
-        asio::co_spawn(ex_, provider_punch(local, *remote, start, adopt_), log_exceptions("punch"));
+        spawn_task(provider_punch(local, *remote, start, adopt_), "punch");
       }
       if (intro->relay)
-        asio::co_spawn(ex_, provider_relay(config_.server, intro->token, adopt_), log_exceptions("relay"));
+        spawn_task(provider_relay(config_.server, intro->token, adopt_), "relay");
     } else if (auto* err = std::get_if<ErrorMsg>(&*m)) {
       co_return fail(errc::refused, "rendezvous: " + err->reason);
     }

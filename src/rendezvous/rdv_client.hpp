@@ -20,12 +20,14 @@
 #include "rendezvous/rdv_codec.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,10 +55,15 @@ class ProviderAgent {
   ProviderAgent& operator=(const ProviderAgent&) = delete;
 
   boost::asio::awaitable<void> run();  // until stop()
+  // Closes the signaling connection and cancels every punch and relay task
+  // it started, so the executor runs dry promptly (the owner's exit path).
   void stop();
 
  private:
   boost::asio::awaitable<Result<void>> session();
+  // Runs `task` owned by this agent: stop() cancels it; it logs its own end.
+  void spawn_task(boost::asio::awaitable<void> task, const char* what);
+  std::list<boost::asio::cancellation_signal> tasks_;  // one per running punch/relay task
   boost::asio::any_io_executor ex_;
   AgentConfig config_;
   AdoptSocket adopt_;

@@ -38,6 +38,15 @@ CREATE TABLE audit (
 ) STRICT;
 CREATE INDEX audit_by_time ON audit (time);
 )sql"},
+    // Usage budgets of run/shell (services/exec/usage_budget.hpp): CPU and GPU
+    // time spent per grant, in microseconds.
+    {2, R"sql(
+CREATE TABLE usage (
+  grant_id  TEXT PRIMARY KEY,
+  cpu_us    INTEGER NOT NULL DEFAULT 0,
+  gpu_us    INTEGER NOT NULL DEFAULT 0
+) STRICT;
+)sql"},
 };
 
 }  // namespace

@@ -288,5 +288,28 @@ class Cp(RunBase):
         self.assertFalse(os.path.exists("/tmp/evil"))
 
 
+class Budget(RunBase):
+    def test_cpu_budget_stops_command_and_expires_link(self):
+        self.setup_pair("--cpu-hours", "0.0003")  # about 1.1 s of CPU
+        start = time.monotonic()
+        cp = self.run_remote("sh", "-c", "echo spinning; while :; do :; done", timeout=60)
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        self.assertIn("spinning", cp.stdout)
+        self.assertIn("usage budget spent", cp.stderr)
+        self.assertLess(time.monotonic() - start, 30)
+        ends = [e for e in self.audit(self.phome) if e["kind"] == "run_end"]
+        self.assertIn("usage budget spent", ends[-1]["reason"])
+        again = self.run_cli(self.chome, "run", self.provider.link, "--no-sync", "--", "true")
+        self.assertEqual(again.returncode, 1, again.stderr)
+        self.assertTrue("usage budget spent" in again.stderr or "expired" in again.stderr, again.stderr)
+
+    def test_budget_not_spent_runs(self):
+        self.setup_pair("--cpu-hours", "1")
+        cp = self.run_remote("sh", "-c", "echo ok")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -9,7 +9,10 @@ iptables NAT routers, on TEST-NET addresses only (ARCHITECTURE.md section 9).
                                    +-- nl-pp  198.51.100.20 (a public provider)
 
 Cases: same LAN -> direct; public provider -> direct; both behind MASQUERADE
--> punched; both behind MASQUERADE --random-fully -> relayed; rendezvous
+-> punched; provider behind a router running a real miniupnpd (UPnP-IGD and
+NAT-PMP, legacy iptables, STUN-discovered external address), consumer behind
+--random-fully -> mapped, and the mapping is gone once the provider exits;
+both behind MASQUERADE --random-fully -> relayed; rendezvous
 restarted during a punched transfer -> the transfer completes. Each moves
 >= 50 MB through the session and checks its SHA-256. Asserts path and data,
 with generous deadlines, never speed. Needs root; prints why and exits 0
@@ -18,6 +21,8 @@ with generous deadlines, never speed. Needs root; prints why and exits 0
 Usage: natlab.py RUNSNACK_BIN [case ...]
 """
 import hashlib, json, os, shutil, subprocess, sys, tempfile, time
+
+from miniupnpd_router import MiniUpnpdRouter, Skip
 
 NS = ["nl-inet", "nl-ra", "nl-rb", "nl-p", "nl-c", "nl-c2", "nl-rdv", "nl-pp"]
 MB50 = 50 * 1024 * 1024
@@ -110,6 +115,12 @@ class Lab:
         self.procs.append(p)
         return p
 
+    def spawn_raw(self, argv, log):
+        """A helper process (router daemon, STUN responder) owned by the lab."""
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(os.path.join(self.tmp, log), "ab"), text=True)
+        self.procs.append(p)
+        return p
+
     def start_rdv(self, extra=()):
         self.rdv = self.spawn("nl-rdv", ["rendezvous", "--listen", "0.0.0.0:7443", "--json"] + list(extra),
                               os.path.join(self.tmp, "rdv"), "rdv.log")
@@ -124,11 +135,11 @@ class Lab:
                 p.kill()
                 p.wait()
 
-    def provider(self, ns, name):
+    def provider(self, ns, name, port_mapping=False):
         home = os.path.join(self.tmp, name)
         os.makedirs(home, exist_ok=True)
-        p = self.spawn(ns, ["share", "--json", "--no-qr", "--no-port-mapping", "--rendezvous", RDV], home,
-                       name + ".log")
+        args = ["share", "--json", "--no-qr", "--rendezvous", RDV] + ([] if port_mapping else ["--no-port-mapping"])
+        p = self.spawn(ns, args, home, name + ".log")
         ready = json.loads(p.stdout.readline())
         deadline = time.time() + 15  # wait until registered
         while time.time() < deadline:
@@ -173,6 +184,18 @@ def run_case(lab, case):
         nat(False)
         p, l = lab.provider("nl-p", "prov-a")
         check(res := lab.consume("nl-c", l), "punched")
+    elif case == "mapped":
+        nat(True)  # the consumer's NAT defeats punching, so only the mapping can make it direct
+        with MiniUpnpdRouter("nl-ra", "wan", "lan", "nl-rdv", "198.51.100.10", lab.tmp, lab.spawn_raw) as router:
+            p, l = lab.provider("nl-p", "prov-map", port_mapping=True)
+            held = router.mappings()
+            assert held, "the provider holds no mapping on the router"
+            check(res := lab.consume("nl-c", l), "mapped")
+            lab.stop(p)
+            left = router.mappings()
+            assert not left, f"mapping left on the router after the provider exited (rc {p.returncode}): {left}"
+            res["mapping"] = held[0]
+        return res
     elif case == "relayed":
         nat(True)
         p, l = lab.provider("nl-p", "prov-a")
@@ -211,7 +234,7 @@ def main():
         if not shutil.which(tool):
             print(f"natlab: SKIPPED: {tool} is not installed (scripts/install-deps)")
             return 0
-    cases = sys.argv[2:] or ["same_lan", "public", "punched", "relayed", "rdv_restart"]
+    cases = sys.argv[2:] or ["same_lan", "public", "punched", "mapped", "relayed", "rdv_restart"]
     failed = 0
     try:
         setup()
@@ -221,9 +244,14 @@ def main():
             for case in cases:
                 t0 = time.time()
                 try:
-                    res = run_case(lab, case)
+                    try:
+                        res = run_case(lab, case)
+                    except Skip as why:
+                        print(f"natlab {case}: SKIPPED: {why}", flush=True)
+                        continue
                     print(f"natlab {case}: ok path={res['path']} setup_ms={res['setup_ms']:.1f} "
-                          f"first_byte_ms={res['first_byte_ms']:.1f} mbps={res['mbps']:.0f} ({time.time() - t0:.1f} s)",
+                          f"first_byte_ms={res['first_byte_ms']:.1f} mbps={res['mbps']:.0f} ({time.time() - t0:.1f} s)"
+                          + (f" mapping={res['mapping']}" if "mapping" in res else ""),
                           flush=True)
                 except Exception as e:  # report and go on with the next case
                     failed += 1

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,13 +41,16 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
   argv.push_back(nullptr);
   for (const auto& e : options.envp) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return fail(errc::io_error, "pipe");
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]), ::close(out[1]);
-    return fail(errc::io_error, "pipe");
+  const bool pty = options.pty_slave >= 0;
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (!pty) {
+    if (::pipe2(out, O_CLOEXEC) != 0) return fail(errc::io_error, "pipe");
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      ::close(out[0]), ::close(out[1]);
+      return fail(errc::io_error, "pipe");
+    }
   }
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int devnull = pty ? -1 : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   pid_t pid = ::fork();
   if (pid == 0) {
     // Child: only async-signal-safe calls from here to exec.
@@ -54,7 +58,13 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, nullptr);
     for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-    setpgid(0, 0);
+    if (pty) {
+      // A new session whose controlling terminal is the pty: job control works inside.
+      setsid();
+      if (::ioctl(options.pty_slave, TIOCSCTTY, 0) != 0) _exit(126);
+    } else {
+      setpgid(0, 0);
+    }
     char buf[16];
     std::size_t n = format_pid(buf, getpid());
     for (int fd : options.cgroup_procs_fds)
@@ -64,25 +74,35 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
       setrlimit(resource, &rl);
     }
     int keep = options.keep_fd >= 0 ? ::fcntl(options.keep_fd, F_DUPFD_CLOEXEC, 10) : -1;
-    ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
+    if (pty) {
+      ::dup2(options.pty_slave, 0);
+      ::dup2(options.pty_slave, 1);
+      ::dup2(options.pty_slave, 2);
+    } else {
+      ::dup2(devnull, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+    }
     if (keep >= 0) ::dup2(keep, 3);  // dup2 clears close-on-exec
     ::close_range(keep >= 0 ? 4 : 3, ~0U, 0);
     ::execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
-  ::close(devnull);
-  ::close(out[1]);
-  ::close(err[1]);
+  if (!pty) {
+    ::close(devnull);
+    ::close(out[1]);
+    ::close(err[1]);
+  }
   if (pid < 0) {
-    ::close(out[0]), ::close(err[0]);
+    if (!pty) ::close(out[0]), ::close(err[0]);
     return fail(errc::io_error, std::string("fork: ") + std::strerror(errno));
   }
   ChildProcess c;
   c.pid_ = pid;
-  c.out_ = fs::UniqueFd(out[0]);
-  c.err_ = fs::UniqueFd(err[0]);
+  if (!pty) {
+    c.out_ = fs::UniqueFd(out[0]);
+    c.err_ = fs::UniqueFd(err[0]);
+  }
   c.pidfd_ = fs::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   return c;
 }

@@ -26,6 +26,9 @@ struct SpawnOptions {
   std::vector<int> cgroup_procs_fds;
   std::vector<std::pair<int, rlim_t>> rlimits;  // (RLIMIT_*, value)
   int keep_fd = -1;  // passed to the child as descriptor 3 (bwrap --info-fd 3)
+  // A pty's slave side: when set, the child starts a new session with it as
+  // controlling terminal and stdin/stdout/stderr (the shell), and no pipes are made.
+  int pty_slave = -1;
 };
 
 struct ExitInfo {
@@ -37,7 +40,8 @@ struct ExitInfo {
 
 class ChildProcess {
  public:
-  // Starts the child with stdin from /dev/null and stdout/stderr on new pipes.
+  // Starts the child with stdin from /dev/null and stdout/stderr on new pipes
+  // (or all three on options.pty_slave).
   static Result<ChildProcess> spawn(const SpawnOptions& options);
   ChildProcess(ChildProcess&& o) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;

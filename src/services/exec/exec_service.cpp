@@ -3,8 +3,10 @@
 #include "core/paths.hpp"
 #include "services/exec/cgroup.hpp"
 #include "services/exec/child_process.hpp"
+#include "services/exec/launch.hpp"
 #include "services/exec/run_terms.hpp"
 #include "services/exec/sandbox.hpp"
+#include "services/exec/usage_budget.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/transfer.hpp"
 
@@ -46,29 +48,12 @@ void audit(const ExecContext& ctx, const std::string& kind, const std::string& d
   if (ctx.audit) ctx.audit(kind, decision, reason, detail);
 }
 
-Result<sfs::path> workspace_path(const ExecContext& ctx) {
-  auto dir = state_dir();
-  if (!dir) return dir.error();
-  return *dir / "workspaces" / ctx.consumer.str();
-}
+Result<sfs::path> workspace_path(const ExecContext& ctx) { return workspace_for(ctx.consumer); }
 
 asio::awaitable<void> refuse(MuxStream& stream, const Error& e) {
   const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
   (void)co_await fs::write_control(stream, msg);
   (void)co_await stream.close_write();
-}
-
-std::vector<int> host_gpus() {
-  std::vector<int> out;
-  static const std::regex re("nvidia([0-9]+)");
-  std::error_code ec;
-  for (const auto& e : sfs::directory_iterator("/dev", ec)) {
-    std::smatch m;
-    std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, re)) out.push_back(std::stoi(m[1]));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 struct ExecRequest {
@@ -209,10 +194,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   if (!req) co_return co_await refuse(*stream, req.error());
   RunTerms terms = RunTerms::from_json(ctx.grant.terms.value("run", nlohmann::json::object()));
 
-  std::vector<int> allowed;
-  for (int g : host_gpus())
-    if (ctx.grant.gpus.empty() || std::find(ctx.grant.gpus.begin(), ctx.grant.gpus.end(), g) != ctx.grant.gpus.end())
-      allowed.push_back(g);
+  const std::vector<int> allowed = allowed_gpus(ctx.grant);
   std::vector<int> gpus = allowed;
   if (req->gpus) {
     gpus = *req->gpus;
@@ -224,25 +206,22 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
         }
   }
 
+  auto budget = std::make_shared<UsageBudget>(ctx.grant, terms, gpus.size());
+  if (auto why = budget->spent(0, 0)) {
+    const Error spent(errc::exhausted, *why);
+    co_return co_await refuse(*stream, spent);
+  }
+
   auto ws = workspace_path(ctx);
   if (!ws) co_return co_await refuse(*stream, ws.error());
   if (auto root = fs::open_root(*ws, true); !root) co_return co_await refuse(*stream, root.error());
 
   auto ctl = std::make_shared<RunControl>();
   static std::atomic<std::uint64_t> counter{0};
-  auto cg = Cgroup::create("runsnack-" + ctx.session_id + "-" + std::to_string(++counter), terms.max_procs,
-                           terms.memory_bytes);
-  std::vector<std::pair<int, rlim_t>> rlimits;
-  std::string limits_mode;
-  if (cg) {
-    ctl->cgroup.emplace(std::move(*cg));
-    limits_mode = ctl->cgroup->mode();
-  } else {
-    limits_mode = "rlimits";
-    rlimits.push_back({RLIMIT_NPROC, terms.max_procs});
-    if (terms.memory_bytes) rlimits.push_back({RLIMIT_AS, *terms.memory_bytes});
-  }
-  if (terms.disk_quota_bytes) rlimits.push_back({RLIMIT_FSIZE, *terms.disk_quota_bytes});
+  LaunchLimits launch = prepare_limits(terms, "runsnack-" + ctx.session_id + "-" + std::to_string(++counter));
+  if (launch.cgroup) ctl->cgroup.emplace(std::move(*launch.cgroup));
+  const std::vector<std::pair<int, rlim_t>> rlimits = launch.rlimits;
+  const std::string limits_mode = launch.mode;
 
   int info[2];
   if (::pipe2(info, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -280,6 +259,12 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   (void)co_await fs::write_control(*stream, started);
 
   asio::co_spawn(co_await asio::this_coro::executor, watch_control(stream, ctl), asio::detached);
+  auto budget_done = std::make_shared<bool>(false);
+  if (budget->limited()) {
+    std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
+    asio::co_spawn(co_await asio::this_coro::executor, enforce_budget(budget, ctl->outer, budget_done, stop),
+                   asio::detached);
+  }
 
   std::optional<double> timeout = terms.timeout_s;
   if (req->timeout_s && (!timeout || *req->timeout_s < *timeout)) timeout = req->timeout_s;
@@ -292,6 +277,8 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
   ctl->cgroup.reset();  // kills any straggler, removes the group
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *budget_done = true;
+  budget->record(exit.cpu_user_s + exit.cpu_sys_s, seconds);
 
   nlohmann::json detail = {{"command", command_line.substr(0, 1000)},
                            {"exit_status", exit.status},

@@ -32,8 +32,9 @@ bool is_under(const sfs::path& p, const sfs::path& dir) {
 }  // namespace
 
 std::vector<std::string> Sandbox::argv() const {
-  std::vector<std::string> a = {spec_.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                                "--unshare-uts", "--unshare-cgroup-try"};
+  std::vector<std::string> a = {spec_.bwrap, "--die-with-parent"};
+  if (!spec_.own_pty) a.push_back("--new-session");
+  a.insert(a.end(), {"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"});
   if (!spec_.network) a.push_back("--unshare-net");
   a.insert(a.end(), {"--hostname", "runsnack"});
   // The system, read-only. Merged-/usr hosts have /bin etc. as symlinks: recreate them as symlinks.

@@ -11,7 +11,11 @@
 // allowed, only the allowed GPUs' /dev/nvidia* nodes and CUDA_VISIBLE_DEVICES.
 // Nothing else of the host: not /root, /home, /run, nor `hidden` paths (the
 // provider's state folder), which are covered with an empty tmpfs when they
-// lie under a bound folder. --die-with-parent and --new-session always.
+// lie under a bound folder. --die-with-parent always; --new-session (which
+// stops a command from pushing input into the provider's terminal with
+// TIOCSTI) except for the shell, which runs on its own fresh pty as
+// controlling terminal (setsid + TIOCSCTTY by child_process.hpp): there the
+// only terminal it can reach is its own, and job control needs it.
 
 #include <cstdint>
 #include <filesystem>
@@ -40,6 +44,7 @@ struct SandboxSpec {
   bool network = false;             // false: --unshare-net (only an empty loopback)
   std::vector<std::filesystem::path> hidden;  // host paths that must not be visible
   int info_fd = -1;                 // bwrap --info-fd (child pid), or -1
+  bool own_pty = false;             // the command's stdio is a pty of its own: no --new-session
   std::string bwrap = "/usr/bin/bwrap";
 };
 

@@ -77,5 +77,16 @@ TEST(Sandbox, ConsumerCannotWidenGpus) {
   EXPECT_NE(std::find(env.begin(), env.end(), "HOME=/workspace"), env.end());
 }
 
+
+// The shell has a fresh pty as controlling terminal: --new-session would take it away (no job control).
+TEST(Sandbox, OwnPtyKeepsSession) {
+  auto s = spec();
+  s.own_pty = true;
+  auto a = Sandbox(s, fake_host()).argv();
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--new-session"), a.end());
+  for (const char* flag : {"--die-with-parent", "--unshare-pid", "--unshare-net"})
+    EXPECT_NE(std::find(a.begin(), a.end(), flag), a.end()) << flag;
+}
+
 }  // namespace
 }  // namespace runsnack::exec

@@ -1,0 +1,423 @@
+// `runsnack pool ...`: the compute pool (ARCHITECTURE.md section 7).
+// serve (the coordinator), join (a worker), submit/status/jobs/cancel/credits
+// (a consumer, by the submit link) and audit-ledger (on the coordinator's
+// own database).
+#include "cli/command.hpp"
+#include "cli/link_arg.hpp"
+#include "cli/session_runner.hpp"
+#include "cli/state.hpp"
+#include "consumer/consumer.hpp"
+#include "core/paths.hpp"
+#include "crypto/secret.hpp"
+#include "pool/coordinator.hpp"
+#include "pool/pool_store.hpp"
+#include "pool/wire.hpp"
+#include "pool/worker.hpp"
+#include "provider/provider.hpp"
+#include "store/grant_store.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace runsnack::cli {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// "--db sqlite:PATH" (or a bare path); default pool.db in the state folder.
+Result<fs::path> pool_db_path(const std::string& db) {
+  if (db.empty()) return state_path("pool.db");
+  if (db.rfind("sqlite:", 0) == 0 && db.size() > 7) return fs::path(db.substr(7));
+  if (db.rfind("postgres", 0) == 0)
+    return fail(errc::unsupported, "--db postgres://... is not implemented yet: use sqlite:PATH");
+  return fail(errc::invalid_argument, "bad --db '" + db + "': expected sqlite:PATH");
+}
+
+struct ServeArgs {
+  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30";
+  bool json = false;
+};
+
+Result<std::string> make_link(Database& db, const Identity& id, const Provider& provider, const char* service,
+                              const char* label, std::string& grant_id) {
+  Grant grant;
+  grant.id = new_grant_id();
+  std::string secret = new_secret();
+  grant.key = derive_grant_key(secret);
+  grant.created = std::chrono::system_clock::now();
+  grant.services.insert(service);
+  grant.label = label;
+  GrantStore grants(db);
+  if (auto r = grants.create(grant); !r) return r.error();
+  Link link;
+  link.candidates = provider.candidates();
+  link.provider = id.peer_id();
+  link.grant_id = grant.id;
+  link.secret = secret;
+  grant_id = grant.id;
+  return format_link(link);
+}
+
+void log_error(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    std::cerr << "runsnack: internal error: " << ex.what() << std::endl;
+  }
+}
+
+int serve(const ServeArgs& args) {
+  auto path = pool_db_path(args.db);
+  if (!path) return report(path.error());
+  pool::PoolPolicy policy;
+  auto credits = pool::parse_credits(args.starting_credits);
+  if (!credits) return report(credits.error());
+  policy.starting_credits = *credits;
+  try {
+    policy.lease_ms = static_cast<std::int64_t>(std::stod(args.lease) * 1000);
+  } catch (const std::exception&) {
+    return report("bad --lease '" + args.lease + "': seconds, e.g. 30");
+  }
+  if (policy.lease_ms < 100) return report("--lease must be at least 0.1 s");
+  auto store = pool::PoolStore::open(*path, policy);
+  if (!store) return report(store.error());
+  auto identity = open_identity();
+  if (!identity) return report(identity.error());
+  auto db = open_database();
+  if (!db) return report(db.error());
+
+  ProviderOptions options;
+  auto colon = args.listen.rfind(':');
+  options.listen_address = args.listen.substr(0, colon);
+  std::uint16_t port = 0;
+  if (colon != std::string::npos) {
+    try {
+      port = static_cast<std::uint16_t>(std::stoul(args.listen.substr(colon + 1)));
+    } catch (const std::exception&) {
+      return report("bad --listen '" + args.listen + "': expected ADDR:PORT");
+    }
+  }
+  options.ports = {port, port};
+
+  asio::io_context io(1);
+  auto emit = [&args](const json& ev) {
+    if (args.json) print_json(ev);
+  };
+  pool::Coordinator coordinator(io.get_executor(), *store, emit);
+  ServiceRouter router = default_services();
+  coordinator.add_services(router);
+  Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
+  if (auto r = provider.listen(); !r) return report(r.error());
+  std::string join_grant, submit_grant;
+  auto join = make_link(*db, *identity, provider, pool::kServiceWorker, "pool join", join_grant);
+  if (!join) return report(join.error());
+  auto submit = make_link(*db, *identity, provider, pool::kServiceClient, "pool submit", submit_grant);
+  if (!submit) return report(submit.error());
+  if (args.json) {
+    print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", nullptr},
+                {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
+                {"db", "sqlite:" + path->string()}});
+  } else {
+    std::cout << "join:   " << *join << "\nsubmit: " << *submit << std::endl;
+    std::cerr << "Pool coordinator on port " << provider.local_endpoint().port() << " (links " << join_grant << ", "
+              << submit_grant << "; revoke with `runsnack revoke`). Ctrl-C stops." << std::endl;
+  }
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    coordinator.stop();
+    provider.stop();
+  });
+  asio::co_spawn(io, provider.run(), [&](std::exception_ptr e) {
+    signals.cancel();
+    coordinator.stop();
+    log_error(e);
+  });
+  asio::co_spawn(io, coordinator.run_maintenance(), log_error);
+  io.run();
+  return 0;
+}
+
+struct JoinArgs {
+  std::string link;
+  bool cpu = false;
+  double price = 10;
+  std::int64_t max_tasks = 0;
+};
+
+int join(const JoinArgs& args) {
+  if (!args.cpu) return report("pool join: GPU devices are not implemented yet: pass --cpu");
+  auto link = resolve_link(args.link);
+  if (!link) return report(link.error());
+  auto identity = open_identity();
+  if (!identity) return report(identity.error());
+  auto consumer = Consumer::create(*identity);
+  if (!consumer) return report(consumer.error());
+  auto work = state_path("pool-work");
+  if (!work) return report(work.error());
+  pool::WorkerOptions opt;
+  opt.link = *link;
+  opt.price = args.price;
+  opt.max_tasks = args.max_tasks;
+  opt.work_dir = *work;
+  if (auto sd = state_dir()) opt.hidden.push_back(*sd);
+  if (const char* home = std::getenv("HOME")) opt.hidden.emplace_back(home);
+  if (const char* fault = std::getenv("RUNSNACK_POOL_FAULT")) opt.fault = fault;
+  asio::io_context io(1);
+  int code = kExitFailure;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (!ec) io.stop();
+  });
+  asio::co_spawn(io, pool::run_worker(consumer->get(), &*identity, opt), [&](std::exception_ptr e, int rc) {
+    signals.cancel();  // the worker is done: let io.run() return
+    if (e) return log_error(e);
+    code = rc;
+  });
+  io.run();
+  return code;
+}
+
+// --- consumer commands over the submit link -----------------------------------
+
+asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
+  auto w = co_await write_stream_message(stream, request);
+  if (!w) co_return w.error();
+  auto r = co_await read_stream_message(stream, pool::kMaxPoolMessageBytes);
+  if (!r) co_return r.error();
+  if (!r->is_object() || !r->value("ok", false))
+    co_return fail(errc::refused, r->is_object() ? r->value("error", "refused") : "bad answer");
+  co_return *r;
+}
+
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_client(Session& session) {
+  StreamHeader header;
+  header.service = pool::kServiceClient;
+  co_return co_await session.open(header);
+}
+
+struct SubmitArgs {
+  std::string link, workload, input, reduce, budget = "0", out;
+  std::int64_t shards = 1;
+  bool wait = false, json = false;
+  std::vector<std::string> command;
+};
+
+Result<json> read_inputs(const std::string& dir) {
+  json files = json::array();
+  if (dir.empty()) return json{{"files", files}};
+  std::error_code ec;
+  std::size_t total = 0;
+  if (!fs::is_directory(dir, ec)) return fail(errc::invalid_argument, "--input " + dir + " is not a folder");
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    std::ifstream in(it->path(), std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    total += ss.str().size();
+    if (total > pool::kMaxInputBytes) return fail(errc::too_large, "--input is over 4 MiB");
+    files.push_back({{"path", fs::relative(it->path(), dir).string()}, {"data", pool::base64_encode(ss.str())}});
+  }
+  return json{{"files", files}};
+}
+
+asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
+  if (args.workload != "exec") co_return report("unknown workload '" + args.workload + "': this pool runs exec");
+  if (args.command.empty()) co_return report("exec needs a command after --");
+  auto budget = pool::parse_credits(args.budget);
+  if (!budget) co_return report(budget.error());
+  auto input = read_inputs(args.input);
+  if (!input) co_return report(input.error());
+  auto stream = co_await open_client(session);
+  if (!stream) co_return report(stream.error());
+  const json request = {{"op", "submit"}, {"workload", "exec"}, {"shards", args.shards},
+                        {"spec", {{"argv", args.command}}}, {"input", *input}, {"budget", *budget}};
+  auto r = co_await call(**stream, request);
+  if (!r) co_return report(r.error());
+  std::string job = (*r)["job"];
+  if (args.json) print_json({{"event", "submitted"}, {"job", job}});
+  else std::cerr << "job " << job << " submitted (" << args.shards << " tasks)" << std::endl;
+  if (!args.wait) {
+    if (!args.json) std::cout << job << std::endl;
+    co_return 0;
+  }
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  json status;
+  while (true) {
+    const json st_request = {{"op", "jobs"}, {"job", job}};
+    auto st = co_await call(**stream, st_request);
+    if (!st) co_return report(st.error());
+    if ((*st)["jobs"].empty()) co_return report("job " + job + " vanished");
+    status = (*st)["jobs"][0];
+    if (!args.json)
+      std::cerr << "\r" << status["done"] << "/" << status["tasks"] << " done, " << status["running"] << " running, "
+                << status["failed"] << " failed, " << status["credits_spent"].get<std::string>() << " credits spent"
+                << std::flush;
+    if (status["state"] != "running") break;
+    timer.expires_after(std::chrono::milliseconds(250));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  if (!args.json) std::cerr << std::endl;
+  fs::path out = args.out.empty() ? fs::path("pool-" + job) : fs::path(args.out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  std::string all;
+  for (std::int64_t i = 0; i < args.shards; ++i) {
+    const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
+    auto res = co_await call(**stream, rr);
+    if (!res) co_return report(res.error());
+    if ((*res)["result"].is_null()) continue;
+    fs::path dir = out / ("shard-" + std::to_string(i));
+    fs::create_directories(dir, ec);
+    auto so = pool::base64_decode((*res)["result"].value("stdout", ""));
+    if (so) {
+      std::ofstream(dir / "stdout", std::ios::binary) << *so;
+      all += *so;
+    }
+    for (const auto& f : (*res)["result"].value("files", json::array())) {
+      std::string rel = f.value("path", "");
+      auto data = pool::base64_decode(f.value("data", ""));
+      if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos || rel == "stdout" || !data) continue;
+      fs::create_directories((dir / rel).parent_path(), ec);
+      std::ofstream(dir / rel, std::ios::binary) << *data;
+    }
+  }
+  if (args.reduce.empty()) {
+    std::ofstream(out / "stdout", std::ios::binary) << all;
+  } else {
+    std::string cmd = "cd '" + out.string() + "' && (" + args.reduce + ") > reduce.stdout";
+    if (std::system(cmd.c_str()) != 0) std::cerr << "runsnack: warning: --reduce failed" << std::endl;
+  }
+  std::string state = status["state"];
+  json done = {{"event", "done"},          {"job", job},     {"state", state},
+               {"tasks", status["tasks"]}, {"failed", status["failed"]},
+               {"credits_spent", status["credits_spent"]}, {"out", fs::absolute(out).string()},
+               {"reason", status["reason"]}};
+  if (args.json) print_json(done);
+  else std::cout << "job " << job << " " << state << "; outputs in " << out.string() << std::endl;
+  co_return state == "done" ? 0 : kExitFailure;
+}
+
+asio::awaitable<int> simple_body(json request, bool as_json, Session& session) {
+  auto stream = co_await open_client(session);
+  if (!stream) co_return report(stream.error());
+  auto r = co_await call(**stream, request);
+  if (!r) co_return report(r.error());
+  r->erase("ok");
+  if (as_json) print_json(*r);
+  else std::cout << r->dump(2) << std::endl;
+  co_return 0;
+}
+
+int audit_ledger(const std::string& db, bool as_json) {
+  auto path = pool_db_path(db);
+  if (!path) return report(path.error());
+  if (!fs::exists(*path)) return report("no pool database at " + path->string() + " (run on the coordinator's machine)");
+  auto store = pool::PoolStore::open(*path, {});
+  if (!store) return report(store.error());
+  auto r = store->audit();
+  if (!r) return report(r.error());
+  json out = {{"ok", r->ok}, {"transactions", r->transactions}, {"entries", r->entries},
+              {"minted", pool::format_credits(r->minted)}, {"problems", r->problems},
+              {"checks", {"every transaction sums to zero", "no balance is negative (mint excepted)",
+                          "every payment is tied to a done task, paid once, to its finisher"}}};
+  if (as_json) print_json(out);
+  else {
+    std::cout << (r->ok ? "ledger OK" : "ledger BROKEN") << ": " << r->transactions << " transactions, " << r->entries
+              << " entries, " << pool::format_credits(r->minted) << " credits minted" << std::endl;
+    for (const auto& p : r->problems) std::cout << "  " << p << std::endl;
+  }
+  return r->ok ? 0 : kExitFailure;
+}
+
+}  // namespace
+
+void add_pool_command(CLI::App& app, ExitStatus& status) {
+  auto* pool = app.add_subcommand("pool", "A compute pool: a coordinator, workers, jobs and a credit ledger");
+  pool->require_subcommand(1);
+
+  auto sa = std::make_shared<ServeArgs>();
+  auto* serve_cmd = pool->add_subcommand("serve", "Run a coordinator; prints a join link and a submit link");
+  serve_cmd->add_option("--db", sa->db, "sqlite:PATH (default: pool.db in the state folder)");
+  serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
+  serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
+  serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
+  serve_cmd->add_flag("--json", sa->json, "One JSON event per line; the first is {\"event\":\"ready\",...}");
+  serve_cmd->callback([&status, sa] { run_command(status, [&] { return serve(*sa); }); });
+
+  auto ja = std::make_shared<JoinArgs>();
+  auto* join_cmd = pool->add_subcommand("join", "Lend this machine to a pool as a worker");
+  join_cmd->add_option("link", ja->link, kLinkHelp);
+  join_cmd->add_flag("--cpu", ja->cpu, "Offer this machine's CPU");
+  join_cmd->add_option("--price", ja->price, "Credits per device-hour (default 10)");
+  join_cmd->add_option("--max-tasks", ja->max_tasks, "Exit after this many accepted tasks");
+  join_cmd->callback([&status, ja] { run_command(status, [&] { return join(*ja); }); });
+
+  auto su = std::make_shared<SubmitArgs>();
+  auto* submit_cmd = pool->add_subcommand("submit", "Submit a job: submit LINK exec --shards N -- CMD ARGS");
+  submit_cmd->add_option("link", su->link, kLinkHelp)->required();
+  submit_cmd->add_option("workload", su->workload, "exec")->required();
+  submit_cmd->add_option("--shards", su->shards, "Tasks to split into")->check(CLI::Range(1, 100000));
+  submit_cmd->add_option("--input", su->input, "A folder copied into every shard's workspace");
+  submit_cmd->add_option("--reduce", su->reduce, "Run this in the output folder afterwards (default: concatenate stdout)");
+  submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
+  submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs");
+  submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB)");
+  submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");
+  submit_cmd->add_option("command", su->command, "-- CMD ARGS ({shard} and {shards} substituted)");
+  submit_cmd->callback([&status, su] {
+    run_command(status, [&] {
+      SessionCommand c;
+      c.link_arg = su->link;
+      c.body = [su](Session& s) { return submit_body(*su, s); };
+      return run_session_command(c);
+    });
+  });
+
+  struct ClientArgs {
+    std::string link, job;
+    bool json = false;
+  };
+  auto add_client = [&](const char* name, const char* help, const char* op, bool needs_job) {
+    auto ca = std::make_shared<ClientArgs>();
+    auto* cmd = pool->add_subcommand(name, help);
+    cmd->add_option("link", ca->link, kLinkHelp)->required();
+    if (needs_job) cmd->add_option("job", ca->job, "The job id")->required();
+    cmd->add_flag("--json", ca->json, "One JSON object");
+    std::string op_name = op;
+    cmd->callback([&status, ca, op_name] {
+      run_command(status, [&] {
+        json req = {{"op", op_name}};
+        if (!ca->job.empty()) req["job"] = ca->job;
+        SessionCommand c;
+        c.link_arg = ca->link;
+        c.body = [req, as_json = ca->json](Session& s) { return simple_body(req, as_json, s); };
+        return run_session_command(c);
+      });
+    });
+  };
+  add_client("status", "Devices, jobs and progress", "status", false);
+  add_client("jobs", "Your jobs", "jobs", false);
+  add_client("cancel", "Cancel one of your jobs", "cancel", true);
+  add_client("credits", "Your balance and ledger entries", "credits", false);
+
+  auto aa = std::make_shared<std::pair<std::string, bool>>();
+  auto* audit_cmd = pool->add_subcommand("audit-ledger", "Check the ledger's invariants (on the coordinator)");
+  audit_cmd->add_option("--db", aa->first, "sqlite:PATH (default: pool.db in the state folder)");
+  audit_cmd->add_flag("--json", aa->second, "One JSON object");
+  audit_cmd->callback([&status, aa] { run_command(status, [&] { return audit_ledger(aa->first, aa->second); }); });
+}
+
+}  // namespace runsnack::cli

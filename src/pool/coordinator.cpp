@@ -1,0 +1,312 @@
+#include "pool/coordinator.hpp"
+
+#include "crypto/identity.hpp"
+#include "pool/wire.hpp"
+#include "session/session.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace runsnack::pool {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+
+namespace {
+
+json refuse(const std::string& why) { return {{"ok", false}, {"error", why}}; }
+json refuse(const Error& e) { return refuse(e.what()); }
+
+json job_json(const JobStatus& j) {
+  return {{"job", j.id},         {"owner", j.owner},     {"state", j.state},   {"reason", j.reason},
+          {"workload", j.workload}, {"tasks", j.tasks},  {"pending", j.pending}, {"running", j.leased},
+          {"done", j.done},      {"failed", j.failed},   {"budget", format_credits(j.budget)},
+          {"credits_spent", format_credits(j.spent)}};
+}
+
+Result<TaskResult> parse_result(const json& req) {
+  if (!req.contains("exit_code") || !req["exit_code"].is_number_integer())
+    return fail(errc::malformed, "result without exit_code");
+  if (!req.contains("stdout") || !req["stdout"].is_string()) return fail(errc::malformed, "result without stdout");
+  if (!req.contains("files") || !req["files"].is_array()) return fail(errc::malformed, "result without files");
+  if (!req.contains("signature") || !req["signature"].is_string())
+    return fail(errc::malformed, "result without signature");
+  TaskResult r;
+  r.exit_code = req["exit_code"].get<std::int64_t>();
+  auto out = base64_decode(req["stdout"].get<std::string>());
+  if (!out) return out.error();
+  if (out->size() > kMaxStdoutBytes) return fail(errc::too_large, "stdout over the limit");
+  r.stdout_data = std::move(*out);
+  std::size_t total = 0;
+  for (const auto& f : req["files"]) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("data") || !f["data"].is_string())
+      return fail(errc::malformed, "bad file entry");
+    auto path = f["path"].get<std::string>();
+    if (path.empty() || path.size() > 1024 || path.front() == '/' || path.find("..") != std::string::npos)
+      return fail(errc::malformed, "bad file path");
+    total += f["data"].get<std::string>().size();
+  }
+  if (total > kMaxOutFilesBytes * 4 / 3 + 16) return fail(errc::too_large, "files over the limit");
+  r.files = req["files"];
+  r.signature = req["signature"].get<std::string>();
+  return r;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
+    : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex) {}
+
+std::int64_t Coordinator::now_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Coordinator::add_services(ServiceRouter& router) {
+  router.add(kServiceWorker, {[this](std::shared_ptr<MuxStream> s, const json&, const ServiceContext& c) {
+                                return serve_worker(std::move(s), c);
+                              },
+                              kServiceWorker, true});
+  router.add(kServiceClient, {[this](std::shared_ptr<MuxStream> s, const json&, const ServiceContext& c) {
+                                return serve_client(std::move(s), c);
+                              },
+                              kServiceClient, true});
+}
+
+void Coordinator::stop() {
+  stopping_ = true;
+  maintenance_timer_.cancel();
+}
+
+asio::awaitable<void> Coordinator::run_maintenance() {
+  while (!stopping_) {
+    maintenance_timer_.expires_after(std::chrono::milliseconds(250));
+    boost::system::error_code ec;
+    co_await maintenance_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (stopping_) break;
+    auto n = store_.expire_leases(now_ms());
+    if (!n) spdlog::warn("pool: lease expiry: {}", n.error().what());
+    else if (*n > 0) on_event_({{"event", "leases_expired"}, {"count", *n}});
+  }
+}
+
+asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> stream, ServiceContext context) {
+  const std::string peer = context.consumer.str();
+  std::string device, public_key;
+  asio::steady_timer idle(ex_);
+  auto arm = [&] {
+    idle.expires_after(kWorkerIdleTimeout);
+    idle.async_wait([stream](const boost::system::error_code& ec) {
+      if (!ec) stream->reset();
+    });
+  };
+  arm();
+  on_event_({{"event", "worker_connected"}, {"peer", peer}});
+  std::string why = "stream closed";
+  while (true) {
+    auto req = co_await read_stream_message(*stream, kMaxPoolMessageBytes);
+    if (!req) {
+      why = req.error().what();
+      break;
+    }
+    arm();
+    if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
+    json answer = handle_worker(*req, context, device, public_key);
+    auto w = co_await write_stream_message(*stream, answer);
+    if (!w) {
+      why = w.error().what();
+      break;
+    }
+  }
+  idle.cancel();
+  if (!device.empty()) waiting_.erase(device);
+  auto released = store_.release_worker(peer, now_ms());
+  on_event_({{"event", "worker_gone"}, {"peer", peer}, {"reason", why},
+             {"requeued", released ? *released : 0}});
+}
+
+json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std::string& device,
+                                std::string& public_key) {
+  const std::string peer = ctx.consumer.str();
+  std::string op = req.is_object() && req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";
+  auto now = now_ms();
+  if (op == "register") {
+    if (!req.contains("public_key") || !req["public_key"].is_string()) return refuse("register without public_key");
+    auto raw = hex_decode(req["public_key"].get<std::string>());
+    if (!raw || raw->size() != 32) return refuse("bad public_key");
+    std::array<std::uint8_t, 32> key{};
+    std::copy(raw->begin(), raw->end(), key.begin());
+    if (PeerId::from_raw_public_key(key) != ctx.consumer) return refuse("public_key is not the session's key");
+    public_key = *raw;
+    const json& d = req.value("device", json::object());
+    if (!d.is_object()) return refuse("bad device");
+    std::string kind = d.value("kind", "cpu"), name = d.value("name", "cpu");
+    double score = d.value("score", 0.0), price = d.value("price", 0.0);
+    if ((kind != "cpu" && kind != "gpu") || name.size() > 200 || !(score >= 0 && score < 1e15) ||
+        !(price >= 0 && price < 1e9))
+      return refuse("bad device");
+    auto id = store_.register_device(peer, kind, name, score, price, now);
+    if (!id) return refuse(id.error());
+    device = *id;
+    on_event_({{"event", "device_registered"}, {"device", device}, {"score", score}, {"price", price}});
+    return {{"ok", true}, {"device", device}, {"lease_ms", store_.policy().lease_ms}};
+  }
+  if (device.empty()) return refuse("register first");
+  if (op == "heartbeat") return {{"ok", true}};
+  if (op == "claim") {
+    auto pending = store_.pending_count();
+    if (!pending) return refuse(pending.error());
+    auto& me = waiting_[device];
+    if (me.id.empty()) {
+      me.id = device;
+      me.since = std::chrono::system_clock::now();
+      auto devs = store_.devices();
+      if (devs)
+        for (const auto& d : *devs)
+          if (d.id == device) me.score = d.score;
+    }
+    // Forget devices that stopped asking (they are busy or gone).
+    auto cutoff = std::chrono::system_clock::now() - std::chrono::seconds(2);
+    std::vector<WaitingDevice> waiting;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.since < cutoff && it->first != device) it = waiting_.erase(it);
+      else waiting.push_back((it++)->second);
+    }
+    if (!may_claim(device, waiting, static_cast<std::size_t>(*pending)))
+      return {{"ok", true}, {"task", nullptr}, {"retry_ms", 200}};
+    auto task = store_.claim(device, peer, now);
+    if (!task) return refuse(task.error());
+    if (!*task) return {{"ok", true}, {"task", nullptr}, {"retry_ms", 200}};
+    waiting_.erase(device);
+    const auto& t = **task;
+    return {{"ok", true},
+            {"task", {{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
+                      {"spec", t.spec}}}};
+  }
+  if (op == "input") {
+    auto input = store_.job_input(req.value("job", ""));
+    if (!input) return refuse(input.error());
+    return {{"ok", true}, {"input", *input}};
+  }
+  std::string task = req.value("task", "");
+  std::int64_t attempt = req.contains("attempt") && req["attempt"].is_number_integer() ? req["attempt"].get<std::int64_t>() : -1;
+  if (op == "failed") {
+    std::string reason = req.value("reason", "failed");
+    if (reason.size() > 1000) reason.resize(1000);
+    auto r = store_.fail_attempt(task, attempt, peer, "worker: " + reason, now);
+    if (!r) return refuse(r.error());
+    on_event_({{"event", "task_failed"}, {"task", task}, {"peer", peer}, {"reason", reason}});
+    return {{"ok", true}};
+  }
+  if (op == "result") {
+    auto result = parse_result(req);
+    std::string bad;
+    if (!result) {
+      bad = "malformed result: " + result.error().what();
+    } else {
+      auto sig = hex_decode(result->signature);
+      auto bytes = result_signing_bytes(task, attempt, *result);
+      std::array<std::uint8_t, 32> key{};
+      std::copy(public_key.begin(), public_key.end(), key.begin());
+      if (!sig || !Identity::verify(ctx.consumer, key, bytes,
+                                    {reinterpret_cast<const std::uint8_t*>(sig->data()), sig->size()}))
+        bad = "result signature does not verify";
+    }
+    if (!bad.empty()) {
+      if (auto r = store_.fail_attempt(task, attempt, peer, bad, now); !r) return refuse(r.error());
+      on_event_({{"event", "result_rejected"}, {"task", task}, {"peer", peer}, {"reason", bad}});
+      return {{"ok", true}, {"accepted", false}, {"why", bad}};
+    }
+    auto outcome = store_.complete(task, attempt, peer, *result, now);
+    if (!outcome) return refuse(outcome.error());
+    on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
+               {"paid", format_credits(outcome->paid)}, {"why", outcome->why}});
+    return {{"ok", true}, {"accepted", outcome->accepted}, {"why", outcome->why}, {"paid", format_credits(outcome->paid)}};
+  }
+  return refuse("unknown op '" + op.substr(0, 40) + "'");
+}
+
+asio::awaitable<void> Coordinator::serve_client(std::shared_ptr<MuxStream> stream, ServiceContext context) {
+  while (true) {
+    auto req = co_await read_stream_message(*stream, kMaxPoolMessageBytes);
+    if (!req) break;
+    json answer = handle_client(*req, context);
+    auto w = co_await write_stream_message(*stream, answer);
+    if (!w) break;
+  }
+}
+
+json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
+  const std::string peer = ctx.consumer.str();
+  std::string op = req.is_object() && req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";
+  auto now = now_ms();
+  if (auto r = store_.ensure_peer(peer, now); !r) return refuse(r.error());
+  if (op == "submit") {
+    std::string workload = req.value("workload", "");
+    if (workload != "exec") return refuse("unknown workload '" + workload.substr(0, 40) + "': this pool runs exec");
+    std::int64_t shards = req.contains("shards") && req["shards"].is_number_integer() ? req["shards"].get<std::int64_t>() : 0;
+    if (shards < 1 || shards > kMaxShards) return refuse("shards must be 1.." + std::to_string(kMaxShards));
+    const json spec = req.value("spec", json::object());
+    if (!spec.is_object() || !spec.contains("argv") || !spec["argv"].is_array() || spec["argv"].empty())
+      return refuse("exec needs a command");
+    for (const auto& a : spec["argv"])
+      if (!a.is_string()) return refuse("exec: argv must be strings");
+    const json input = req.value("input", json::object());
+    if (!input.is_object()) return refuse("bad input");
+    std::int64_t budget = req.contains("budget") && req["budget"].is_number_integer() ? req["budget"].get<std::int64_t>() : 0;
+    auto job = store_.create_job(peer, workload, spec, input, shards, budget, now);
+    if (!job) return refuse(job.error());
+    on_event_({{"event", "job_submitted"}, {"job", *job}, {"owner", peer}, {"tasks", shards},
+               {"budget", format_credits(budget)}});
+    return {{"ok", true}, {"job", *job}};
+  }
+  if (op == "status" || op == "jobs") {
+    std::optional<std::string> owner;
+    if (op == "jobs") owner = peer;
+    auto jobs = store_.jobs(owner);
+    if (!jobs) return refuse(jobs.error());
+    json out = {{"ok", true}, {"jobs", json::array()}};
+    for (const auto& j : *jobs)
+      if (!req.contains("job") || req["job"] == j.id) out["jobs"].push_back(job_json(j));
+    if (op == "status") {
+      auto devs = store_.devices();
+      if (!devs) return refuse(devs.error());
+      out["devices"] = json::array();
+      for (const auto& d : *devs)
+        out["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"name", d.name}, {"score", d.score},
+                                  {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done}});
+    }
+    return out;
+  }
+  if (op == "result") {
+    std::int64_t shard = req.contains("shard") && req["shard"].is_number_integer() ? req["shard"].get<std::int64_t>() : -1;
+    auto st = store_.job_status(req.value("job", ""));
+    if (!st) return refuse(st.error());
+    if (st->owner != peer) return refuse("not your job");
+    auto r = store_.result(st->id, shard);
+    if (!r) return refuse(r.error());
+    if (!*r) return {{"ok", true}, {"result", nullptr}};
+    return {{"ok", true},
+            {"result", {{"exit_code", (*r)->exit_code}, {"stdout", base64_encode((*r)->stdout_data)}, {"files", (*r)->files}}}};
+  }
+  if (op == "cancel") {
+    auto r = store_.cancel_job(req.value("job", ""), peer, now);
+    if (!r) return refuse(r.error());
+    return {{"ok", true}};
+  }
+  if (op == "credits") {
+    auto b = store_.balance(peer_account(peer));
+    if (!b) return refuse(b.error());
+    auto entries = store_.entries_for(peer_account(peer));
+    if (!entries) return refuse(entries.error());
+    json list = json::array();
+    for (const auto& e : *entries)
+      list.push_back({{"txn", e.txn}, {"amount", format_credits(e.amount)}, {"kind", e.kind},
+                      {"task", e.task ? json(*e.task) : json(nullptr)}});
+    return {{"ok", true}, {"peer", peer}, {"balance", format_credits(*b)}, {"entries", list}};
+  }
+  return refuse("unknown op '" + op.substr(0, 40) + "'");
+}
+
+}  // namespace runsnack::pool

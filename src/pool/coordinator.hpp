@@ -1,0 +1,62 @@
+#pragma once
+// The pool coordinator's stream handlers: it is a Provider (same sessions,
+// grants and revocation) with two services, "pool-worker" for workers that
+// came by the join link and "pool-client" for consumers that came by the
+// submit link (wire.hpp for the message shapes). State lives in PoolStore;
+// this class keeps only which devices are waiting for work (for the
+// fastest-first policy, pool/scheduler.hpp) and runs lease expiry.
+//
+// A worker's stream has an idle deadline: any message renews its leases, and
+// silence for kWorkerIdleTimeout ends the stream and requeues its tasks, as
+// does the session ending (a lost worker or a revoked join link).
+//
+// Threading: one executor, like Provider. Must outlive the Provider using it.
+
+#include "pool/pool_store.hpp"
+#include "pool/scheduler.hpp"
+#include "provider/service_router.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+
+namespace runsnack::pool {
+
+inline constexpr const char* kServiceWorker = "pool-worker";
+inline constexpr const char* kServiceClient = "pool-client";
+// Workers send a message at least every few seconds (claim polls, heartbeats).
+inline constexpr std::chrono::milliseconds kWorkerIdleTimeout{20000};
+
+class Coordinator {
+ public:
+  Coordinator(boost::asio::any_io_executor ex, PoolStore& store, std::function<void(const nlohmann::json&)> on_event);
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  void add_services(ServiceRouter& router);
+  // Expires leases every 250 ms until stop().
+  boost::asio::awaitable<void> run_maintenance();
+  void stop();
+
+  boost::asio::awaitable<void> serve_worker(std::shared_ptr<MuxStream> stream, ServiceContext context);
+  boost::asio::awaitable<void> serve_client(std::shared_ptr<MuxStream> stream, ServiceContext context);
+
+ private:
+  nlohmann::json handle_worker(const nlohmann::json& req, const ServiceContext& ctx, std::string& device,
+                               std::string& public_key);
+  nlohmann::json handle_client(const nlohmann::json& req, const ServiceContext& ctx);
+  std::int64_t now_ms() const;
+
+  boost::asio::any_io_executor ex_;
+  PoolStore& store_;
+  std::function<void(const nlohmann::json&)> on_event_;
+  std::map<std::string, WaitingDevice> waiting_;
+  boost::asio::steady_timer maintenance_timer_;
+  bool stopping_ = false;
+};
+
+}  // namespace runsnack::pool

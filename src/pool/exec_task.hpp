@@ -1,0 +1,45 @@
+#pragma once
+// The exec workload on the worker's side: one shard runs the user's command
+// in the `runsnack run` sandbox (services/exec/sandbox.hpp) in a fresh
+// folder holding the job's inputs, with {shard}/{shards} substituted and
+// RUNSNACK_SHARD/RUNSNACK_SHARDS set; stdout and the files under out/ come
+// back, size-bounded (pool/wire.hpp).
+
+#include "core/error.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace runsnack::pool {
+
+// "{shard}" and "{shards}" replaced in every argument. Pure.
+std::vector<std::string> substitute_shard(const std::vector<std::string>& argv, std::int64_t shard, std::int64_t shards);
+
+struct ExecTaskOutput {
+  int exit_code = 0;
+  std::string stdout_data;
+  nlohmann::json files = nlohmann::json::array();  // [{"path","data" (base64)}]
+};
+
+struct ExecTaskRequest {
+  std::vector<std::string> argv;  // already substituted
+  std::int64_t shard = 0, shards = 1;
+  std::filesystem::path input_dir;  // copied into the workspace (may not exist)
+  std::filesystem::path task_dir;   // created; removed afterwards by the caller
+  std::vector<std::filesystem::path> hidden;
+  std::chrono::milliseconds timeout{600000};
+};
+
+// Runs the shard; `tick` is called about every second while it runs (the
+// worker heartbeats from there). Errors: the sandbox could not start, the
+// timeout passed, or the outputs are over their limits.
+boost::asio::awaitable<Result<ExecTaskOutput>> run_exec_task(ExecTaskRequest request,
+                                                             std::function<boost::asio::awaitable<void>()> tick);
+
+}  // namespace runsnack::pool

@@ -1,0 +1,564 @@
+#include "pool/pool_store.hpp"
+
+#include "link/link.hpp"
+#include "pool/scheduler.hpp"
+#include "store/migrate.hpp"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <map>
+
+namespace runsnack::pool {
+namespace {
+
+constexpr Migration kPoolMigrations[] = {
+    {1, R"sql(
+CREATE TABLE devices (
+  id          TEXT PRIMARY KEY,             -- <peer>/<kind>
+  peer        TEXT NOT NULL,
+  kind        TEXT NOT NULL,                -- "cpu" | "gpu"
+  name        TEXT NOT NULL,
+  score       INTEGER NOT NULL,             -- calibration ops/s
+  price       INTEGER NOT NULL,             -- milli-credits per device-hour
+  registered  INTEGER NOT NULL,             -- unix ms
+  last_seen   INTEGER NOT NULL,
+  online      INTEGER NOT NULL DEFAULT 1
+) STRICT;
+CREATE TABLE jobs (
+  id        TEXT PRIMARY KEY,
+  owner     TEXT NOT NULL,
+  workload  TEXT NOT NULL,
+  spec      TEXT NOT NULL,                  -- JSON
+  input     TEXT NOT NULL,                  -- JSON: {"files":[{"path","data"}]}
+  shards    INTEGER NOT NULL,
+  budget    INTEGER NOT NULL CHECK (budget >= 0),
+  state     TEXT NOT NULL CHECK (state IN ('running','done','failed','cancelled')),
+  reason    TEXT NOT NULL DEFAULT '',
+  created   INTEGER NOT NULL,
+  finished  INTEGER
+) STRICT;
+CREATE TABLE tasks (
+  id              TEXT PRIMARY KEY,
+  job             TEXT NOT NULL REFERENCES jobs(id),
+  shard           INTEGER NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('pending','leased','done','failed')),
+  attempts        INTEGER NOT NULL DEFAULT 0,  -- leases given; the live lease is number `attempts`
+  device          TEXT,
+  worker          TEXT,
+  lease_start     INTEGER,
+  lease_deadline  INTEGER,
+  last_error      TEXT NOT NULL DEFAULT '',
+  UNIQUE (job, shard)
+) STRICT;
+CREATE INDEX tasks_by_state ON tasks (state, job, shard);
+CREATE INDEX tasks_by_worker ON tasks (worker, state);
+CREATE TABLE results (
+  task       TEXT PRIMARY KEY REFERENCES tasks(id),
+  worker     TEXT NOT NULL,
+  exit_code  INTEGER NOT NULL,
+  stdout     BLOB NOT NULL,
+  files      TEXT NOT NULL,                 -- JSON
+  signature  TEXT NOT NULL,
+  received   INTEGER NOT NULL
+) STRICT;
+CREATE TABLE ledger_txns (
+  id    INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind  TEXT NOT NULL,
+  time  INTEGER NOT NULL
+) STRICT;
+CREATE TABLE ledger (
+  seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+  txn      INTEGER NOT NULL REFERENCES ledger_txns(id),
+  account  TEXT NOT NULL,
+  amount   INTEGER NOT NULL,
+  kind     TEXT NOT NULL CHECK (kind IN ('mint','escrow','payment','refund')),
+  task     TEXT,
+  job      TEXT NOT NULL DEFAULT '',
+  CHECK (kind <> 'payment' OR task IS NOT NULL)
+) STRICT;
+CREATE INDEX ledger_by_account ON ledger (account);
+-- a task is paid at most once, whatever retries or duplicate results arrive
+CREATE UNIQUE INDEX ledger_one_payment_per_task ON ledger (task) WHERE kind = 'payment' AND amount > 0;
+)sql"},
+};
+
+std::string hex(std::span<const std::uint8_t> bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (auto b : bytes) out += d[b >> 4], out += d[b & 15];
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+  std::array<std::uint8_t, 32> md{};
+  unsigned len = 0;
+  EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_sha256(), nullptr);
+  return hex(md);
+}
+
+std::string new_id(const char* prefix) { return std::string(prefix) + new_grant_id(); }
+
+}  // namespace
+
+std::vector<std::uint8_t> result_signing_bytes(const std::string& task, std::int64_t attempt, const TaskResult& r) {
+  std::string text = "runsnack-pool-result-v1\n" + task + "\n" + std::to_string(attempt) + "\n" +
+                     std::to_string(r.exit_code) + "\n" + sha256_hex(r.stdout_data) + "\n" + sha256_hex(r.files.dump());
+  return {text.begin(), text.end()};
+}
+
+Result<PoolStore> PoolStore::open(const std::filesystem::path& path, PoolPolicy policy) {
+  auto db = Database::open_unmigrated(path);
+  if (!db) return db.error();
+  if (auto v = migrate(*db, kPoolMigrations); !v) return v.error();
+  return PoolStore(std::move(*db), policy);
+}
+
+Result<std::int64_t> PoolStore::new_txn(const std::string& kind, std::int64_t now_ms) {
+  auto st = db_.prepare("INSERT INTO ledger_txns (kind, time) VALUES (?, ?)");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, std::string_view(kind)).bind(2, now_ms).run(); !r) return r.error();
+  return db_.last_insert_rowid();
+}
+
+Result<void> PoolStore::entry(std::int64_t txn, const std::string& account, Micro amount, const std::string& kind,
+                              const std::optional<std::string>& task, const std::string& job) {
+  auto st = db_.prepare("INSERT INTO ledger (txn, account, amount, kind, task, job) VALUES (?, ?, ?, ?, ?, ?)");
+  if (!st) return st.error();
+  return st->bind(1, txn).bind(2, std::string_view(account)).bind(3, amount).bind(4, std::string_view(kind)).bind(5, task).bind(6, std::string_view(job)).run();
+}
+
+Result<Micro> PoolStore::balance(const std::string& account) {
+  auto st = db_.prepare("SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE account = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(account));
+  auto row = st->step();
+  if (!row) return row.error();
+  return st->column_int64(0);
+}
+
+Result<std::vector<LedgerEntry>> PoolStore::entries_for(const std::string& account) {
+  auto st = db_.prepare("SELECT txn, account, amount, kind, task FROM ledger WHERE account = ? ORDER BY seq");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(account));
+  std::vector<LedgerEntry> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back({st->column_int64(0), st->column_text(1), st->column_int64(2), st->column_text(3),
+                   st->column_optional_text(4)});
+  }
+  return out;
+}
+
+Result<void> PoolStore::ensure_peer(const std::string& peer, std::int64_t now_ms) {
+  if (policy_.starting_credits <= 0) return {};
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT 1 FROM ledger WHERE account = ? AND kind = 'mint' LIMIT 1");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(peer_account(peer)));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (*row) return {};
+  auto txn = new_txn("mint", now_ms);
+  if (!txn) return txn.error();
+  if (auto r = entry(*txn, kMintAccount, -policy_.starting_credits, "mint", std::nullopt, ""); !r) return r;
+  if (auto r = entry(*txn, peer_account(peer), policy_.starting_credits, "mint", std::nullopt, ""); !r) return r;
+  return tx->commit();
+}
+
+Result<std::string> PoolStore::register_device(const std::string& peer, const std::string& kind,
+                                               const std::string& name, double score, double price,
+                                               std::int64_t now_ms) {
+  std::string id = peer + "/" + kind;
+  auto st = db_.prepare(
+      "INSERT INTO devices (id, peer, kind, name, score, price, registered, last_seen, online) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 1) ON CONFLICT (id) DO UPDATE SET name = ?4, score = ?5, "
+      "price = ?6, last_seen = ?7, online = 1");
+  if (!st) return st.error();
+  // Statement binds integers only: the score in whole ops/s, the price in
+  // milli-credits per hour (read back the same way in devices()/complete()).
+  st->bind(1, std::string_view(id)).bind(2, std::string_view(peer)).bind(3, std::string_view(kind)).bind(4, std::string_view(name));
+  st->bind(5, static_cast<std::int64_t>(score)).bind(6, static_cast<std::int64_t>(price * 1000));
+  st->bind(7, now_ms);
+  if (auto r = st->run(); !r) return r.error();
+  return id;
+}
+
+Result<void> PoolStore::set_device_online(const std::string& peer, bool online) {
+  auto st = db_.prepare("UPDATE devices SET online = ? WHERE peer = ?");
+  if (!st) return st.error();
+  return st->bind(1, std::int64_t{online}).bind(2, std::string_view(peer)).run();
+}
+
+Result<std::vector<DeviceInfo>> PoolStore::devices() {
+  auto st = db_.prepare(
+      "SELECT d.id, d.peer, d.kind, d.name, CAST(d.score AS INTEGER), CAST(d.price AS INTEGER), d.online, "
+      "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done') FROM devices d ORDER BY d.score DESC");
+  if (!st) return st.error();
+  std::vector<DeviceInfo> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    DeviceInfo d;
+    d.id = st->column_text(0), d.peer = st->column_text(1), d.kind = st->column_text(2), d.name = st->column_text(3);
+    d.score = static_cast<double>(st->column_int64(4));
+    d.price = static_cast<double>(st->column_int64(5)) / 1000.0;
+    d.online = st->column_int64(6) != 0;
+    d.tasks_done = st->column_int64(7);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<std::string> PoolStore::create_job(const std::string& owner, const std::string& workload,
+                                          const nlohmann::json& spec, const nlohmann::json& input,
+                                          std::int64_t shards, Micro budget, std::int64_t now_ms) {
+  if (shards <= 0) return fail(errc::invalid_argument, "a job needs at least one shard");
+  if (budget < 0) return fail(errc::invalid_argument, "a negative budget");
+  if (auto r = ensure_peer(owner, now_ms); !r) return r.error();
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto have = balance(peer_account(owner));
+  if (!have) return have.error();
+  if (*have < budget)
+    return fail(errc::refused, "not enough credit: balance " + format_credits(*have) + ", budget " +
+                                   format_credits(budget));
+  std::string job = new_id("j");
+  auto st = db_.prepare(
+      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job)).bind(2, std::string_view(owner)).bind(3, std::string_view(workload)).bind(4, std::string_view(spec.dump())).bind(5, std::string_view(input.dump()));
+  if (auto r = st->bind(6, shards).bind(7, budget).bind(8, now_ms).run(); !r) return r.error();
+  auto ins = db_.prepare("INSERT INTO tasks (id, job, shard, state) VALUES (?, ?, ?, 'pending')");
+  if (!ins) return ins.error();
+  for (std::int64_t i = 0; i < shards; ++i) {
+    ins->reset();
+    if (auto r = ins->bind(1, std::string_view(job + "." + std::to_string(i))).bind(2, std::string_view(job)).bind(3, i).run(); !r) return r.error();
+  }
+  if (budget > 0) {
+    auto txn = new_txn("escrow", now_ms);
+    if (!txn) return txn.error();
+    if (auto r = entry(*txn, peer_account(owner), -budget, "escrow", std::nullopt, job); !r) return r.error();
+    if (auto r = entry(*txn, escrow_account(job), budget, "escrow", std::nullopt, job); !r) return r.error();
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  return job;
+}
+
+Result<nlohmann::json> PoolStore::job_input(const std::string& job) {
+  auto st = db_.prepare("SELECT input FROM jobs WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::not_found, "no job " + job);
+  return nlohmann::json::parse(st->column_text(0), nullptr, false);
+}
+
+Result<std::int64_t> PoolStore::pending_count() {
+  auto st = db_.prepare(
+      "SELECT COUNT(*) FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.state = 'pending' AND j.state = 'running'");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  return st->column_int64(0);
+}
+
+Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
+                                                   std::int64_t now_ms) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  // One statement picks and leases: only a row still 'pending' can be taken.
+  auto st = db_.prepare(
+      "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
+      "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job "
+      "WHERE t.state = 'pending' AND j.state = 'running' ORDER BY j.created, t.shard LIMIT 1) AND state = 'pending' "
+      "RETURNING id, job, shard, attempts");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<LeasedTask>{};
+  LeasedTask t;
+  t.id = st->column_text(0), t.job = st->column_text(1), t.shard = st->column_int64(2), t.attempt = st->column_int64(3);
+  if (auto more = st->step(); !more) return more.error();
+  auto js = db_.prepare("SELECT spec, shards FROM jobs WHERE id = ?");
+  if (!js) return js.error();
+  js->bind(1, std::string_view(t.job));
+  auto jr = js->step();
+  if (!jr) return jr.error();
+  if (!*jr) return fail(errc::internal, "task without job");
+  t.spec = nlohmann::json::parse(js->column_text(0), nullptr, false);
+  t.shards = js->column_int64(1);
+  if (auto r = tx->commit(); !r) return r.error();
+  return std::optional<LeasedTask>(std::move(t));
+}
+
+Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) {
+  auto st = db_.prepare("UPDATE tasks SET lease_deadline = ? WHERE worker = ? AND state = 'leased'");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, now_ms + policy_.lease_ms).bind(2, std::string_view(peer)).run(); !r) return r;
+  auto dv = db_.prepare("UPDATE devices SET last_seen = ?, online = 1 WHERE peer = ?");
+  if (!dv) return dv.error();
+  return dv->bind(1, now_ms).bind(2, std::string_view(peer)).run();
+}
+
+Result<CompleteOutcome> PoolStore::complete(const std::string& task, std::int64_t attempt, const std::string& peer,
+                                            const TaskResult& result, std::int64_t now_ms) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto st = db_.prepare(
+      "SELECT t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS INTEGER), "
+      "CAST(d.price AS INTEGER) FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device "
+      "WHERE t.id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task));
+  auto row = st->step();
+  if (!row) return row.error();
+  CompleteOutcome out;
+  if (!*row) return out.why = "no such task", out;
+  std::string state = st->column_text(0), worker = st->column_optional_text(2).value_or(""), job = st->column_text(4);
+  if (state != "leased") return out.why = "task is " + state, out;
+  if (st->column_int64(1) != attempt || worker != peer) return out.why = "lease is no longer yours", out;
+  if (st->column_text(5) != "running") return out.why = "job is " + st->column_text(5), out;
+  double score = static_cast<double>(st->column_int64(6));
+  double price = static_cast<double>(st->column_int64(7)) / 1000.0;
+  std::int64_t run_ms = now_ms - st->column_optional_int64(3).value_or(now_ms);
+
+  auto up = db_.prepare("UPDATE tasks SET state = 'done' WHERE id = ? AND state = 'leased'");
+  if (!up) return up.error();
+  if (auto r = up->bind(1, std::string_view(task)).run(); !r) return r.error();
+  auto ins = db_.prepare(
+      "INSERT INTO results (task, worker, exit_code, stdout, files, signature, received) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  if (!ins) return ins.error();
+  ins->bind(1, std::string_view(task)).bind(2, std::string_view(peer)).bind(3, result.exit_code);
+  ins->bind_blob(4, {reinterpret_cast<const std::uint8_t*>(result.stdout_data.data()), result.stdout_data.size()});
+  if (auto r = ins->bind(5, std::string_view(result.files.dump())).bind(6, std::string_view(result.signature)).bind(7, now_ms).run(); !r) return r.error();
+
+  auto left = balance(escrow_account(job));
+  if (!left) return left.error();
+  Micro charge = task_charge(price, score, std::chrono::milliseconds(run_ms), *left);
+  if (charge > 0) {
+    auto txn = new_txn("payment", now_ms);
+    if (!txn) return txn.error();
+    if (auto r = entry(*txn, escrow_account(job), -charge, "payment", task, job); !r) return r.error();
+    if (auto r = entry(*txn, peer_account(peer), charge, "payment", task, job); !r) return r.error();
+  }
+  if (auto r = maybe_finish(job, now_ms); !r) return r.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  out.accepted = true;
+  out.paid = charge;
+  return out;
+}
+
+Result<void> PoolStore::maybe_finish(const std::string& job, std::int64_t now_ms) {
+  auto st = db_.prepare("SELECT COUNT(*) FROM tasks WHERE job = ? AND state <> 'done'");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job));
+  if (auto row = st->step(); !row) return row.error();
+  if (st->column_int64(0) == 0) return finish_job(job, "done", "", now_ms);
+  return {};
+}
+
+Result<void> PoolStore::finish_job(const std::string& job, const std::string& state, const std::string& reason,
+                                   std::int64_t now_ms) {
+  auto st = db_.prepare(
+      "UPDATE jobs SET state = ?, reason = ?, finished = ? WHERE id = ? AND state = 'running' RETURNING owner");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(state)).bind(2, std::string_view(reason)).bind(3, now_ms).bind(4, std::string_view(job));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return {};
+  std::string owner = st->column_text(0);
+  if (auto more = st->step(); !more) return more.error();
+  auto fl = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE job = ? AND state = 'pending'");
+  if (!fl) return fl.error();
+  if (auto r = fl->bind(1, std::string_view("job " + state)).bind(2, std::string_view(job)).run(); !r) return r;
+  auto left = balance(escrow_account(job));
+  if (!left) return left.error();
+  if (*left > 0) {
+    auto txn = new_txn("refund", now_ms);
+    if (!txn) return txn.error();
+    if (auto r = entry(*txn, escrow_account(job), -*left, "refund", std::nullopt, job); !r) return r;
+    if (auto r = entry(*txn, peer_account(owner), *left, "refund", std::nullopt, job); !r) return r;
+  }
+  return {};
+}
+
+Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::string& job, std::int64_t attempts,
+                                        const std::string& reason, std::int64_t now_ms) {
+  if (after_lost_attempt(static_cast<int>(attempts), policy_.max_attempts) == RetryDecision::requeue) {
+    auto st = db_.prepare(
+        "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ? "
+        "WHERE id = ? AND state = 'leased'");
+    if (!st) return st.error();
+    return st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run();
+  }
+  auto st = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE id = ? AND state = 'leased'");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run(); !r) return r;
+  return finish_job(job, "failed",
+                    "task " + task + " failed " + std::to_string(attempts) + " times; last: " + reason, now_ms);
+}
+
+Result<void> PoolStore::fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
+                                     const std::string& reason, std::int64_t now_ms) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT job, attempts FROM tasks WHERE id = ? AND state = 'leased' AND worker = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task)).bind(2, std::string_view(peer));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row || st->column_int64(1) != attempt) return {};  // not this peer's live lease: nothing to undo
+  std::string job = st->column_text(0);
+  if (auto r = requeue_or_fail(task, job, attempt, reason, now_ms); !r) return r;
+  return tx->commit();
+}
+
+Result<int> PoolStore::release_worker(const std::string& peer, std::int64_t now_ms) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT id, job, attempts FROM tasks WHERE worker = ? AND state = 'leased'");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(peer));
+  std::vector<std::tuple<std::string, std::string, std::int64_t>> leased;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    leased.emplace_back(st->column_text(0), st->column_text(1), st->column_int64(2));
+  }
+  for (const auto& [task, job, attempts] : leased)
+    if (auto r = requeue_or_fail(task, job, attempts, "worker " + peer + " went away", now_ms); !r) return r.error();
+  auto dv = db_.prepare("UPDATE devices SET online = 0 WHERE peer = ?");
+  if (!dv) return dv.error();
+  if (auto r = dv->bind(1, std::string_view(peer)).run(); !r) return r.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  return static_cast<int>(leased.size());
+}
+
+Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased'");
+  if (!st) return st.error();
+  std::vector<std::tuple<std::string, std::string, std::int64_t>> expired;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    TimePoint deadline{std::chrono::milliseconds(st->column_int64(3))};
+    if (lease_expired(deadline, TimePoint{std::chrono::milliseconds(now_ms)}))
+      expired.emplace_back(st->column_text(0), st->column_text(1), st->column_int64(2));
+  }
+  for (const auto& [task, job, attempts] : expired)
+    if (auto r = requeue_or_fail(task, job, attempts, "lease expired", now_ms); !r) return r.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  return static_cast<int>(expired.size());
+}
+
+Result<void> PoolStore::cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT owner, state FROM jobs WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row || st->column_text(0) != owner) return fail(errc::not_found, "no job " + job + " of yours");
+  if (st->column_text(1) != "running") return fail(errc::refused, "job " + job + " is already " + st->column_text(1));
+  if (auto r = finish_job(job, "cancelled", "cancelled by its owner", now_ms); !r) return r;
+  return tx->commit();
+}
+
+namespace {
+JobStatus read_job(Statement& st) {
+  JobStatus j;
+  j.id = st.column_text(0), j.owner = st.column_text(1), j.state = st.column_text(2), j.reason = st.column_text(3);
+  j.workload = st.column_text(4), j.tasks = st.column_int64(5), j.budget = st.column_int64(6);
+  j.pending = st.column_int64(7), j.leased = st.column_int64(8), j.done = st.column_int64(9);
+  j.failed = st.column_int64(10), j.spent = st.column_int64(11);
+  return j;
+}
+constexpr const char* kJobColumns =
+    "SELECT j.id, j.owner, j.state, j.reason, j.workload, j.shards, j.budget, "
+    "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'pending'), "
+    "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'leased'), "
+    "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'done'), "
+    "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'failed'), "
+    "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.job = j.id AND l.kind = 'payment' AND l.amount > 0) "
+    "FROM jobs j ";
+}  // namespace
+
+Result<JobStatus> PoolStore::job_status(const std::string& job) {
+  auto st = db_.prepare(std::string(kJobColumns) + "WHERE j.id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::not_found, "no job " + job);
+  return read_job(*st);
+}
+
+Result<std::vector<JobStatus>> PoolStore::jobs(const std::optional<std::string>& owner) {
+  auto st = db_.prepare(std::string(kJobColumns) + "WHERE ?1 IS NULL OR j.owner = ?1 ORDER BY j.created");
+  if (!st) return st.error();
+  st->bind(1, owner);
+  std::vector<JobStatus> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(read_job(*st));
+  }
+  return out;
+}
+
+Result<std::optional<TaskResult>> PoolStore::result(const std::string& job, std::int64_t shard) {
+  auto st = db_.prepare(
+      "SELECT r.exit_code, r.stdout, r.files, r.signature FROM results r JOIN tasks t ON t.id = r.task "
+      "WHERE t.job = ? AND t.shard = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job)).bind(2, shard);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<TaskResult>{};
+  TaskResult r;
+  r.exit_code = st->column_int64(0);
+  auto blob = st->column_blob(1);
+  r.stdout_data.assign(blob.begin(), blob.end());
+  r.files = nlohmann::json::parse(st->column_text(2), nullptr, false);
+  r.signature = st->column_text(3);
+  return std::optional<TaskResult>(std::move(r));
+}
+
+Result<AuditReport> PoolStore::audit() {
+  std::vector<LedgerEntry> entries;
+  auto st = db_.prepare("SELECT txn, account, amount, kind, task FROM ledger ORDER BY seq");
+  if (!st) return st.error();
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    entries.push_back({st->column_int64(0), st->column_text(1), st->column_int64(2), st->column_text(3),
+                       st->column_optional_text(4)});
+  }
+  std::map<std::string, std::string> finisher;
+  auto ts = db_.prepare("SELECT r.task, r.worker FROM results r JOIN tasks t ON t.id = r.task WHERE t.state = 'done'");
+  if (!ts) return ts.error();
+  while (true) {
+    auto row = ts->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    finisher[ts->column_text(0)] = ts->column_text(1);
+  }
+  return audit_ledger(entries, finisher);
+}
+
+}  // namespace runsnack::pool

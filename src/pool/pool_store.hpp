@@ -1,0 +1,126 @@
+#pragma once
+// The pool's state in its own SQLite database (pool.db in the state folder,
+// or `--db sqlite:PATH`): devices, jobs, tasks with leases, results and the
+// double-entry ledger (pool/ledger_rules.hpp). Every operation that reads
+// and then writes runs in one BEGIN IMMEDIATE transaction, so a task is
+// leased to one worker at a time and paid at most once even with several
+// coordinator processes on one file.
+//
+// Times are unix milliseconds passed in by the caller (the clock seam).
+// Thread-safety: as Database (one thread at a time).
+
+#include "core/error.hpp"
+#include "pool/ledger_rules.hpp"
+#include "store/database.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runsnack::pool {
+
+struct PoolPolicy {
+  int max_attempts = 3;                      // leases per task before it fails the job
+  std::int64_t lease_ms = 30'000;            // renewed by every message from the worker
+  Micro starting_credits = 0;                // minted for a peer the first time it is seen
+};
+
+struct DeviceInfo {
+  std::string id, peer, kind, name;
+  double score = 0, price = 0;
+  bool online = false;
+  std::int64_t tasks_done = 0;
+};
+
+struct LeasedTask {
+  std::string id, job;
+  std::int64_t shard = 0, shards = 0, attempt = 0;
+  nlohmann::json spec;  // the workload's task description (exec: argv, env)
+};
+
+struct TaskResult {
+  std::int64_t exit_code = 0;
+  std::string stdout_data;    // bounded by the caller
+  nlohmann::json files;       // [{"path":..,"data":base64}]
+  std::string signature;      // hex Ed25519 signature over result_signing_bytes()
+};
+
+struct JobStatus {
+  std::string id, owner, state, reason, workload;
+  std::int64_t tasks = 0, pending = 0, leased = 0, done = 0, failed = 0;
+  Micro budget = 0, spent = 0;
+};
+
+struct CompleteOutcome {
+  bool accepted = false;
+  std::string why;   // when not accepted
+  Micro paid = 0;
+};
+
+class PoolStore {
+ public:
+  // Opens and migrates; path ":memory:" for tests.
+  static Result<PoolStore> open(const std::filesystem::path& path, PoolPolicy policy);
+  const PoolPolicy& policy() const { return policy_; }
+
+  // Mints the starting credits once per peer (no-op when zero or done before).
+  Result<void> ensure_peer(const std::string& peer, std::int64_t now_ms);
+  Result<Micro> balance(const std::string& account);
+  Result<std::vector<LedgerEntry>> entries_for(const std::string& account);
+
+  Result<std::string> register_device(const std::string& peer, const std::string& kind, const std::string& name,
+                                      double score, double price, std::int64_t now_ms);
+  Result<void> set_device_online(const std::string& peer, bool online);
+  Result<std::vector<DeviceInfo>> devices();
+
+  // Escrows `budget` from the owner's balance; refused (with the balance in
+  // the message) when it is too small.
+  Result<std::string> create_job(const std::string& owner, const std::string& workload, const nlohmann::json& spec,
+                                 const nlohmann::json& input, std::int64_t shards, Micro budget, std::int64_t now_ms);
+  Result<nlohmann::json> job_input(const std::string& job);
+  Result<std::int64_t> pending_count();
+  // Leases the next pending task to `device` of `peer`, or nothing.
+  Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms);
+  // Renews the deadlines of every lease `peer` holds.
+  Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
+  // Accepts a result for (task, attempt) from `peer` when that lease is the
+  // live one; pays the worker once and ends the job when it was the last.
+  Result<CompleteOutcome> complete(const std::string& task, std::int64_t attempt, const std::string& peer,
+                                   const TaskResult& result, std::int64_t now_ms);
+  // The attempt failed (bad result, command error, lost worker): requeue or fail.
+  Result<void> fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
+                            const std::string& reason, std::int64_t now_ms);
+  // Every lease of a worker that went away.
+  Result<int> release_worker(const std::string& peer, std::int64_t now_ms);
+  Result<int> expire_leases(std::int64_t now_ms);
+  Result<void> cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms);
+
+  Result<JobStatus> job_status(const std::string& job);
+  Result<std::vector<JobStatus>> jobs(const std::optional<std::string>& owner);
+  Result<std::optional<TaskResult>> result(const std::string& job, std::int64_t shard);
+  Result<AuditReport> audit();
+
+ private:
+  PoolStore(Database db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}
+  Result<std::int64_t> new_txn(const std::string& kind, std::int64_t now_ms);
+  Result<void> entry(std::int64_t txn, const std::string& account, Micro amount, const std::string& kind,
+                     const std::optional<std::string>& task, const std::string& job);
+  Result<void> requeue_or_fail(const std::string& task, const std::string& job, std::int64_t attempts,
+                               const std::string& reason, std::int64_t now_ms);
+  Result<void> finish_job(const std::string& job, const std::string& state, const std::string& reason,
+                          std::int64_t now_ms);
+  Result<void> maybe_finish(const std::string& job, std::int64_t now_ms);
+
+  Database db_;
+  PoolPolicy policy_;
+};
+
+// The bytes a worker signs for a result: task, attempt, exit code, and
+// SHA-256 of stdout and of the files' JSON.
+std::vector<std::uint8_t> result_signing_bytes(const std::string& task, std::int64_t attempt, const TaskResult& r);
+
+}  // namespace runsnack::pool

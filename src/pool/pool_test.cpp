@@ -1,0 +1,192 @@
+// The pool's pure policy (scheduler, leases, retries, ledger rules) and its
+// store on SQLite :memory:, with time stepped by hand.
+#include "crypto/identity.hpp"
+#include "pool/ledger_rules.hpp"
+#include "pool/pool_store.hpp"
+#include "pool/scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+namespace runsnack::pool {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Scheduler, FastestFreeDeviceFirst) {
+  TimePoint t0{};
+  std::vector<WaitingDevice> w = {{"slow", 10, t0}, {"fast", 100, t0 + 1s}, {"mid", 50, t0}};
+  EXPECT_EQ(assign_fastest_first(w, 1), std::vector<std::string>{"fast"});
+  EXPECT_EQ(assign_fastest_first(w, 2), (std::vector<std::string>{"fast", "mid"}));
+  EXPECT_TRUE(assign_fastest_first(w, 0).empty());
+  EXPECT_FALSE(may_claim("slow", w, 2));
+  EXPECT_TRUE(may_claim("slow", w, 3));
+  // equal speed: the one waiting longest
+  std::vector<WaitingDevice> tie = {{"b", 5, t0 + 2s}, {"a", 5, t0 + 1s}};
+  EXPECT_EQ(assign_fastest_first(tie, 1), std::vector<std::string>{"a"});
+}
+
+TEST(Scheduler, LeasesAndRetries) {
+  ManualClock clock{from_unix(1'800'000'000)};
+  auto deadline = lease_deadline(clock.now(), 30s);
+  clock.advance(29s);
+  EXPECT_FALSE(lease_expired(deadline, clock.now()));
+  clock.advance(1s);
+  EXPECT_TRUE(lease_expired(deadline, clock.now()));
+  EXPECT_EQ(after_lost_attempt(1, 3), RetryDecision::requeue);
+  EXPECT_EQ(after_lost_attempt(2, 3), RetryDecision::requeue);
+  EXPECT_EQ(after_lost_attempt(3, 3), RetryDecision::fail);
+}
+
+TEST(LedgerRules, CreditsParseAndFormat) {
+  EXPECT_EQ(parse_credits("10").value(), 10 * kMicroPerCredit);
+  EXPECT_EQ(parse_credits("2.5").value(), 2'500'000);
+  EXPECT_FALSE(parse_credits("-1"));
+  EXPECT_FALSE(parse_credits("1.2345678"));
+  EXPECT_FALSE(parse_credits("abc"));
+  EXPECT_FALSE(parse_credits("1."));
+  EXPECT_EQ(format_credits(2'500'000), "2.5");
+  EXPECT_EQ(format_credits(-3), "-0.000003");
+  EXPECT_EQ(format_credits(7 * kMicroPerCredit), "7");
+}
+
+TEST(LedgerRules, ChargeScalesWithScoreAndIsCapped) {
+  auto base = task_charge(3600, kReferenceScore, 1000ms, 1'000'000'000);
+  EXPECT_EQ(base, 1 * kMicroPerCredit);  // 3600/h for 1 s at reference speed
+  EXPECT_EQ(task_charge(3600, 2 * kReferenceScore, 1000ms, 1'000'000'000), 2 * kMicroPerCredit);
+  EXPECT_EQ(task_charge(3600, kReferenceScore, 1000ms, 5), 5);  // never above the escrow left
+  EXPECT_EQ(task_charge(0, kReferenceScore, 1000ms, 100), 0);
+  EXPECT_EQ(task_charge(1, kReferenceScore, 1ms, 100), 1);  // positive price: at least one micro-credit
+}
+
+TEST(LedgerRules, AuditFindsEachBrokenInvariant) {
+  std::map<std::string, std::string> fin = {{"t1", "alice"}};
+  std::vector<LedgerEntry> good = {{1, "mint", -10, "mint", {}}, {1, "peer:bob", 10, "mint", {}},
+                                   {2, "peer:bob", -6, "escrow", {}}, {2, "escrow:j", 6, "escrow", {}},
+                                   {3, "escrow:j", -4, "payment", "t1"}, {3, "peer:alice", 4, "payment", "t1"}};
+  auto r = audit_ledger(good, fin);
+  EXPECT_TRUE(r.ok) << (r.problems.empty() ? "" : r.problems[0]);
+  EXPECT_EQ(r.transactions, 3);
+  EXPECT_EQ(r.minted, 10);
+
+  auto unbalanced = good;
+  unbalanced[5].amount = 5;
+  EXPECT_FALSE(audit_ledger(unbalanced, fin).ok);
+
+  auto negative = good;
+  negative.push_back({4, "peer:bob", -100, "escrow", {}});
+  negative.push_back({4, "escrow:k", 100, "escrow", {}});
+  EXPECT_FALSE(audit_ledger(negative, fin).ok);
+
+  auto twice = good;
+  twice.push_back({5, "escrow:j", -1, "payment", "t1"});
+  twice.push_back({5, "peer:alice", 1, "payment", "t1"});
+  EXPECT_FALSE(audit_ledger(twice, fin).ok);
+
+  auto wrong_peer = good;
+  wrong_peer[5].account = "peer:mallory";
+  EXPECT_FALSE(audit_ledger(wrong_peer, fin).ok);
+
+  auto untied = good;
+  untied[5].task = std::nullopt;
+  EXPECT_FALSE(audit_ledger(untied, fin).ok);
+}
+
+class Store : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PoolPolicy policy;
+    policy.max_attempts = 2;
+    policy.lease_ms = 1000;
+    policy.starting_credits = 100 * kMicroPerCredit;
+    store.emplace(PoolStore::open(":memory:", policy).value());
+    dev_a = store->register_device("alice", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    dev_b = store->register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  }
+  void expect_audit_ok() {
+    auto r = store->audit().value();
+    EXPECT_TRUE(r.ok) << (r.problems.empty() ? "" : r.problems[0]);
+  }
+  std::optional<PoolStore> store;
+  std::int64_t now = 1'800'000'000'000;
+  std::string dev_a, dev_b;
+  TaskResult ok_result;
+};
+
+TEST_F(Store, TooLittleCreditIsRefusedWithTheBalance) {
+  auto job = store->create_job("carol", "exec", {}, {}, 2, 150 * kMicroPerCredit, now);
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("balance 100"), std::string::npos) << job.error().message;
+  expect_audit_ok();
+}
+
+TEST_F(Store, JobRunsPaysOncePerTaskAndRefunds) {
+  auto job = store->create_job("carol", "exec", {{"argv", {"true"}}}, {}, 2, 10 * kMicroPerCredit, now).value();
+  EXPECT_EQ(store->balance(peer_account("carol")).value(), 90 * kMicroPerCredit);
+  auto t0 = store->claim(dev_a, "alice", now).value();
+  auto t1 = store->claim(dev_b, "bob", now).value();
+  ASSERT_TRUE(t0 && t1);
+  EXPECT_NE(t0->id, t1->id);
+  EXPECT_FALSE(store->claim(dev_a, "alice", now).value());  // nothing left: never the same lease twice
+  // a result from the wrong peer, or for a stale attempt, is not accepted
+  EXPECT_FALSE(store->complete(t0->id, t0->attempt, "bob", ok_result, now + 500).value().accepted);
+  EXPECT_FALSE(store->complete(t0->id, t0->attempt + 1, "alice", ok_result, now + 500).value().accepted);
+  auto c0 = store->complete(t0->id, t0->attempt, "alice", ok_result, now + 1000).value();
+  EXPECT_TRUE(c0.accepted);
+  EXPECT_EQ(c0.paid, 1 * kMicroPerCredit);
+  // a duplicate of an accepted result is not paid again
+  EXPECT_FALSE(store->complete(t0->id, t0->attempt, "alice", ok_result, now + 1000).value().accepted);
+  EXPECT_TRUE(store->complete(t1->id, t1->attempt, "bob", ok_result, now + 2000).value().accepted);
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.state, "done");
+  EXPECT_EQ(st.spent, 3 * kMicroPerCredit);
+  EXPECT_EQ(store->balance(peer_account("carol")).value(), 97 * kMicroPerCredit);  // unused escrow returned
+  EXPECT_EQ(store->balance(escrow_account(job)).value(), 0);
+  expect_audit_ok();
+}
+
+TEST_F(Store, ExpiredOrLostLeasesRequeueThenFailTheJob) {
+  auto job = store->create_job("carol", "exec", {}, {}, 1, 5 * kMicroPerCredit, now).value();
+  auto t = store->claim(dev_a, "alice", now).value();
+  ASSERT_TRUE(t);
+  store->heartbeat("alice", now + 900).value();
+  EXPECT_EQ(store->expire_leases(now + 1500).value(), 0);  // renewed
+  EXPECT_EQ(store->expire_leases(now + 1900).value(), 1);  // lapsed: back to pending
+  auto again = store->claim(dev_b, "bob", now + 2000).value();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->attempt, 2);
+  // alice's late result for the lost lease is refused; only the finisher is paid
+  EXPECT_FALSE(store->complete(t->id, t->attempt, "alice", ok_result, now + 2100).value().accepted);
+  EXPECT_EQ(store->release_worker("bob", now + 2200).value(), 1);  // second attempt lost: out of attempts
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.state, "failed");
+  EXPECT_NE(st.reason.find("failed 2 times"), std::string::npos) << st.reason;
+  EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit);
+  EXPECT_EQ(store->balance(peer_account("alice")).value(), 0);  // the lost lease earned nothing
+  expect_audit_ok();
+}
+
+TEST_F(Store, CancelReturnsTheEscrow) {
+  auto job = store->create_job("carol", "exec", {}, {}, 3, 5 * kMicroPerCredit, now).value();
+  EXPECT_FALSE(store->cancel_job(job, "mallory", now));
+  ASSERT_TRUE(store->cancel_job(job, "carol", now));
+  EXPECT_EQ(store->job_status(job).value().state, "cancelled");
+  EXPECT_FALSE(store->claim(dev_a, "alice", now).value());
+  EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit);
+  expect_audit_ok();
+}
+
+TEST(ResultSigning, SignatureCoversStdoutAndFiles) {
+  auto id = Identity::generate().value();
+  TaskResult r;
+  r.stdout_data = "hello";
+  r.files = nlohmann::json::array({{{"path", "a"}, {"data", "eA=="}}});
+  auto bytes = result_signing_bytes("j.0", 1, r);
+  auto sig = id.sign(bytes).value();
+  auto pub = id.public_key_raw();
+  EXPECT_TRUE(Identity::verify(id.peer_id(), pub, bytes, sig));
+  r.stdout_data = "hellO";
+  EXPECT_FALSE(Identity::verify(id.peer_id(), pub, result_signing_bytes("j.0", 1, r), sig));
+}
+
+}  // namespace
+}  // namespace runsnack::pool

@@ -1,0 +1,29 @@
+#pragma once
+// The pool's wire helpers: base64 and hex for bytes inside JSON messages, and
+// the limits on what a peer may send (STYLE.md rule 6: bounded peer input).
+//
+// Messages on "pool-worker" and "pool-client" streams are length-prefixed
+// JSON (session/session.hpp), one request and one answer at a time:
+//   request  {"op": "<name>", ...}
+//   answer   {"ok": true, ...} | {"ok": false, "error": "<one line>"}
+
+#include "core/error.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace runsnack::pool {
+
+inline constexpr std::uint32_t kMaxPoolMessageBytes = 8 * 1024 * 1024;
+inline constexpr std::size_t kMaxStdoutBytes = 1024 * 1024;       // per task; more is an error
+inline constexpr std::size_t kMaxOutFilesBytes = 2 * 1024 * 1024;  // per task, under out/
+inline constexpr std::size_t kMaxInputBytes = 4 * 1024 * 1024;     // per job, sent once per worker
+inline constexpr std::int64_t kMaxShards = 100'000;
+
+std::string base64_encode(std::string_view bytes);
+Result<std::string> base64_decode(std::string_view text);
+std::string hex_encode(std::string_view bytes);
+Result<std::string> hex_decode(std::string_view text);
+
+}  // namespace runsnack::pool

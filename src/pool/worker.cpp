@@ -1,0 +1,203 @@
+#include "pool/worker.hpp"
+
+#include "pool/coordinator.hpp"
+#include "pool/exec_task.hpp"
+#include "pool/pool_store.hpp"
+#include "pool/wire.hpp"
+#include "session/session.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+namespace runsnack::pool {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+double calibrate_cpu() {
+  auto start = std::chrono::steady_clock::now();
+  std::uint64_t x = 88172645463325252ull, ops = 0;
+  volatile std::uint64_t sink = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
+    for (int i = 0; i < 100000; ++i) x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    ops += 100000;
+    sink = sink + x;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(ops) / s;
+}
+
+namespace {
+
+asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  t.expires_after(d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+// `request` must live until the call returns (named by the caller: GCC 12).
+asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
+  auto w = co_await write_stream_message(stream, request);
+  if (!w) co_return w.error();
+  auto r = co_await read_stream_message(stream, kMaxPoolMessageBytes);
+  if (!r) co_return r.error();
+  if (!r->is_object() || !r->value("ok", false))
+    co_return fail(errc::refused, r->is_object() ? r->value("error", "refused") : "bad answer");
+  co_return *r;
+}
+
+struct Worker {
+  WorkerOptions opt;
+  const Identity* identity = nullptr;
+  double score = 0;
+  std::deque<json> unsent;        // finished results not yet acknowledged
+  std::set<std::string> inputs;   // jobs whose inputs are on disk
+  std::int64_t accepted = 0;
+};
+
+json sign_result(const Worker& w, const json& task, const ExecTaskOutput& out) {
+  TaskResult r;
+  r.exit_code = out.exit_code;
+  r.stdout_data = out.stdout_data;
+  r.files = out.files;
+  std::string id = task["id"];
+  std::int64_t attempt = task["attempt"];
+  auto bytes = result_signing_bytes(id, attempt, r);
+  auto sig = w.identity->sign(bytes);
+  std::string sig_hex = sig ? hex_encode({reinterpret_cast<const char*>(sig->data()), sig->size()}) : "";
+  if (w.opt.fault == "bad-signature" && !sig_hex.empty()) sig_hex[0] = sig_hex[0] == '0' ? '1' : '0';
+  json msg = {{"op", "result"}, {"task", id},          {"attempt", attempt},
+              {"exit_code", out.exit_code}, {"stdout", base64_encode(out.stdout_data)},
+              {"files", out.files}, {"signature", sig_hex}};
+  if (w.opt.fault == "malformed") msg.erase("exit_code");
+  return msg;
+}
+
+// One connected session; returns when it breaks (then the caller reconnects)
+// or with a final exit code.
+asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
+  StreamHeader header;
+  header.service = kServiceWorker;
+  auto opened = co_await session.open(header);
+  if (!opened) {
+    spdlog::warn("pool: {}", opened.error().what());
+    co_return std::optional<int>{};
+  }
+  MuxStream& stream = **opened;
+  auto pub = w.identity->public_key_raw();
+  json reg = {{"op", "register"},
+              {"public_key", hex_encode({reinterpret_cast<const char*>(pub.data()), pub.size()})},
+              {"device", {{"kind", "cpu"}, {"name", "cpu"}, {"score", w.score}, {"price", w.opt.price}}}};
+  auto r = co_await call(stream, reg);
+  if (!r) {
+    spdlog::warn("pool: register: {}", r.error().what());
+    co_return std::optional<int>{};
+  }
+  std::cout << json{{"event", "registered"}, {"device", (*r)["device"]}, {"score", w.score}}.dump() << std::endl;
+  while (true) {
+    while (!w.unsent.empty()) {
+      const json pending = w.unsent.front();
+      auto ack = co_await call(stream, pending);
+      if (!ack) co_return std::optional<int>{};
+      bool ok = ack->value("accepted", false);
+      std::cout << json{{"event", ok ? "result_accepted" : "result_refused"}, {"task", w.unsent.front()["task"]},
+                        {"why", ack->value("why", "")}, {"paid", ack->value("paid", "0")}}
+                       .dump()
+                << std::endl;
+      if (ok) ++w.accepted;
+      w.unsent.pop_front();
+    }
+    if (w.opt.max_tasks > 0 && w.accepted >= w.opt.max_tasks) co_return 0;
+    const json claim_request = {{"op", "claim"}};
+    auto claim = co_await call(stream, claim_request);
+    if (!claim) co_return std::optional<int>{};
+    const json& task = (*claim)["task"];
+    if (task.is_null()) {
+      co_await sleep_for(std::chrono::milliseconds(claim->value("retry_ms", 200)));
+      continue;
+    }
+    std::string job = task.value("job", "");
+    if (job.empty() || job.find('/') != std::string::npos || job.find("..") != std::string::npos)
+      co_return std::optional<int>{};
+    fs::path input_dir = w.opt.work_dir / "inputs" / job;
+    if (!w.inputs.count(job)) {
+      const json input_request = {{"op", "input"}, {"job", job}};
+      auto in = co_await call(stream, input_request);
+      if (!in) co_return std::optional<int>{};
+      std::error_code ec;
+      fs::create_directories(input_dir, ec);
+      for (const auto& f : (*in)["input"].value("files", json::array())) {
+        std::string rel = f.value("path", "");
+        auto data = base64_decode(f.value("data", ""));
+        if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos || !data) continue;
+        fs::create_directories((input_dir / rel).parent_path(), ec);
+        std::ofstream(input_dir / rel, std::ios::binary) << *data;
+      }
+      w.inputs.insert(job);
+    }
+    std::vector<std::string> argv;
+    for (const auto& a : task["spec"]["argv"]) argv.push_back(a.get<std::string>());
+    ExecTaskRequest req;
+    req.shard = task["shard"];
+    req.shards = task["shards"];
+    req.argv = substitute_shard(argv, req.shard, req.shards);
+    req.input_dir = input_dir;
+    req.task_dir = w.opt.work_dir / ("task-" + task["id"].get<std::string>() + "-" + std::to_string(task["attempt"].get<std::int64_t>()));
+    req.hidden = w.opt.hidden;
+    std::cout << json{{"event", "task_started"}, {"task", task["id"]}}.dump() << std::endl;
+    bool stream_ok = true;
+    std::function<asio::awaitable<void>()> tick = [&stream, &stream_ok]() -> asio::awaitable<void> {
+      const json heartbeat = {{"op", "heartbeat"}};
+      auto hb = co_await call(stream, heartbeat);
+      if (!hb) stream_ok = false;
+    };
+    auto out = co_await run_exec_task(req, tick);
+    std::error_code ec;
+    fs::remove_all(req.task_dir, ec);
+    if (!out) {
+      w.unsent.push_back({{"op", "failed"}, {"task", task["id"]}, {"attempt", task["attempt"]}, {"reason", out.error().what()}});
+    } else {
+      w.unsent.push_back(sign_result(w, task, *out));
+    }
+    if (!stream_ok) co_return std::optional<int>{};
+  }
+}
+
+}  // namespace
+
+asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, WorkerOptions options) {
+  Worker w;
+  w.opt = std::move(options);
+  w.identity = identity;
+  w.score = calibrate_cpu();
+  std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
+  while (true) {
+    auto session = co_await consumer->connect(w.opt.link);
+    if (!session) {
+      const auto& e = session.error();
+      if (e.is(errc::revoked) || e.is(errc::expired) || e.is(errc::auth_failed) || e.is(errc::exhausted) ||
+          e.is(errc::not_found) || e.is(errc::refused) || e.is(errc::peer_mismatch) ||
+          e.what().find("revoked") != std::string::npos) {
+        std::cerr << "runsnack: " << e.what() << std::endl;
+        co_return 1;
+      }
+      spdlog::warn("pool: cannot reach the coordinator ({}); retrying", e.what());
+      co_await sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    auto done = co_await serve_session(w, **session);
+    if (done) co_return *done;
+    std::cout << json{{"event", "disconnected"}}.dump() << std::endl;
+    co_await sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace runsnack::pool

@@ -1,0 +1,39 @@
+#pragma once
+// The pool worker (`runsnack pool join`): connects by the join link,
+// registers its device with a calibration score, pulls tasks under leases,
+// runs each exec shard in the sandbox, and returns results signed with its
+// identity key. After a network loss it reconnects and first re-sends the
+// results it finished meanwhile (the coordinator accepts those whose lease
+// is still live). A refused link (revoked, expired) ends the worker.
+//
+// Test-only fault: RUNSNACK_POOL_FAULT=bad-signature|malformed makes every
+// result invalid, so tests can check the coordinator refuses it.
+
+#include "consumer/consumer.hpp"
+#include "crypto/identity.hpp"
+#include "link/link.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace runsnack::pool {
+
+struct WorkerOptions {
+  Link link;
+  double price = 10;            // credits per device-hour
+  std::int64_t max_tasks = 0;   // 0: unlimited; else exit after this many accepted results
+  std::filesystem::path work_dir;
+  std::vector<std::filesystem::path> hidden;  // kept out of the sandbox
+  std::string fault;            // test-only, see above
+};
+
+// ops/s of a fixed integer loop, about 0.2 s.
+double calibrate_cpu();
+
+// Returns the process exit code.
+boost::asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, WorkerOptions options);
+
+}  // namespace runsnack::pool

@@ -1,0 +1,239 @@
+#include "services/exec/shell_service.hpp"
+
+#include "core/paths.hpp"
+#include "services/exec/child_process.hpp"
+#include "services/exec/launch.hpp"
+#include "services/exec/sandbox.hpp"
+#include "services/exec/usage_budget.hpp"
+#include "services/fs/transfer.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fcntl.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <regex>
+
+namespace runsnack::exec {
+
+namespace asio = boost::asio;
+namespace sfs = std::filesystem;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr int kMaxWindowSide = 10000;  // rows or columns; more is not a terminal
+
+// What the input watcher and the output pump share about one shell.
+struct ShellControl {
+  pid_t outer = -1;  // the bwrap we forked
+  fs::UniqueFd master;
+  std::optional<Cgroup> cgroup;
+  bool finished = false;
+  bool consumer_gone = false;
+  std::string reason;
+
+  void kill_all(const std::string& why) {
+    if (finished) return;
+    if (reason.empty()) reason = why;
+    if (outer > 0) ::kill(outer, SIGKILL);  // --die-with-parent takes the namespace with it
+    if (cgroup) cgroup->kill_all();
+  }
+};
+
+std::optional<winsize> window_from(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("rows") || !j.contains("cols") || !j["rows"].is_number_integer() ||
+      !j["cols"].is_number_integer())
+    return std::nullopt;
+  const int rows = j["rows"].get<int>(), cols = j["cols"].get<int>();
+  if (rows <= 0 || cols <= 0 || rows > kMaxWindowSide || cols > kMaxWindowSide) return std::nullopt;
+  winsize ws{};
+  ws.ws_row = static_cast<unsigned short>(rows);
+  ws.ws_col = static_cast<unsigned short>(cols);
+  return ws;
+}
+
+// Keystrokes and window sizes from the consumer into the pty; the end of the
+// stream or session kills the shell.
+asio::awaitable<void> feed_input(std::shared_ptr<MuxStream> stream, std::shared_ptr<ShellControl> ctl) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::posix::stream_descriptor master(ex, ::dup(ctl->master.get()));
+  for (;;) {
+    auto f = co_await fs::read_frame(*stream);
+    if (!f) {
+      if (!ctl->finished) ctl->consumer_gone = true;
+      ctl->kill_all("the consumer went away");
+      co_return;
+    }
+    if (f->type == fs::FrameType::in) {
+      std::size_t off = 0;
+      while (off < f->payload.size() && !ctl->finished) {
+        ssize_t n = ::write(master.native_handle(), f->payload.data() + off, f->payload.size() - off);
+        if (n > 0) {
+          off += static_cast<std::size_t>(n);
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+          (void)co_await master.async_wait(asio::posix::stream_descriptor::wait_write,
+                                           asio::as_tuple(asio::use_awaitable));
+        } else {
+          break;  // the shell is gone: its exit is on its way
+        }
+      }
+    } else if (f->type == fs::FrameType::control) {
+      auto j = fs::decode_control(f->payload);
+      if (!j || (*j)["type"] != "winsize") continue;
+      if (auto ws = window_from(*j); ws && !ctl->finished) ::ioctl(master.native_handle(), TIOCSWINSZ, &*ws);
+    }
+  }
+}
+
+// The pty's output to the consumer until the shell and everything holding the pty are gone (EIO).
+asio::awaitable<void> pump_pty(MuxStream& stream, std::chrono::steady_clock::time_point deadline,
+                               std::shared_ptr<ShellControl> ctl) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::posix::stream_descriptor master(ex, ::dup(ctl->master.get()));
+  asio::steady_timer timer(ex, deadline);
+  std::vector<std::uint8_t> buf(fs::kMaxDataBytes);
+  auto tok = asio::as_tuple(asio::use_awaitable);
+  bool send_ok = true;
+  for (;;) {
+    co_await (master.async_wait(asio::posix::stream_descriptor::wait_read, tok) || timer.async_wait(tok));
+    if (std::chrono::steady_clock::now() >= deadline && ctl->reason.empty()) {
+      ctl->kill_all("the wall-clock limit was reached");
+      timer.expires_at(std::chrono::steady_clock::time_point::max());
+    }
+    ssize_t n = ::read(master.native_handle(), buf.data(), buf.size());
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) co_return;  // EIO: no process holds the pty any more
+    if (!send_ok) continue;
+    const std::span<const std::uint8_t> chunk(buf.data(), static_cast<std::size_t>(n));
+    if (!co_await fs::write_frame(stream, fs::FrameType::out, chunk)) send_ok = false;
+  }
+}
+
+asio::awaitable<void> refuse(MuxStream& stream, const Error& e) {
+  const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
+  (void)co_await fs::write_control(stream, msg);
+  (void)co_await stream.close_write();
+}
+
+void audit(const ExecContext& ctx, const std::string& kind, const std::string& reason, nlohmann::json detail) {
+  detail["session"] = ctx.session_id;
+  detail["mode"] = "shell";
+  if (ctx.audit) ctx.audit(kind, kind == "run_start" ? "accept" : "", reason, detail);
+}
+
+std::string shell_path() {
+  std::error_code ec;
+  return sfs::exists("/bin/bash", ec) ? "/bin/bash" : "/bin/sh";
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext ctx) {
+  const RunTerms terms = RunTerms::from_json(ctx.grant.terms.value("run", nlohmann::json::object()));
+  winsize ws{};
+  ws.ws_row = 24;
+  ws.ws_col = 80;
+  if (auto w = window_from(args)) ws = *w;
+  std::string term = "xterm-256color";
+  static const std::regex term_re("[A-Za-z0-9._+-]{1,64}");
+  if (args.is_object() && args.contains("term") && args["term"].is_string() &&
+      std::regex_match(args["term"].get<std::string>(), term_re))
+    term = args["term"].get<std::string>();
+
+  const std::vector<int> gpus = allowed_gpus(ctx.grant);
+  auto budget = std::make_shared<UsageBudget>(ctx.grant, terms, gpus.size());
+  if (auto why = budget->spent(0, 0)) {
+    const Error spent(errc::exhausted, *why);
+    co_return co_await refuse(*stream, spent);
+  }
+
+  auto ws_dir = workspace_for(ctx.consumer);
+  if (!ws_dir) co_return co_await refuse(*stream, ws_dir.error());
+  if (auto root = fs::open_root(*ws_dir, true); !root) co_return co_await refuse(*stream, root.error());
+
+  int master_fd = -1, slave_fd = -1;
+  if (::openpty(&master_fd, &slave_fd, nullptr, nullptr, &ws) != 0) {
+    const Error why(errc::io_error, "openpty");
+    co_return co_await refuse(*stream, why);
+  }
+  auto ctl = std::make_shared<ShellControl>();
+  ctl->master = fs::UniqueFd(master_fd);
+  fs::UniqueFd slave(slave_fd);
+  ::fcntl(master_fd, F_SETFD, FD_CLOEXEC);
+  ::fcntl(slave_fd, F_SETFD, FD_CLOEXEC);
+  ::fcntl(master_fd, F_SETFL, ::fcntl(master_fd, F_GETFL) | O_NONBLOCK);
+
+  static std::atomic<std::uint64_t> counter{0};
+  LaunchLimits launch = prepare_limits(terms, "runsnack-shell-" + ctx.session_id + "-" + std::to_string(++counter));
+  if (launch.cgroup) ctl->cgroup.emplace(std::move(*launch.cgroup));
+
+  SandboxSpec spec;
+  spec.workspace = *ws_dir;
+  spec.argv = {shell_path(), "-l"};
+  spec.env = {{"TERM", term}};
+  spec.limits = {terms.memory_bytes, terms.max_procs, std::nullopt};
+  spec.gpus = gpus;
+  spec.network = terms.network;
+  spec.own_pty = true;
+  if (auto sd = state_dir()) spec.hidden.push_back(*sd);
+  if (const char* home = std::getenv("HOME")) spec.hidden.emplace_back(home);
+  Sandbox sandbox(spec);
+  SpawnOptions opts{sandbox.argv(), sandbox.envp(), {}, launch.rlimits, -1, slave.get()};
+  if (ctl->cgroup) opts.cgroup_procs_fds = ctl->cgroup->procs_fds();
+  auto child = ChildProcess::spawn(opts);
+  slave = fs::UniqueFd();  // only the sandbox holds the pty now: its end is EIO on the master
+  if (!child) co_return co_await refuse(*stream, child.error());
+  ctl->outer = child->pid();
+
+  const std::string command_line = spec.argv[0] + " -l (shell)";
+  nlohmann::json limits = terms.to_json();
+  limits["enforced_by"] = launch.mode;
+  limits["gpus"] = spec.gpus;
+  audit(ctx, "run_start", "", {{"command", command_line}, {"limits", limits}});
+  const nlohmann::json started = {{"type", "started"}, {"limits", limits}};
+  (void)co_await fs::write_control(*stream, started);
+
+  asio::co_spawn(co_await asio::this_coro::executor, feed_input(stream, ctl), asio::detached);
+  auto budget_done = std::make_shared<bool>(false);
+  if (budget->limited()) {
+    std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
+    asio::co_spawn(co_await asio::this_coro::executor, enforce_budget(budget, ctl->outer, budget_done, stop),
+                   asio::detached);
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = terms.timeout_s
+                      ? start + std::chrono::milliseconds(static_cast<std::int64_t>(*terms.timeout_s * 1000))
+                      : std::chrono::steady_clock::time_point::max();
+  co_await pump_pty(*stream, deadline, ctl);
+  ExitInfo exit = co_await child->wait();
+  ctl->finished = true;
+  std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
+  ctl->cgroup.reset();  // kills any straggler, removes the group
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *budget_done = true;
+  budget->record(exit.cpu_user_s + exit.cpu_sys_s, seconds);
+  const nlohmann::json signal = exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr);
+  audit(ctx, "run_end", ctl->reason,
+        {{"command", command_line}, {"exit_status", exit.status}, {"signal", signal}, {"seconds", seconds},
+         {"cpu_user_s", exit.cpu_user_s}, {"cpu_sys_s", exit.cpu_sys_s},
+         {"peak_memory_bytes", peak.value_or(exit.max_rss_bytes)}});
+  if (ctl->consumer_gone) co_return;
+  const nlohmann::json done = {{"type", "exit"}, {"status", exit.status}, {"signal", signal},
+                               {"reason", ctl->reason}, {"seconds", seconds}};
+  (void)co_await fs::write_control(*stream, done);
+  (void)co_await stream->close_write();
+}
+
+}  // namespace runsnack::exec

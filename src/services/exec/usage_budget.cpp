@@ -1,0 +1,162 @@
+#include "services/exec/usage_budget.hpp"
+
+#include "core/paths.hpp"
+#include "store/database.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace runsnack::exec {
+
+namespace {
+
+Result<Database> open_store() {
+  auto dir = state_dir();
+  if (!dir) return dir.error();
+  return Database::open(*dir / "runsnack.db");
+}
+
+std::optional<double> hours_to_seconds(const nlohmann::json& terms, const char* key) {
+  if (!terms.is_object() || !terms.contains(key) || !terms[key].is_number() || !(terms[key].get<double>() >= 0))
+    return std::nullopt;
+  return terms[key].get<double>() * 3600.0;
+}
+
+}  // namespace
+
+UsageBudget::UsageBudget(const Grant& grant, const RunTerms&, std::size_t gpus) : grant_id_(grant.id), gpus_(gpus) {
+  const nlohmann::json run = grant.terms.value("run", nlohmann::json::object());
+  cpu_budget_s_ = hours_to_seconds(run, "cpu_hours");
+  gpu_budget_s_ = hours_to_seconds(run, "gpu_hours");
+  if (!limited()) return;
+  auto db = open_store();
+  if (!db) return;
+  auto q = db->prepare("SELECT cpu_us, gpu_us FROM usage WHERE grant_id = ?1");
+  if (!q) return;
+  q->bind(1, std::string_view(grant_id_));
+  if (auto row = q->step(); row && *row) {
+    used_cpu_s_ = static_cast<double>(q->column_int64(0)) / 1e6;
+    used_gpu_s_ = static_cast<double>(q->column_int64(1)) / 1e6;
+  }
+}
+
+std::optional<std::string> UsageBudget::spent(double running_cpu_s, double running_wall_s) const {
+  char buf[160];
+  if (cpu_budget_s_ && used_cpu_s_ + running_cpu_s >= *cpu_budget_s_) {
+    std::snprintf(buf, sizeof buf, "%s: %.4f of %.4f CPU hours used", kBudgetSpent,
+                  (used_cpu_s_ + running_cpu_s) / 3600, *cpu_budget_s_ / 3600);
+    return std::string(buf);
+  }
+  const double gpu_s = used_gpu_s_ + running_wall_s * static_cast<double>(gpus_);
+  if (gpu_budget_s_ && (gpus_ > 0 || used_gpu_s_ > 0) && gpu_s >= *gpu_budget_s_) {
+    std::snprintf(buf, sizeof buf, "%s: %.4f of %.4f GPU hours used", kBudgetSpent, gpu_s / 3600,
+                  *gpu_budget_s_ / 3600);
+    return std::string(buf);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> UsageBudget::observe(double running_cpu_s, double running_wall_s) {
+  observed_cpu_s_ = std::max(observed_cpu_s_, running_cpu_s);
+  return spent(running_cpu_s, running_wall_s);
+}
+
+void UsageBudget::record(double cpu_s, double wall_s) {
+  if (!limited()) return;
+  cpu_s = std::max(cpu_s, observed_cpu_s_);
+  observed_cpu_s_ = 0;
+  const double gpu_s = wall_s * static_cast<double>(gpus_);
+  auto db = open_store();
+  if (!db) {
+    spdlog::warn("usage budget: cannot open the store: {}", db.error().what());
+    return;
+  }
+  auto up = db->prepare(
+      "INSERT INTO usage (grant_id, cpu_us, gpu_us) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (grant_id) DO UPDATE SET cpu_us = cpu_us + ?2, gpu_us = gpu_us + ?3");
+  if (!up) return;
+  up->bind(1, std::string_view(grant_id_)).bind(2, static_cast<std::int64_t>(cpu_s * 1e6)).bind(3, static_cast<std::int64_t>(gpu_s * 1e6));
+  if (auto r = up->run(); !r) spdlog::warn("usage budget: cannot record usage: {}", r.error().what());
+  used_cpu_s_ += cpu_s;
+  used_gpu_s_ += gpu_s;
+  if (!spent(0, 0)) return;
+  // Spent: the link expires now (the provider's watch ends its sessions, admission refuses new ones).
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  auto ex = db->prepare("UPDATE grants SET expires = ?2 WHERE id = ?1 AND (expires IS NULL OR expires > ?2)");
+  if (!ex) return;
+  ex->bind(1, std::string_view(grant_id_)).bind(2, static_cast<std::int64_t>(now));
+  if (auto r = ex->run(); !r) spdlog::warn("usage budget: cannot expire the link: {}", r.error().what());
+}
+
+boost::asio::awaitable<void> enforce_budget(std::shared_ptr<UsageBudget> budget, pid_t root,
+                                            std::shared_ptr<bool> finished,
+                                            std::function<void(const std::string&)> stop) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+  const auto start = std::chrono::steady_clock::now();
+  while (!*finished) {
+    timer.expires_after(kBudgetPoll);
+    (void)co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (*finished) co_return;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (auto why = budget->observe(tree_cpu_seconds(root), wall)) {
+      stop(*why);
+      co_return;
+    }
+  }
+}
+
+double tree_cpu_seconds(pid_t root) {
+  // /proc/PID/stat: "pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17)".
+  std::map<pid_t, pid_t> parent;
+  std::map<pid_t, double> cpu;
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string text;
+    if (!std::getline(in, text)) continue;
+    auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    std::string state;
+    long long ppid = 0, skip = 0, ut = 0, st = 0, cut = 0, cst = 0;
+    rest >> state >> ppid;
+    for (int i = 0; i < 9; ++i) rest >> skip;  // fields 5..13
+    rest >> ut >> st >> cut >> cst;
+    if (!rest) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    parent[pid] = static_cast<pid_t>(ppid);
+    cpu[pid] = static_cast<double>(ut + st + cut + cst) / tick;
+  }
+  double total = 0;
+  for (const auto& [pid, seconds] : cpu) {
+    for (pid_t p = pid; p > 1;) {
+      if (p == root) {
+        total += seconds;
+        break;
+      }
+      auto it = parent.find(p);
+      if (it == parent.end()) break;
+      p = it->second;
+    }
+  }
+  return total;
+}
+
+}  // namespace runsnack::exec

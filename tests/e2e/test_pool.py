@@ -1,0 +1,135 @@
+"""runsnack pool end to end: a coordinator, CPU workers and consumers on loopback."""
+
+import json
+import os
+import signal
+import time
+import unittest
+
+from harness import E2ETestCase, READY_DEADLINE
+
+
+class PoolBase(E2ETestCase):
+    def start_pool(self, *extra):
+        self.chome = self.new_home("coordinator")
+        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", *extra,
+                                name="coordinator")
+        self.ready = self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
+        self.assertIsNone(self.ready["http"])
+        return self.ready
+
+    def start_worker(self, name, *extra, env_extra=None):
+        home = self.new_home(name)
+        w = self.start(home, "pool", "join", self.ready["join"], "--cpu", *extra, name=name, env_extra=env_extra)
+        w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of " + name)
+        return w
+
+    def submit(self, home, *args, timeout=240):
+        if "--out" not in args:  # never write into the source tree
+            args = ("--out", os.path.join(self.tmp, "out-" + os.path.basename(home))) + args
+        cp = self.run_cli(home, "pool", "submit", self.ready["submit"], "exec", "--wait", "--json", *args,
+                          timeout=timeout)
+        lines = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
+        return cp, lines
+
+    def audit_ok(self):
+        cp = self.ok(self.chome, "pool", "audit-ledger", "--json")
+        report = json.loads(cp.stdout.strip().splitlines()[-1])
+        self.assertTrue(report["ok"], report)
+        return report
+
+    def credits(self, home):
+        cp = self.ok(home, "pool", "credits", self.ready["submit"], "--json")
+        return json.loads(cp.stdout.strip().splitlines()[-1])
+
+
+class PoolTest(PoolBase):
+    def test_job_across_workers_every_shard_present(self):
+        self.start_pool("--starting-credits", "100")
+        workers = [self.start_worker("worker%d" % i) for i in range(3)]
+        user = self.new_home("user")
+        out = os.path.join(self.tmp, "out")
+        shards = 120
+        cp, lines = self.submit(user, "--shards", str(shards), "--budget", "10", "--out", out, "--",
+                                "sh", "-c", "echo shard {shard} of {shards} $RUNSNACK_SHARD; echo x > out/f{shard}")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        done = lines[-1]
+        self.assertEqual(done["event"], "done")
+        self.assertEqual(done["state"], "done", done)
+        self.assertEqual(done["tasks"], shards)
+        self.assertEqual(done["failed"], 0)
+        for i in range(shards):
+            with open(os.path.join(out, "shard-%d" % i, "stdout")) as f:
+                self.assertEqual(f.read(), "shard %d of %d %d\n" % (i, shards, i))
+            self.assertTrue(os.path.exists(os.path.join(out, "shard-%d" % i, "f%d" % i)))
+        busy = [w for w in workers if any(e.get("event") == "result_accepted" for e in w.events())]
+        self.assertEqual(len(busy), 3, "every worker should have run tasks")
+        spent = float(done["credits_spent"])
+        self.assertGreater(spent, 0)
+        self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
+        self.audit_ok()
+
+    def test_too_little_credit_refused_with_balance(self):
+        self.start_pool("--starting-credits", "5")
+        user = self.new_home("user")
+        line = self.fails(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "2", "--budget", "50",
+                          "--", "true", contains="balance 5")
+        self.assertIn("not enough credit", line)
+        self.audit_ok()
+
+    def test_bad_signature_is_refused_and_not_paid(self):
+        self.start_pool("--starting-credits", "100")
+        self.start_worker("liar", env_extra={"RUNSNACK_POOL_FAULT": "bad-signature"})
+        user = self.new_home("user")
+        cp, lines = self.submit(user, "--shards", "1", "--budget", "1", "--", "echo", "hi")
+        self.assertEqual(lines[-1]["state"], "failed", lines)
+        self.assertEqual(lines[-1]["credits_spent"], "0")
+        rejected = [e for e in self.coord.events() if e.get("event") == "result_rejected"]
+        self.assertTrue(rejected and "signature" in rejected[0]["reason"], rejected)
+        self.assertEqual(self.credits(user)["balance"], "100")
+        self.audit_ok()
+
+    def test_malformed_result_is_refused(self):
+        self.start_pool("--starting-credits", "100")
+        self.start_worker("broken", env_extra={"RUNSNACK_POOL_FAULT": "malformed"})
+        user = self.new_home("user")
+        cp, lines = self.submit(user, "--shards", "1", "--budget", "1", "--", "echo", "hi")
+        self.assertEqual(lines[-1]["state"], "failed", lines)
+        rejected = [e for e in self.coord.events() if e.get("event") == "result_rejected"]
+        self.assertTrue(rejected and "malformed" in rejected[0]["reason"], rejected)
+        self.audit_ok()
+
+    def test_killed_worker_task_finishes_elsewhere(self):
+        self.start_pool("--starting-credits", "100")
+        doomed = self.start_worker("doomed")
+        user = self.new_home("user")
+        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "1", "--budget", "5",
+                         "--wait", "--json", "--out", os.path.join(self.tmp, "o"), "--", "sh", "-c",
+                         "sleep 2; echo finished", name="submit")
+        doomed.wait_for(lambda e: e.get("event") == "task_started", 60, "the task to start")
+        doomed.signal(signal.SIGKILL)
+        doomed.wait(10)
+        self.start_worker("finisher")
+        done = sub.wait_for(lambda e: e.get("event") == "done", 120, "the job to finish")
+        self.assertEqual(done["state"], "done", done)
+        peers = {e["peer"] for e in self.coord.events() if e.get("event") == "task_done"}
+        self.assertEqual(peers, {self.peer_id(self.tmp + "/finisher")})
+        # (asking for one's credits mints the starting 100 for a new peer)
+        self.assertEqual(float(self.credits(self.tmp + "/doomed")["balance"]), 100)
+        self.assertGreater(float(self.credits(self.tmp + "/finisher")["balance"]), 100)
+        self.audit_ok()
+
+    def test_revoked_join_link_drops_workers(self):
+        self.start_pool()
+        w = self.start_worker("w")
+        self.ok(self.chome, "revoke", self.ready["join_grant"])
+        rc = w.wait(20)
+        self.assertIsNotNone(rc, "worker still running 20 s after its join link was revoked")
+        self.assertEqual(rc, 1)
+        gone = self.coord.wait_for(lambda e: e.get("event") == "worker_gone", 10, "worker_gone")
+        self.assertTrue(gone)
+        self.audit_ok()
+
+
+if __name__ == "__main__":
+    unittest.main()
