@@ -23,9 +23,12 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace runsnack::cli {
 
@@ -35,13 +38,30 @@ using json = nlohmann::json;
 
 namespace {
 
+bool is_postgres_url(const std::string& db) {
+  return db.rfind("postgres://", 0) == 0 || db.rfind("postgresql://", 0) == 0;
+}
+
 // "--db sqlite:PATH" (or a bare path); default pool.db in the state folder.
 Result<fs::path> pool_db_path(const std::string& db) {
   if (db.empty()) return state_path("pool.db");
   if (db.rfind("sqlite:", 0) == 0 && db.size() > 7) return fs::path(db.substr(7));
-  if (db.rfind("postgres", 0) == 0)
-    return fail(errc::unsupported, "--db postgres://... is not implemented yet: use sqlite:PATH");
-  return fail(errc::invalid_argument, "bad --db '" + db + "': expected sqlite:PATH");
+  return fail(errc::invalid_argument, "bad --db '" + db + "': expected sqlite:PATH or postgres://...");
+}
+
+// The store named by --db: SQLite (default) or PostgreSQL.
+Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolPolicy& policy, std::string& shown,
+                                        bool must_exist) {
+  if (is_postgres_url(db)) {
+    shown = db.substr(0, db.find('?'));
+    return pool::PoolStore::open_postgres(db, policy);
+  }
+  auto path = pool_db_path(db);
+  if (!path) return path.error();
+  if (must_exist && !fs::exists(*path))
+    return fail(errc::not_found, "no pool database at " + path->string() + " (run on the coordinator's machine)");
+  shown = "sqlite:" + path->string();
+  return pool::PoolStore::open(*path, policy);
 }
 
 struct ServeArgs {
@@ -79,8 +99,6 @@ void log_error(std::exception_ptr e) {
 }
 
 int serve(const ServeArgs& args) {
-  auto path = pool_db_path(args.db);
-  if (!path) return report(path.error());
   pool::PoolPolicy policy;
   auto credits = pool::parse_credits(args.starting_credits);
   if (!credits) return report(credits.error());
@@ -91,7 +109,8 @@ int serve(const ServeArgs& args) {
     return report("bad --lease '" + args.lease + "': seconds, e.g. 30");
   }
   if (policy.lease_ms < 100) return report("--lease must be at least 0.1 s");
-  auto store = pool::PoolStore::open(*path, policy);
+  std::string db_shown;
+  auto store = open_pool_store(args.db, policy, db_shown, false);
   if (!store) return report(store.error());
   auto identity = open_identity();
   if (!identity) return report(identity.error());
@@ -128,7 +147,7 @@ int serve(const ServeArgs& args) {
   if (args.json) {
     print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", nullptr},
                 {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
-                {"db", "sqlite:" + path->string()}});
+                {"db", db_shown}});
   } else {
     std::cout << "join:   " << *join << "\nsubmit: " << *submit << std::endl;
     std::cerr << "Pool coordinator on port " << provider.local_endpoint().port() << " (links " << join_grant << ", "
@@ -233,6 +252,26 @@ Result<json> read_inputs(const std::string& dir) {
   return json{{"files", files}};
 }
 
+// `pool submit --wait`'s progress: on a terminal a bar redrawn in place,
+// "[#####.....] 40/80 done, 3 running, 0 failed, 0.12 credits spent".
+std::string progress_line(const json& status, bool bar) {
+  auto num = [&](const char* key) -> std::int64_t {
+    return status.contains(key) && status[key].is_number_integer() ? status[key].get<std::int64_t>() : 0;
+  };
+  std::int64_t tasks = num("tasks"), done = num("done");
+  std::string spent = status.contains("credits_spent") && status["credits_spent"].is_string()
+                          ? status["credits_spent"].get<std::string>() : "0";
+  std::string line;
+  if (bar) {
+    constexpr std::int64_t kWidth = 30;
+    std::int64_t filled = tasks > 0 ? std::min(kWidth, done * kWidth / tasks) : 0;
+    line = "[" + std::string(static_cast<std::size_t>(filled), '#') + std::string(static_cast<std::size_t>(kWidth - filled), '.') + "] ";
+  }
+  line += std::to_string(done) + "/" + std::to_string(tasks) + " done, " + std::to_string(num("running")) +
+          " running, " + std::to_string(num("failed")) + " failed, " + spent + " credits spent";
+  return line;
+}
+
 asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   if (args.workload != "exec") co_return report("unknown workload '" + args.workload + "': this pool runs exec");
   if (args.command.empty()) co_return report("exec needs a command after --");
@@ -255,21 +294,25 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   }
   asio::steady_timer timer(co_await asio::this_coro::executor);
   json status;
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  std::string last_line;
   while (true) {
     const json st_request = {{"op", "jobs"}, {"job", job}};
     auto st = co_await call(**stream, st_request);
     if (!st) co_return report(st.error());
     if ((*st)["jobs"].empty()) co_return report("job " + job + " vanished");
     status = (*st)["jobs"][0];
-    if (!args.json)
-      std::cerr << "\r" << status["done"] << "/" << status["tasks"] << " done, " << status["running"] << " running, "
-                << status["failed"] << " failed, " << status["credits_spent"].get<std::string>() << " credits spent"
-                << std::flush;
+    if (!args.json) {
+      std::string line = progress_line(status, tty);
+      if (tty) std::cerr << "\r" << line << "\x1b[K" << std::flush;  // redrawn in place
+      else if (line != last_line) std::cerr << line << std::endl;    // a log: one line per change
+      last_line = line;
+    }
     if (status["state"] != "running") break;
     timer.expires_after(std::chrono::milliseconds(250));
     co_await timer.async_wait(asio::use_awaitable);
   }
-  if (!args.json) std::cerr << std::endl;
+  if (!args.json && tty) std::cerr << std::endl;
   fs::path out = args.out.empty() ? fs::path("pool-" + job) : fs::path(args.out);
   std::error_code ec;
   fs::create_directories(out, ec);
@@ -322,10 +365,8 @@ asio::awaitable<int> simple_body(json request, bool as_json, Session& session) {
 }
 
 int audit_ledger(const std::string& db, bool as_json) {
-  auto path = pool_db_path(db);
-  if (!path) return report(path.error());
-  if (!fs::exists(*path)) return report("no pool database at " + path->string() + " (run on the coordinator's machine)");
-  auto store = pool::PoolStore::open(*path, {});
+  std::string shown;
+  auto store = open_pool_store(db, {}, shown, true);
   if (!store) return report(store.error());
   auto r = store->audit();
   if (!r) return report(r.error());
@@ -350,7 +391,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
 
   auto sa = std::make_shared<ServeArgs>();
   auto* serve_cmd = pool->add_subcommand("serve", "Run a coordinator; prints a join link and a submit link");
-  serve_cmd->add_option("--db", sa->db, "sqlite:PATH (default: pool.db in the state folder)");
+  serve_cmd->add_option("--db", sa->db, "sqlite:PATH or postgres://... (default: pool.db in the state folder)");
   serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
   serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
@@ -415,7 +456,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
 
   auto aa = std::make_shared<std::pair<std::string, bool>>();
   auto* audit_cmd = pool->add_subcommand("audit-ledger", "Check the ledger's invariants (on the coordinator)");
-  audit_cmd->add_option("--db", aa->first, "sqlite:PATH (default: pool.db in the state folder)");
+  audit_cmd->add_option("--db", aa->first, "sqlite:PATH or postgres://... (default: pool.db in the state folder)");
   audit_cmd->add_flag("--json", aa->second, "One JSON object");
   audit_cmd->callback([&status, aa] { run_command(status, [&] { return audit_ledger(aa->first, aa->second); }); });
 }

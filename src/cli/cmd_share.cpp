@@ -8,7 +8,7 @@
 #include "net/port_mapping.hpp"
 #include "provider/provider.hpp"
 #include "services/exec/run_terms.hpp"
-#include "rendezvous/rdv_client.hpp"
+#include "signaling/rdv_client.hpp"
 #include "services/forward/forward_target.hpp"
 
 #include <boost/asio/co_spawn.hpp>

@@ -1,10 +1,11 @@
 #include "consumer/consumer.hpp"
 
+#include "core/log_exceptions.hpp"
 #include "crypto/tls.hpp"
 #include "net/dial_race.hpp"
 #include "net/punch.hpp"
 #include "net/transport.hpp"
-#include "rendezvous/rdv_client.hpp"
+#include "signaling/rdv_client.hpp"
 #include "session/handshake.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -147,14 +148,7 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   info.setup = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
   auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client);
-  asio::co_spawn(co_await asio::this_coro::executor, run_mux(mux), [](std::exception_ptr e) {
-                   if (!e) return;
-                   try {
-                     std::rethrow_exception(e);
-                   } catch (const std::exception& ex) {
-                     spdlog::error("session: {}", ex.what());
-                   }
-                 });
+  asio::co_spawn(co_await asio::this_coro::executor, run_mux(mux), log_exceptions("session"));
   co_return std::make_unique<Session>(std::move(mux), std::move(info));
 }
 

@@ -149,6 +149,16 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto id = store_.register_device(peer, kind, name, score, price, now);
     if (!id) return refuse(id.error());
     device = *id;
+    // Leases this worker holds but does not know of (a coordinator that died
+    // between granting a claim and answering it) would otherwise be renewed
+    // by its heartbeats forever: requeue all but the ones it has results for.
+    std::vector<std::string> holding;
+    if (req.contains("holding") && req["holding"].is_array())
+      for (const auto& t : req["holding"])
+        if (t.is_string() && holding.size() < 10000) holding.push_back(t.get<std::string>());
+    auto stale = store_.release_stale_leases(peer, holding, now);
+    if (!stale) return refuse(stale.error());
+    if (*stale > 0) on_event_({{"event", "stale_leases_released"}, {"peer", peer}, {"count", *stale}});
     on_event_({{"event", "device_registered"}, {"device", device}, {"score", score}, {"price", price}});
     return {{"ok", true}, {"device", device}, {"lease_ms", store_.policy().lease_ms}};
   }

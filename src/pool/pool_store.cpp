@@ -4,8 +4,11 @@
 #include "pool/scheduler.hpp"
 #include "store/migrate.hpp"
 
+#include <iterator>
+
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 
@@ -83,6 +86,77 @@ CREATE UNIQUE INDEX ledger_one_payment_per_task ON ledger (task) WHERE kind = 'p
 )sql"},
 };
 
+// The same schema, version for version, in PostgreSQL types.
+constexpr Migration kPoolMigrationsPostgres[] = {
+    {1, R"sql(
+CREATE TABLE devices (
+  id          TEXT PRIMARY KEY,
+  peer        TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  name        TEXT NOT NULL,
+  score       BIGINT NOT NULL,
+  price       BIGINT NOT NULL,
+  registered  BIGINT NOT NULL,
+  last_seen   BIGINT NOT NULL,
+  online      BIGINT NOT NULL DEFAULT 1
+);
+CREATE TABLE jobs (
+  id        TEXT PRIMARY KEY,
+  owner     TEXT NOT NULL,
+  workload  TEXT NOT NULL,
+  spec      TEXT NOT NULL,
+  input     TEXT NOT NULL,
+  shards    BIGINT NOT NULL,
+  budget    BIGINT NOT NULL CHECK (budget >= 0),
+  state     TEXT NOT NULL CHECK (state IN ('running','done','failed','cancelled')),
+  reason    TEXT NOT NULL DEFAULT '',
+  created   BIGINT NOT NULL,
+  finished  BIGINT
+);
+CREATE TABLE tasks (
+  id              TEXT PRIMARY KEY,
+  job             TEXT NOT NULL REFERENCES jobs(id),
+  shard           BIGINT NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('pending','leased','done','failed')),
+  attempts        BIGINT NOT NULL DEFAULT 0,
+  device          TEXT,
+  worker          TEXT,
+  lease_start     BIGINT,
+  lease_deadline  BIGINT,
+  last_error      TEXT NOT NULL DEFAULT '',
+  UNIQUE (job, shard)
+);
+CREATE INDEX tasks_by_state ON tasks (state, job, shard);
+CREATE INDEX tasks_by_worker ON tasks (worker, state);
+CREATE TABLE results (
+  task       TEXT PRIMARY KEY REFERENCES tasks(id),
+  worker     TEXT NOT NULL,
+  exit_code  BIGINT NOT NULL,
+  stdout     BYTEA NOT NULL,
+  files      TEXT NOT NULL,
+  signature  TEXT NOT NULL,
+  received   BIGINT NOT NULL
+);
+CREATE TABLE ledger_txns (
+  id    BIGSERIAL PRIMARY KEY,
+  kind  TEXT NOT NULL,
+  time  BIGINT NOT NULL
+);
+CREATE TABLE ledger (
+  seq      BIGSERIAL PRIMARY KEY,
+  txn      BIGINT NOT NULL REFERENCES ledger_txns(id),
+  account  TEXT NOT NULL,
+  amount   BIGINT NOT NULL,
+  kind     TEXT NOT NULL CHECK (kind IN ('mint','escrow','payment','refund')),
+  task     TEXT,
+  job      TEXT NOT NULL DEFAULT '',
+  CHECK (kind <> 'payment' OR task IS NOT NULL)
+);
+CREATE INDEX ledger_by_account ON ledger (account);
+CREATE UNIQUE INDEX ledger_one_payment_per_task ON ledger (task) WHERE kind = 'payment' AND amount > 0;
+)sql"},
+};
+
 std::string hex(std::span<const std::uint8_t> bytes) {
   static const char* d = "0123456789abcdef";
   std::string out;
@@ -108,17 +182,27 @@ std::vector<std::uint8_t> result_signing_bytes(const std::string& task, std::int
 }
 
 Result<PoolStore> PoolStore::open(const std::filesystem::path& path, PoolPolicy policy) {
-  auto db = Database::open_unmigrated(path);
+  auto db = SqlDb::open_sqlite(path, kPoolMigrations);
   if (!db) return db.error();
-  if (auto v = migrate(*db, kPoolMigrations); !v) return v.error();
+  return PoolStore(std::move(*db), policy);
+}
+
+Result<PoolStore> PoolStore::open_postgres(const std::string& url, PoolPolicy policy) {
+  static_assert(std::size(kPoolMigrations) == std::size(kPoolMigrationsPostgres), "one schema, two dialects");
+  auto db = SqlDb::open_postgres(url, kPoolMigrationsPostgres);
+  if (!db) return db.error();
   return PoolStore(std::move(*db), policy);
 }
 
 Result<std::int64_t> PoolStore::new_txn(const std::string& kind, std::int64_t now_ms) {
-  auto st = db_.prepare("INSERT INTO ledger_txns (kind, time) VALUES (?, ?)");
+  auto st = db_.prepare("INSERT INTO ledger_txns (kind, time) VALUES (?, ?) RETURNING id");
   if (!st) return st.error();
-  if (auto r = st->bind(1, std::string_view(kind)).bind(2, now_ms).run(); !r) return r.error();
-  return db_.last_insert_rowid();
+  auto row = st->bind(1, std::string_view(kind)).bind(2, now_ms).step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::internal, "no ledger transaction id");
+  std::int64_t id = st->column_int64(0);
+  if (auto more = st->run(); !more) return more.error();
+  return id;
 }
 
 Result<void> PoolStore::entry(std::int64_t txn, const std::string& account, Micro amount, const std::string& kind,
@@ -154,7 +238,7 @@ Result<std::vector<LedgerEntry>> PoolStore::entries_for(const std::string& accou
 
 Result<void> PoolStore::ensure_peer(const std::string& peer, std::int64_t now_ms) {
   if (policy_.starting_credits <= 0) return {};
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT 1 FROM ledger WHERE account = ? AND kind = 'mint' LIMIT 1");
   if (!st) return st.error();
@@ -195,7 +279,7 @@ Result<void> PoolStore::set_device_online(const std::string& peer, bool online) 
 
 Result<std::vector<DeviceInfo>> PoolStore::devices() {
   auto st = db_.prepare(
-      "SELECT d.id, d.peer, d.kind, d.name, CAST(d.score AS INTEGER), CAST(d.price AS INTEGER), d.online, "
+      "SELECT d.id, d.peer, d.kind, d.name, CAST(d.score AS BIGINT), CAST(d.price AS BIGINT), d.online, "
       "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done') FROM devices d ORDER BY d.score DESC");
   if (!st) return st.error();
   std::vector<DeviceInfo> out;
@@ -220,7 +304,7 @@ Result<std::string> PoolStore::create_job(const std::string& owner, const std::s
   if (shards <= 0) return fail(errc::invalid_argument, "a job needs at least one shard");
   if (budget < 0) return fail(errc::invalid_argument, "a negative budget");
   if (auto r = ensure_peer(owner, now_ms); !r) return r.error();
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto have = balance(peer_account(owner));
   if (!have) return have.error();
@@ -271,14 +355,15 @@ Result<std::int64_t> PoolStore::pending_count() {
 
 Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
                                                    std::int64_t now_ms) {
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin(/*shared=*/true);
   if (!tx) return tx.error();
   // One statement picks and leases: only a row still 'pending' can be taken.
-  auto st = db_.prepare(
+  // On PostgreSQL concurrent claims skip each other's rows instead of waiting.
+  auto st = db_.prepare(std::string(
       "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
       "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job "
-      "WHERE t.state = 'pending' AND j.state = 'running' ORDER BY j.created, t.shard LIMIT 1) AND state = 'pending' "
-      "RETURNING id, job, shard, attempts");
+      "WHERE t.state = 'pending' AND j.state = 'running' ORDER BY j.created, t.shard LIMIT 1") +
+      (db_.postgres() ? " FOR UPDATE OF t SKIP LOCKED" : "") + ") AND state = 'pending' RETURNING id, job, shard, attempts");
   if (!st) return st.error();
   st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
   auto row = st->step();
@@ -310,11 +395,11 @@ Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) 
 
 Result<CompleteOutcome> PoolStore::complete(const std::string& task, std::int64_t attempt, const std::string& peer,
                                             const TaskResult& result, std::int64_t now_ms) {
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto st = db_.prepare(
-      "SELECT t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS INTEGER), "
-      "CAST(d.price AS INTEGER) FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device "
+      "SELECT t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS BIGINT), "
+      "CAST(d.price AS BIGINT) FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device "
       "WHERE t.id = ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(task));
@@ -408,7 +493,7 @@ Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::stri
 
 Result<void> PoolStore::fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                                      const std::string& reason, std::int64_t now_ms) {
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT job, attempts FROM tasks WHERE id = ? AND state = 'leased' AND worker = ?");
   if (!st) return st.error();
@@ -422,7 +507,18 @@ Result<void> PoolStore::fail_attempt(const std::string& task, std::int64_t attem
 }
 
 Result<int> PoolStore::release_worker(const std::string& peer, std::int64_t now_ms) {
-  auto tx = Transaction::begin(db_);
+  return release_leases(peer, nullptr, "worker " + peer + " went away", now_ms);
+}
+
+Result<int> PoolStore::release_stale_leases(const std::string& peer, const std::vector<std::string>& keep,
+                                            std::int64_t now_ms) {
+  return release_leases(peer, &keep, "worker " + peer + " came back without this task", now_ms);
+}
+
+// keep == nullptr: the worker is gone (all its leases, device offline).
+Result<int> PoolStore::release_leases(const std::string& peer, const std::vector<std::string>* keep,
+                                      const std::string& reason, std::int64_t now_ms) {
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT id, job, attempts FROM tasks WHERE worker = ? AND state = 'leased'");
   if (!st) return st.error();
@@ -432,19 +528,23 @@ Result<int> PoolStore::release_worker(const std::string& peer, std::int64_t now_
     auto row = st->step();
     if (!row) return row.error();
     if (!*row) break;
-    leased.emplace_back(st->column_text(0), st->column_text(1), st->column_int64(2));
+    std::string id = st->column_text(0);
+    if (keep && std::find(keep->begin(), keep->end(), id) != keep->end()) continue;
+    leased.emplace_back(std::move(id), st->column_text(1), st->column_int64(2));
   }
   for (const auto& [task, job, attempts] : leased)
-    if (auto r = requeue_or_fail(task, job, attempts, "worker " + peer + " went away", now_ms); !r) return r.error();
-  auto dv = db_.prepare("UPDATE devices SET online = 0 WHERE peer = ?");
-  if (!dv) return dv.error();
-  if (auto r = dv->bind(1, std::string_view(peer)).run(); !r) return r.error();
+    if (auto r = requeue_or_fail(task, job, attempts, reason, now_ms); !r) return r.error();
+  if (!keep) {
+    auto dv = db_.prepare("UPDATE devices SET online = 0 WHERE peer = ?");
+    if (!dv) return dv.error();
+    if (auto r = dv->bind(1, std::string_view(peer)).run(); !r) return r.error();
+  }
   if (auto r = tx->commit(); !r) return r.error();
   return static_cast<int>(leased.size());
 }
 
 Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased'");
   if (!st) return st.error();
@@ -464,7 +564,7 @@ Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
 }
 
 Result<void> PoolStore::cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms) {
-  auto tx = Transaction::begin(db_);
+  auto tx = db_.begin();
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT owner, state FROM jobs WHERE id = ?");
   if (!st) return st.error();
@@ -478,7 +578,7 @@ Result<void> PoolStore::cancel_job(const std::string& job, const std::string& ow
 }
 
 namespace {
-JobStatus read_job(Statement& st) {
+JobStatus read_job(SqlStmt& st) {
   JobStatus j;
   j.id = st.column_text(0), j.owner = st.column_text(1), j.state = st.column_text(2), j.reason = st.column_text(3);
   j.workload = st.column_text(4), j.tasks = st.column_int64(5), j.budget = st.column_int64(6);

@@ -1,17 +1,20 @@
 #pragma once
 // The pool's state in its own SQLite database (pool.db in the state folder,
-// or `--db sqlite:PATH`): devices, jobs, tasks with leases, results and the
+// or `--db sqlite:PATH`) or on a PostgreSQL server (`--db postgres://...`,
+// same schema and migrations, pool/sql.hpp): devices, jobs, tasks with leases, results and the
 // double-entry ledger (pool/ledger_rules.hpp). Every operation that reads
 // and then writes runs in one BEGIN IMMEDIATE transaction, so a task is
 // leased to one worker at a time and paid at most once even with several
 // coordinator processes on one file.
 //
 // Times are unix milliseconds passed in by the caller (the clock seam).
-// Thread-safety: as Database (one thread at a time).
+// Thread-safety: as Database (one thread at a time). On PostgreSQL the
+// read-then-write transactions hold an exclusive advisory lock and claims a
+// shared one with FOR UPDATE SKIP LOCKED (pool/sql.hpp).
 
 #include "core/error.hpp"
 #include "pool/ledger_rules.hpp"
-#include "store/database.hpp"
+#include "pool/sql.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +68,9 @@ class PoolStore {
  public:
   // Opens and migrates; path ":memory:" for tests.
   static Result<PoolStore> open(const std::filesystem::path& path, PoolPolicy policy);
+  // The same schema on a PostgreSQL server (postgres://...): several
+  // coordinator processes may share one database.
+  static Result<PoolStore> open_postgres(const std::string& url, PoolPolicy policy);
   const PoolPolicy& policy() const { return policy_; }
 
   // Mints the starting credits once per peer (no-op when zero or done before).
@@ -96,6 +102,10 @@ class PoolStore {
                             const std::string& reason, std::int64_t now_ms);
   // Every lease of a worker that went away.
   Result<int> release_worker(const std::string& peer, std::int64_t now_ms);
+  // A worker (re)registered holding results for the tasks in `keep`: its
+  // other leases are stale (e.g. granted by a coordinator that died before
+  // the worker heard of them) and go back to the queue.
+  Result<int> release_stale_leases(const std::string& peer, const std::vector<std::string>& keep, std::int64_t now_ms);
   Result<int> expire_leases(std::int64_t now_ms);
   Result<void> cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms);
 
@@ -105,7 +115,7 @@ class PoolStore {
   Result<AuditReport> audit();
 
  private:
-  PoolStore(Database db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}
+  PoolStore(SqlDb db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}
   Result<std::int64_t> new_txn(const std::string& kind, std::int64_t now_ms);
   Result<void> entry(std::int64_t txn, const std::string& account, Micro amount, const std::string& kind,
                      const std::optional<std::string>& task, const std::string& job);
@@ -114,8 +124,10 @@ class PoolStore {
   Result<void> finish_job(const std::string& job, const std::string& state, const std::string& reason,
                           std::int64_t now_ms);
   Result<void> maybe_finish(const std::string& job, std::int64_t now_ms);
+  Result<int> release_leases(const std::string& peer, const std::vector<std::string>* keep, const std::string& reason,
+                             std::int64_t now_ms);
 
-  Database db_;
+  SqlDb db_;
   PoolPolicy policy_;
 };
 

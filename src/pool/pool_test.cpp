@@ -165,6 +165,23 @@ TEST_F(Store, ExpiredOrLostLeasesRequeueThenFailTheJob) {
   expect_audit_ok();
 }
 
+TEST_F(Store, ReRegisteringWorkerKeepsOnlyLeasesItHasResultsFor) {
+  auto job = store->create_job("carol", "exec", {}, {}, 2, 5 * kMicroPerCredit, now).value();
+  auto held = store->claim(dev_a, "alice", now).value();
+  auto unheard = store->claim(dev_a, "alice", now).value();  // granted, answer lost with the coordinator
+  ASSERT_TRUE(held && unheard);
+  EXPECT_EQ(store->release_stale_leases("alice", {held->id}, now + 10).value(), 1);
+  EXPECT_EQ(store->job_status(job).value().pending, 1);
+  EXPECT_TRUE(store->complete(held->id, held->attempt, "alice", ok_result, now + 20).value().accepted);
+  EXPECT_FALSE(store->complete(unheard->id, unheard->attempt, "alice", ok_result, now + 20).value().accepted);
+  auto again = store->claim(dev_b, "bob", now + 30).value();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->id, unheard->id);
+  EXPECT_TRUE(store->complete(again->id, again->attempt, "bob", ok_result, now + 40).value().accepted);
+  EXPECT_EQ(store->job_status(job).value().state, "done");
+  expect_audit_ok();
+}
+
 TEST_F(Store, CancelReturnsTheEscrow) {
   auto job = store->create_job("carol", "exec", {}, {}, 3, 5 * kMicroPerCredit, now).value();
   EXPECT_FALSE(store->cancel_job(job, "mallory", now));
@@ -173,6 +190,12 @@ TEST_F(Store, CancelReturnsTheEscrow) {
   EXPECT_FALSE(store->claim(dev_a, "alice", now).value());
   EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit);
   expect_audit_ok();
+}
+
+TEST(Sql, SqliteParametersBecomePostgresOnes) {
+  EXPECT_EQ(to_postgres_params("SELECT ? , ? FROM t"), "SELECT $1 , $2 FROM t");
+  EXPECT_EQ(to_postgres_params("VALUES (?1, ?2, ?7, ?7) SET a = ?4"), "VALUES ($1, $2, $7, $7) SET a = $4");
+  EXPECT_EQ(to_postgres_params("WHERE x = '?' AND y = ?"), "WHERE x = '?' AND y = $1");
 }
 
 TEST(ResultSigning, SignatureCoversStdoutAndFiles) {

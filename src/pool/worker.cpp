@@ -95,7 +95,9 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
   auto pub = w.identity->public_key_raw();
   json reg = {{"op", "register"},
               {"public_key", hex_encode({reinterpret_cast<const char*>(pub.data()), pub.size()})},
-              {"device", {{"kind", "cpu"}, {"name", "cpu"}, {"score", w.score}, {"price", w.opt.price}}}};
+              {"device", {{"kind", "cpu"}, {"name", "cpu"}, {"score", w.score}, {"price", w.opt.price}}},
+              {"holding", json::array()}};
+  for (const auto& u : w.unsent) reg["holding"].push_back(u["task"]);  // the leases we still answer for
   auto r = co_await call(stream, reg);
   if (!r) {
     spdlog::warn("pool: register: {}", r.error().what());

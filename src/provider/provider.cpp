@@ -1,5 +1,6 @@
 #include "provider/provider.hpp"
 
+#include "core/log_exceptions.hpp"
 #include "core/base32.hpp"
 #include "crypto/secret.hpp"
 #include "crypto/tls.hpp"
@@ -47,18 +48,6 @@ std::string endpoint_text(const tcp::socket& s) {
   auto ep = s.remote_endpoint(ec);
   if (ec) return "?";
   return Endpoint{ep.address().to_string(), ep.port()}.str();
-}
-
-// Logs what escapes a spawned coroutine: a bug, never a peer's doing.
-auto log_exceptions(const char* what) {
-  return [what](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      spdlog::error("{}: {}", what, ex.what());
-    }
-  };
 }
 
 }  // namespace

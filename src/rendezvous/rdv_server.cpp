@@ -1,9 +1,10 @@
 #include "rendezvous/rdv_server.hpp"
 
+#include "core/log_exceptions.hpp"
 #include "core/base32.hpp"
 #include "crypto/secret.hpp"
 #include "net/punch.hpp"
-#include "rendezvous/rdv_io.hpp"
+#include "signaling/rdv_io.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -368,17 +369,6 @@ asio::awaitable<void> sweep_loop(StatePtr st) {
     auto now = Clock::now();
     std::erase_if(st->relays, [&](const auto& kv) { return kv.second.expires < now; });
   }
-}
-
-auto log_exceptions(const char* what) {
-  return [what](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      spdlog::error("rendezvous {}: {}", what, ex.what());
-    }
-  };
 }
 
 }  // namespace

@@ -6,13 +6,13 @@ import signal
 import time
 import unittest
 
-from harness import E2ETestCase, READY_DEADLINE
+from harness import E2ETestCase, READY_DEADLINE, free_port
 
 
 class PoolBase(E2ETestCase):
-    def start_pool(self, *extra):
+    def start_pool(self, *extra, listen="127.0.0.1:0"):
         self.chome = self.new_home("coordinator")
-        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", *extra,
+        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, *extra,
                                 name="coordinator")
         self.ready = self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
         self.assertIsNone(self.ready["http"])
@@ -46,10 +46,10 @@ class PoolBase(E2ETestCase):
 class PoolTest(PoolBase):
     def test_job_across_workers_every_shard_present(self):
         self.start_pool("--starting-credits", "100")
-        workers = [self.start_worker("worker%d" % i) for i in range(3)]
+        workers = [self.start_worker("worker%d" % i) for i in range(4)]
         user = self.new_home("user")
         out = os.path.join(self.tmp, "out")
-        shards = 120
+        shards = 200
         cp, lines = self.submit(user, "--shards", str(shards), "--budget", "10", "--out", out, "--",
                                 "sh", "-c", "echo shard {shard} of {shards} $RUNSNACK_SHARD; echo x > out/f{shard}")
         self.assertEqual(cp.returncode, 0, cp.stderr)
@@ -63,7 +63,7 @@ class PoolTest(PoolBase):
                 self.assertEqual(f.read(), "shard %d of %d %d\n" % (i, shards, i))
             self.assertTrue(os.path.exists(os.path.join(out, "shard-%d" % i, "f%d" % i)))
         busy = [w for w in workers if any(e.get("event") == "result_accepted" for e in w.events())]
-        self.assertEqual(len(busy), 3, "every worker should have run tasks")
+        self.assertEqual(len(busy), 4, "every worker should have run tasks")
         spent = float(done["credits_spent"])
         self.assertGreater(spent, 0)
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
@@ -128,6 +128,84 @@ class PoolTest(PoolBase):
         self.assertEqual(rc, 1)
         gone = self.coord.wait_for(lambda e: e.get("event") == "worker_gone", 10, "worker_gone")
         self.assertTrue(gone)
+        self.audit_ok()
+
+    def job_status(self, link, home, job):
+        cp = self.ok(home, "pool", "status", link, "--json")
+        jobs = [j for j in json.loads(cp.stdout.strip().splitlines()[-1])["jobs"] if j["job"] == job]
+        self.assertEqual(len(jobs), 1)
+        return jobs[0]
+
+    def test_coordinator_killed_and_restarted_job_completes(self):
+        port = free_port()
+        listen = "127.0.0.1:%d" % port
+        self.start_pool("--starting-credits", "100", listen=listen)
+        submit_link = self.ready["submit"]
+        names = ["w%d" % i for i in range(3)]
+        workers = [self.start_worker(n) for n in names]
+        user = self.new_home("user")
+        shards = 40
+        cp = self.ok(user, "pool", "submit", submit_link, "exec", "--shards", str(shards), "--budget", "10", "--json",
+                     "--", "sh", "-c", "sleep 0.3; echo shard {shard}")
+        job = json.loads(cp.stdout.strip().splitlines()[-1])["job"]
+        self.coord.wait_for(lambda e: e.get("event") == "task_done" and
+                            len([x for x in self.coord.events() if x.get("event") == "task_done"]) >= 5,
+                            60, "a few tasks to finish")
+        self.coord.signal(signal.SIGKILL)
+        self.coord.wait(10)
+        self.assertLess(len([e for e in self.coord.events() if e.get("event") == "task_done"]), shards,
+                        "the coordinator should die mid-job")
+        # Same home, same database, same port: the workers' join link and the submit link still work.
+        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, "--starting-credits", "100",
+                                name="coordinator2")
+        self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready after restart")
+        deadline = time.time() + 120
+        while True:
+            st = self.job_status(submit_link, user, job)
+            if st["state"] != "running" or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        self.assertEqual(st["state"], "done", st)
+        self.assertEqual(st["done"], shards)
+        self.assertEqual(st["failed"], 0)
+        spent = float(st["credits_spent"])
+        self.assertGreater(spent, 0)
+        # No credit lost or doubled: what the user paid is exactly what the workers earned.
+        self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
+        earned = sum(float(self.credits(self.tmp + "/" + n)["balance"]) - 100 for n in names)
+        self.assertAlmostEqual(earned, spent, places=5)
+        accepted = sum(len([e for e in w.events() if e.get("event") == "result_accepted"]) for w in workers)
+        self.assertLessEqual(accepted, shards)
+        report = self.audit_ok()
+        self.assertEqual(report["problems"], [])
+
+    def test_worker_that_never_returns_lease_expires(self):
+        self.start_pool("--starting-credits", "100", "--lease", "3")
+        frozen = self.start_worker("frozen")
+        self.addCleanup(lambda: frozen.popen.poll() is None and frozen.signal(signal.SIGCONT))
+        user = self.new_home("user")
+        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "1", "--budget", "5",
+                         "--wait", "--json", "--out", os.path.join(self.tmp, "o"), "--", "sh", "-c",
+                         "sleep 1; echo finished", name="submit")
+        frozen.wait_for(lambda e: e.get("event") == "task_started", 60, "the task to start")
+        frozen.signal(signal.SIGSTOP)  # alive, connected, silent: only the lease deadline notices
+        finisher = self.start_worker("finisher")
+        expired = self.coord.wait_for(lambda e: e.get("event") == "leases_expired", 30, "the lease to expire")
+        self.assertEqual(expired["count"], 1)
+        done = sub.wait_for(lambda e: e.get("event") == "done", 60, "the job to finish")
+        self.assertEqual(done["state"], "done", done)
+        self.assertFalse([e for e in self.coord.events() if e.get("event") == "worker_gone"],
+                         "the lease, not the connection's idle timeout, should have requeued the task")
+        peers = {e["peer"] for e in self.coord.events() if e.get("event") == "task_done"}
+        self.assertEqual(peers, {self.peer_id(self.tmp + "/finisher")})
+        # The frozen worker wakes up late: its result is refused and it is not paid.
+        frozen.signal(signal.SIGCONT)
+        late = frozen.wait_for(lambda e: e.get("event") in ("result_refused", "result_accepted"), 30,
+                               "the late result")
+        self.assertEqual(late["event"], "result_refused", late)
+        self.assertEqual(float(self.credits(self.tmp + "/frozen")["balance"]), 100)
+        self.assertGreater(float(self.credits(self.tmp + "/finisher")["balance"]), 100)
+        self.assertTrue(finisher)
         self.audit_ok()
 
 

@@ -1,4 +1,4 @@
-#include "rendezvous/rdv_io.hpp"
+#include "signaling/rdv_io.hpp"
 
 #include "session/message.hpp"
 

@@ -1,7 +1,8 @@
-#include "rendezvous/rdv_client.hpp"
+#include "signaling/rdv_client.hpp"
 
+#include "core/log_exceptions.hpp"
 #include "net/punch.hpp"
-#include "rendezvous/rdv_io.hpp"
+#include "signaling/rdv_io.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -27,17 +28,6 @@ constexpr milliseconds kWriteTimeout{5000};
 constexpr milliseconds kSilence{35000};  // the server pings every 10 s
 constexpr milliseconds kBackoffMin{500};
 constexpr milliseconds kBackoffMax{30000};
-
-auto log_exceptions(const char* what) {
-  return [what](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      spdlog::error("{}: {}", what, ex.what());
-    }
-  };
-}
 
 asio::awaitable<void> provider_punch(tcp::endpoint local, tcp::endpoint remote, Clock::time_point start,
                                      AdoptSocket adopt) {

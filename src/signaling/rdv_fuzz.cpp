@@ -1,7 +1,7 @@
 // libFuzzer target: the rendezvous message decoder (rdv_codec.hpp) on
 // arbitrary bytes, including the length prefix. A decoded message must
 // re-encode and decode to the same JSON.
-#include "rendezvous/rdv_codec.hpp"
+#include "signaling/rdv_codec.hpp"
 #include "session/message.hpp"
 
 #include <cstdlib>

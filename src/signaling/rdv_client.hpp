@@ -17,7 +17,7 @@
 
 #include "core/error.hpp"
 #include "link/endpoint.hpp"
-#include "rendezvous/rdv_codec.hpp"
+#include "signaling/rdv_codec.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>

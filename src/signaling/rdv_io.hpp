@@ -3,7 +3,7 @@
 // each with a deadline. Reads exactly one frame and nothing after it, so a
 // relay connection can hand the socket on right after `relay_ok`.
 
-#include "rendezvous/rdv_codec.hpp"
+#include "signaling/rdv_codec.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -1,4 +1,4 @@
-#include "rendezvous/rdv_codec.hpp"
+#include "signaling/rdv_codec.hpp"
 
 #include "session/message.hpp"
 

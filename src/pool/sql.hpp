@@ -1,0 +1,117 @@
+#pragma once
+// The pool store's one seam between SQL engines: a connection (SQLite file or
+// PostgreSQL server by libpq), statements with SQLite's `?`/`?N` parameters
+// (rewritten to `$N` for PostgreSQL) and a transaction guard.
+//
+// Transactions: on SQLite, BEGIN IMMEDIATE (the file's write lock). On
+// PostgreSQL, BEGIN plus a transaction-scoped advisory lock: exclusive for
+// ledger/lifecycle writes (so read-then-write sequences serialize across
+// coordinator processes exactly as on SQLite), shared for task claims, which
+// then run concurrently and pick rows with FOR UPDATE SKIP LOCKED.
+//
+// Thread-safety: one thread at a time per SqlDb and its statements.
+
+#include "core/error.hpp"
+#include "store/database.hpp"
+#include "store/migrate.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace runsnack::pool {
+
+class SqlStmt {
+ public:
+  SqlStmt(SqlStmt&&) noexcept;
+  SqlStmt& operator=(SqlStmt&&) noexcept;
+  ~SqlStmt();
+
+  SqlStmt& bind(int index, std::int64_t value);
+  SqlStmt& bind(int index, std::string_view text);
+  SqlStmt& bind(int index, const char* text) { return bind(index, std::string_view(text)); }
+  SqlStmt& bind(int index, const std::optional<std::string>& text);
+  SqlStmt& bind(int index, const std::optional<std::int64_t>& value);
+  SqlStmt& bind_blob(int index, std::span<const std::uint8_t> bytes);
+  SqlStmt& bind_null(int index);
+
+  Result<bool> step();
+  Result<void> run();
+  // Reusable again; bindings are kept until rebound.
+  void reset();
+
+  bool column_is_null(int column) const;
+  std::int64_t column_int64(int column) const;
+  std::string column_text(int column) const;
+  std::vector<std::uint8_t> column_blob(int column) const;
+  std::optional<std::int64_t> column_optional_int64(int column) const;
+  std::optional<std::string> column_optional_text(int column) const;
+
+ private:
+  friend class SqlDb;
+  SqlStmt() = default;
+  struct Param {
+    std::optional<std::string> value;
+    unsigned type = 0;  // PostgreSQL type OID, 0: let the server infer
+    bool binary = false;
+  };
+  void set(int index, Param p);
+
+  std::optional<Statement> lite_;
+  // PostgreSQL
+  pg_conn* conn_ = nullptr;
+  std::string sql_;
+  std::vector<Param> params_;
+  pg_result* res_ = nullptr;
+  int row_ = -1, rows_ = 0;
+  bool executed_ = false;
+};
+
+class SqlTxn {
+ public:
+  SqlTxn(SqlTxn&& other) noexcept;
+  SqlTxn& operator=(SqlTxn&&) = delete;
+  ~SqlTxn();
+  Result<void> commit();
+
+ private:
+  friend class SqlDb;
+  SqlTxn() = default;
+  std::optional<Transaction> lite_;
+  pg_conn* conn_ = nullptr;  // null once committed or rolled back
+};
+
+class SqlDb {
+ public:
+  static Result<SqlDb> open_sqlite(const std::filesystem::path& path, std::span<const Migration> migrations);
+  // `url`: postgres://... or postgresql://... (libpq connection URI).
+  static Result<SqlDb> open_postgres(const std::string& url, std::span<const Migration> migrations);
+
+  SqlDb(SqlDb&&) noexcept;
+  SqlDb& operator=(SqlDb&&) noexcept;
+  ~SqlDb();
+
+  bool postgres() const { return pg_ != nullptr; }
+  Result<SqlStmt> prepare(std::string_view sql);
+  // shared: a claim (PostgreSQL: shared advisory lock; SQLite: no difference).
+  Result<SqlTxn> begin(bool shared = false);
+
+ private:
+  SqlDb() = default;
+  Result<void> pg_exec(const std::string& sql);
+  std::optional<Database> lite_;
+  pg_conn* pg_ = nullptr;
+};
+
+// SQLite's `?` and `?N` parameters as PostgreSQL's `$N` (quoted text kept).
+std::string to_postgres_params(std::string_view sql);
+
+}  // namespace runsnack::pool
