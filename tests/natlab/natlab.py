@@ -203,13 +203,13 @@ def run_case(lab, case):
     elif case == "rdv_restart":
         nat(False)
         p, l = lab.provider("nl-p", "prov-a")
-        n = 400 * 1024 * 1024
+        n = 2048 * 1024 * 1024  # long enough to still be running at the restart in a release build
         home = os.path.join(lab.tmp, "consumer-restart")
         os.makedirs(home, exist_ok=True)
         env = dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LINK=l)
         c = subprocess.Popen(["ip", "netns", "exec", "nl-c", lab.bin, "info", "--probe-bytes", str(n), "--timeout", "30"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)  # connected and transferring
+        time.sleep(1.5)  # connected and transferring
         assert c.poll() is None, "transfer ended before the restart; make it larger"
         lab.stop(lab.rdv)
         lab.start_rdv()
