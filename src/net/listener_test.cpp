@@ -23,7 +23,9 @@ TEST(Listen, TakesTheNextFreePortInTheRange) {
   auto port = first.local_endpoint().port();
   ASSERT_LT(port, 65535);
   auto second = listen_tcp(io.get_executor(), "127.0.0.1", {port, static_cast<std::uint16_t>(port + 1)});
-  if (second) EXPECT_EQ(second->local_endpoint().port(), port + 1);  // unless port+1 was taken by someone else
+  if (second) {  // unless port+1 was taken by someone else
+    EXPECT_EQ(second->local_endpoint().port(), port + 1);
+  }
   auto exhausted = listen_tcp(io.get_executor(), "127.0.0.1", {port, port});
   ASSERT_FALSE(exhausted);
   EXPECT_FALSE(listen_tcp(io.get_executor(), "not-an-address", {0, 0}));

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <memory>
 #include <optional>
 
 namespace runsnack::fs {
@@ -34,8 +35,11 @@ Result<nlohmann::json> decode_control(std::span<const std::uint8_t> payload) {
 
 std::optional<std::vector<std::uint8_t>> maybe_compress(std::span<const std::uint8_t> data) {
   if (data.size() < 512) return std::nullopt;
+  // One context per thread: creating one per call costs more than compressing a small chunk.
+  static thread_local std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (!ctx) return std::nullopt;
   std::vector<std::uint8_t> out(ZSTD_compressBound(data.size()));
-  std::size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 1);
+  std::size_t n = ZSTD_compressCCtx(ctx.get(), out.data(), out.size(), data.data(), data.size(), 1);
   if (ZSTD_isError(n) || n + data.size() / 16 >= data.size()) return std::nullopt;
   out.resize(n);
   return out;
@@ -45,8 +49,10 @@ Result<std::vector<std::uint8_t>> decompress(std::span<const std::uint8_t> paylo
   unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
   if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > kMaxDataBytes)
     return fail(errc::malformed, "bad compressed frame");
+  static thread_local std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!ctx) return fail(errc::io_error, "zstd: no memory");
   std::vector<std::uint8_t> out(size);
-  std::size_t n = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
+  std::size_t n = ZSTD_decompressDCtx(ctx.get(), out.data(), out.size(), payload.data(), payload.size());
   if (ZSTD_isError(n) || n != size) return fail(errc::malformed, "bad compressed frame");
   return out;
 }

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <memory>
 
@@ -65,6 +66,56 @@ std::string TopRename::source_of(const std::string& p) const {
   return p;
 }
 
+namespace {
+
+// Frames queued for one stream write: a write waits until its bytes reach the
+// transport, so one write per frame would cost a wait per frame (several per
+// file). Small files travel many to a write; big ones fill a write each.
+class FrameBatch {
+ public:
+  static constexpr std::size_t kFlushBytes = 1024 * 1024;
+  explicit FrameBatch(MuxStream& stream) : stream_(stream) { buf_.reserve(kFlushBytes + kMaxDataBytes + 1024); }
+  void add(FrameType type, std::span<const std::uint8_t> payload) {
+    const auto n = static_cast<std::uint32_t>(payload.size());
+    const std::uint8_t head[kFrameHeaderBytes] = {static_cast<std::uint8_t>(type), std::uint8_t(n >> 24),
+                                                  std::uint8_t(n >> 16), std::uint8_t(n >> 8), std::uint8_t(n)};
+    buf_.insert(buf_.end(), head, head + kFrameHeaderBytes);
+    buf_.insert(buf_.end(), payload.begin(), payload.end());
+  }
+  void add_control(const nlohmann::json& body) {
+    const std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    add(FrameType::control, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  }
+  bool full() const { return buf_.size() >= kFlushBytes; }
+  asio::awaitable<Result<void>> flush() {
+    if (buf_.empty()) co_return Result<void>{};
+    const asio::const_buffer out = asio::buffer(buf_);
+    auto r = co_await stream_.write(out);
+    buf_.clear();
+    co_return r;
+  }
+
+ private:
+  MuxStream& stream_;
+  std::vector<std::uint8_t> buf_;
+};
+
+// Formats that are compressed already: zstd would spend time to save nothing.
+bool compressed_format(const std::string& path) {
+  static const char* const kExt[] = {".gz", ".tgz", ".bz2", ".xz", ".zst", ".zip", ".7z", ".lz4", ".br",
+                                     ".jar", ".whl", ".npz", ".png", ".jpg", ".jpeg", ".gif", ".webp",
+                                     ".mp3", ".mp4", ".mkv", ".webm", ".avif", ".heic", ".pdf"};
+  const auto dot = path.rfind('.');
+  if (dot == std::string::npos || path.find('/', dot) != std::string::npos) return false;
+  std::string ext = path.substr(dot);
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* e : kExt)
+    if (ext == e) return true;
+  return false;
+}
+
+}  // namespace
+
 asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
                                                  Progress progress, std::optional<TopRename> rename) {
   TransferStats stats;
@@ -82,31 +133,49 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
     if (!p.is_string() || !sizes.count(p.get<std::string>())) co_return fail(errc::malformed, "asked for an unknown file");
     total += sizes[p.get<std::string>()];
   }
+  // Every needed file goes back to back, no round trip per file; the receiver
+  // answers once at the end (or with an error, which the next read sees).
+  FrameBatch batch(stream);
   std::vector<std::uint8_t> buf(kMaxDataBytes);
+  const nlohmann::json end = {{"type", "file_end"}};
   for (const auto& p : (*need)["paths"]) {
     const std::string path = p.get<std::string>();
     auto file = open_regular_file(root, rename ? rename->source_of(path) : path);
     if (!file) co_return file.error();
     const nlohmann::json begin = {{"type", "file"}, {"path", path}};
-    if (auto r = co_await write_control(stream, begin); !r) co_return r.error();
+    batch.add_control(begin);
+    // zstd only when it helps: not for compressed formats, and not for the
+    // rest of a file whose first block did not shrink.
+    bool try_zstd = !compressed_format(path);
     for (;;) {
       ssize_t n = ::read(file->get(), buf.data(), buf.size());
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) co_return fail(errc::io_error, "read " + path);
       if (n == 0) break;
       std::span<const std::uint8_t> chunk(buf.data(), static_cast<std::size_t>(n));
-      auto z = maybe_compress(chunk);
-      Result<void> w = z ? co_await write_frame(stream, FrameType::zdata, *z)
-                         : co_await write_frame(stream, FrameType::data, chunk);
-      if (!w) co_return w.error();
+      std::optional<std::vector<std::uint8_t>> z;
+      if (try_zstd && chunk.size() >= 512) {
+        z = maybe_compress(chunk);
+        if (!z) try_zstd = false;
+      }
+      if (z) batch.add(FrameType::zdata, *z);
+      else batch.add(FrameType::data, chunk);
       stats.bytes += static_cast<std::uint64_t>(n);
       stats.wire_bytes += z ? z->size() : chunk.size();
+      if (batch.full()) {
+        if (auto r = co_await batch.flush(); !r) co_return r.error();
+        if (progress) progress(stats.bytes, total);
+      }
+    }
+    batch.add_control(end);
+    ++stats.files_sent;
+    if (batch.full()) {
+      if (auto r = co_await batch.flush(); !r) co_return r.error();
       if (progress) progress(stats.bytes, total);
     }
-    const nlohmann::json end = {{"type", "file_end"}};
-    if (auto r = co_await write_control(stream, end); !r) co_return r.error();
-    ++stats.files_sent;
   }
+  if (auto r = co_await batch.flush(); !r) co_return r.error();
+  if (progress && total > 0) progress(stats.bytes, total);
   auto done = co_await read_control(stream);
   if (!done) co_return done.error();
   if ((*done)["type"] != "synced") co_return fail(errc::malformed, "expected synced");
