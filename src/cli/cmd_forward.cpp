@@ -311,7 +311,7 @@ int forward(const ForwardArgs& args) {
 void add_forward_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ForwardArgs>();
   auto* cmd = app.add_subcommand("forward", "Reach TCP services the provider exposed, as if they ran here");
-  cmd->add_option("LINK", args->link, kLinkHelp)->required();
+  cmd->add_option("LINK", args->link, kRequiredLinkHelp)->required();
   cmd->add_option("TARGET", args->specs,
                   "[[BIND:]LOCAL:]TARGET: TARGET is a port or a name the provider exposed; LOCAL defaults to the "
                   "target's port, BIND to 127.0.0.1 (none: every exposed target)");

@@ -408,7 +408,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
 
   auto su = std::make_shared<SubmitArgs>();
   auto* submit_cmd = pool->add_subcommand("submit", "Submit a job: submit LINK exec --shards N -- CMD ARGS");
-  submit_cmd->add_option("link", su->link, kLinkHelp)->required();
+  submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
   submit_cmd->add_option("workload", su->workload, "exec")->required();
   submit_cmd->add_option("--shards", su->shards, "Tasks to split into")->check(CLI::Range(1, 100000));
   submit_cmd->add_option("--input", su->input, "A folder copied into every shard's workspace");
@@ -434,7 +434,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   auto add_client = [&](const char* name, const char* help, const char* op, bool needs_job) {
     auto ca = std::make_shared<ClientArgs>();
     auto* cmd = pool->add_subcommand(name, help);
-    cmd->add_option("link", ca->link, kLinkHelp)->required();
+    cmd->add_option("link", ca->link, kRequiredLinkHelp)->required();
     if (needs_job) cmd->add_option("job", ca->job, "The job id")->required();
     cmd->add_flag("--json", ca->json, "One JSON object");
     std::string op_name = op;

@@ -283,7 +283,7 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
 void add_run_commands(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Sync this folder to the provider and run a command there, sandboxed");
-  cmd->add_option("LINK", args->link, kLinkHelp)->required();
+  cmd->add_option("LINK", args->link, kRequiredLinkHelp)->required();
   cmd->add_option("--gpu", args->gpus, "GPU index to use (repeatable; default: all the link shares)")->allow_extra_args(false);
   cmd->add_option("--env", args->env, "KEY=VALUE for the remote command (repeatable)")->allow_extra_args(false);
   cmd->add_flag("--no-sync", args->no_sync, "Do not sync; run in the workspace as it is");
@@ -299,7 +299,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
 
   auto cp = std::make_shared<CpArgs>();
   auto* cpc = app.add_subcommand("cp", "Copy files or folders to or from the workspace: remote:PATH names the remote side");
-  cpc->add_option("LINK", cp->link, kLinkHelp)->required();
+  cpc->add_option("LINK", cp->link, kRequiredLinkHelp)->required();
   cpc->add_option("SRC", cp->src, "Source (local path or remote:PATH)")->required();
   cpc->add_option("DST", cp->dst, "Destination (local path or remote:PATH; a trailing / means into that folder)")->required();
   cpc->callback([&status, cp] {

@@ -151,7 +151,7 @@ asio::awaitable<int> shell_body(Session& session) {
 void add_shell_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ShellArgs>();
   auto* cmd = app.add_subcommand("shell", "An interactive shell in the provider's sandbox (the link must allow shell)");
-  cmd->add_option("LINK", args->link, kLinkHelp)->required();
+  cmd->add_option("LINK", args->link, kLinkHelp);
   cmd->footer("Runs a login shell in your workspace on the provider, with the same sandbox and limits as\n"
               "`runsnack run`. Exits with the remote shell's status. Works in tmux and over ssh.");
   cmd->callback([&status, args] {

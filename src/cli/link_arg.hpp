@@ -16,6 +16,10 @@ namespace runsnack::cli {
 inline constexpr const char* kLinkHelp =
     "The link from `runsnack share`, a name saved with `runsnack remote add`, or '-' to read it from "
     "stdin; may be omitted when RUNSNACK_LINK is set";
+// For commands whose other positional arguments make LINK impossible to omit.
+inline constexpr const char* kRequiredLinkHelp =
+    "The link from `runsnack share`, a name saved with `runsnack remote add`, or '-' to read it from "
+    "stdin";
 
 Result<Link> resolve_link(const std::string& arg);
 // Reads one line from stdin (at most 4 KiB), trimmed.
