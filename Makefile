@@ -39,6 +39,8 @@ demo: release
 
 bench: release
 	bench/run.sh $(RELEASE)
+	bench/forward.sh $(RELEASE)
+	bench/run_bench.sh $(RELEASE)/src/cli/runsnack
 
 clean:
 	rm -rf build
