@@ -21,6 +21,7 @@ struct RendezvousArgs {
   std::string listen = "0.0.0.0:7443";
   bool relay = true;
   double max_relay_mbps = 0;
+  double max_relay_gb = 100;  // per pair and direction: bounds what one client can push through
   std::size_t max_per_ip = 256;
   bool json = false;
 };
@@ -38,6 +39,7 @@ int rendezvous(const RendezvousArgs& args) {
   options.port = static_cast<std::uint16_t>(std::stoul(port));
   options.relay = args.relay;
   options.max_relay_mbps = args.max_relay_mbps;
+  options.max_relay_bytes = static_cast<std::uint64_t>(args.max_relay_gb * 1e9);
   options.max_connections_per_ip = args.max_per_ip;
 
   asio::io_context io(1);
@@ -78,6 +80,10 @@ void add_rendezvous_command(CLI::App& app, ExitStatus& status) {
   auto* cmd = app.add_subcommand("rendezvous", "Run a rendezvous: introduces providers and consumers, relays when needed");
   cmd->add_option("--listen", args->listen, "ADDR:PORT to listen on (default 0.0.0.0:7443)");
   cmd->add_flag("--relay,!--no-relay", args->relay, "Relay connections that cannot go direct (default: on)");
+  cmd->add_option("--max-relay-gb", args->max_relay_gb,
+                  "Gigabytes per relayed pair and direction before the pair is closed (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--max-relay-mbps", args->max_relay_mbps, "Bandwidth per relayed pair and direction (0: no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-per-ip", args->max_per_ip, "Open connections allowed per client IP (default 256)")

@@ -294,6 +294,11 @@ asio::awaitable<void> pump(StatePtr st, tcp::socket& from, tcp::socket& to) {
     }
     total += n;
     st->relay_bytes += n;
+    if (st->options.max_relay_bytes > 0 && total >= st->options.max_relay_bytes) {
+      spdlog::warn("rendezvous: relayed pair reached its limit of {} bytes; closing it", st->options.max_relay_bytes);
+      close_socket(to), close_socket(from);
+      co_return;
+    }
     if (mbps > 0) {
       auto due = started + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(static_cast<double>(total) * 8 / (mbps * 1e6)));

@@ -36,6 +36,9 @@ struct ServerOptions {
   std::uint16_t port = 7443;
   bool relay = true;
   double max_relay_mbps = 0;  // per spliced pair and direction; 0: unlimited
+  // Bytes one spliced pair may move in each direction before the pair is
+  // closed, so one client cannot use a public relay without bound; 0: unlimited.
+  std::uint64_t max_relay_bytes = 0;
   std::size_t max_connections_per_ip = 256;
   std::size_t max_pending_intros_per_ip = 16;
   std::size_t max_providers = 100000;

@@ -283,5 +283,77 @@ class RendezvousFaults(unittest.TestCase):
         self.assertEqual(recv_exact(a, 11, time.time() + 5), b"pong-from-b")
 
 
+class RelayByteLimit(unittest.TestCase):
+    """A spliced pair is closed once it has moved --max-relay-gb in one direction."""
+
+    def setUp(self):
+        if not os.path.exists(BIN):
+            self.skipTest(f"runsnack binary not found at {BIN}")
+        self.tmp = tempfile.mkdtemp(prefix="rdv-limit-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        env = dict(os.environ, RUNSNACK_HOME=os.path.join(self.tmp, "rdv"), RUNSNACK_LOG="warn")
+        self.rdv = subprocess.Popen([BIN, "rendezvous", "--listen", "127.0.0.1:0", "--json", "--max-relay-gb", "0.002"],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(self.stop)
+        port = int(json.loads(self.rdv.stdout.readline())["listen"].rsplit(":", 1)[1])
+        self.addr = ("127.0.0.1", port)
+
+    def stop(self):
+        self.rdv.terminate()
+        try:
+            self.rdv.wait(10)
+        except subprocess.TimeoutExpired:
+            self.rdv.kill()
+            self.rdv.wait()
+
+    def conn(self):
+        s = socket.create_connection(self.addr, timeout=5)
+        self.addCleanup(s.close)
+        return s
+
+    def test_pair_closed_after_its_byte_limit(self):
+        peer, grant = rand_id(32), rand_id(10)
+        p = self.conn()
+        p.sendall(frame({"t": "register", "peer": peer, "grants": [grant], "candidates": []}))
+        self.assertEqual(read_msg(p)["t"], "registered")
+        c = self.conn()
+        c.sendall(frame({"t": "connect", "peer": peer, "grant": grant, "candidates": []}))
+        while True:
+            m = read_msg(c)
+            if m["t"] == "ping":
+                c.sendall(frame({"t": "pong", "n": m["n"]}))
+            else:
+                break
+        self.assertEqual(m["t"], "intro", m)
+        a, b = self.conn(), self.conn()
+        a.sendall(frame({"t": "relay", "token": m["token"], "side": "provider"}))
+        b.sendall(frame({"t": "relay", "token": m["token"], "side": "consumer"}))
+        self.assertEqual(read_msg(a)["t"], "relay_ok")
+        self.assertEqual(read_msg(b)["t"], "relay_ok")
+        # Push 16 MB through a pair limited to 2 MB; the reader sees the end well before 16 MB.
+        import threading
+        def push():
+            try:
+                for _ in range(256):
+                    a.sendall(b"x" * 65536)
+            except OSError:
+                pass
+        t = threading.Thread(target=push)
+        t.start()
+        got, deadline = 0, time.time() + 30
+        b.settimeout(5)
+        while time.time() < deadline:
+            try:
+                chunk = b.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            got += len(chunk)
+        t.join(30)
+        self.assertGreaterEqual(got, 1_000_000, "the pair should relay up to its limit")
+        self.assertLess(got, 8_000_000, f"the relay passed {got} bytes over a 2 MB limit")
+
+
 if __name__ == "__main__":
     unittest.main()
