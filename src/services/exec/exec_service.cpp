@@ -259,12 +259,10 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   (void)co_await fs::write_control(*stream, started);
 
   asio::co_spawn(co_await asio::this_coro::executor, watch_control(stream, ctl), asio::detached);
-  auto budget_done = std::make_shared<bool>(false);
-  if (budget->limited()) {
-    std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
-    asio::co_spawn(co_await asio::this_coro::executor, enforce_budget(budget, ctl->outer, budget_done, stop),
-                   asio::detached);
-  }
+  // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
+  const auto executor = co_await asio::this_coro::executor;
+  std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
+  auto budget_done = watch_budget(executor, budget, ctl->outer, stop);
 
   std::optional<double> timeout = terms.timeout_s;
   if (req->timeout_s && (!timeout || *req->timeout_s < *timeout)) timeout = req->timeout_s;

@@ -206,12 +206,10 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   (void)co_await fs::write_control(*stream, started);
 
   asio::co_spawn(co_await asio::this_coro::executor, feed_input(stream, ctl), asio::detached);
-  auto budget_done = std::make_shared<bool>(false);
-  if (budget->limited()) {
-    std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
-    asio::co_spawn(co_await asio::this_coro::executor, enforce_budget(budget, ctl->outer, budget_done, stop),
-                   asio::detached);
-  }
+  // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
+  const auto executor = co_await asio::this_coro::executor;
+  std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
+  auto budget_done = watch_budget(executor, budget, ctl->outer, stop);
   auto start = std::chrono::steady_clock::now();
   auto deadline = terms.timeout_s
                       ? start + std::chrono::milliseconds(static_cast<std::int64_t>(*terms.timeout_s * 1000))

@@ -4,6 +4,8 @@
 #include "store/database.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -157,6 +159,16 @@ double tree_cpu_seconds(pid_t root) {
     }
   }
   return total;
+}
+
+std::shared_ptr<bool> watch_budget(const boost::asio::any_io_executor& ex, std::shared_ptr<UsageBudget> budget,
+                                   pid_t root, std::function<void(const std::string&)> stop) {
+  auto finished = std::make_shared<bool>(false);
+  // Owned by `finished`: the watcher ends at its next poll once the command has ended.
+  if (budget->limited())
+    boost::asio::co_spawn(ex, enforce_budget(std::move(budget), root, finished, std::move(stop)),
+                          boost::asio::detached);
+  return finished;
 }
 
 }  // namespace runsnack::exec

@@ -12,6 +12,7 @@
 #include "link/grant.hpp"
 #include "services/exec/run_terms.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <sys/types.h>
@@ -55,6 +56,12 @@ inline constexpr std::chrono::milliseconds kBudgetPoll{200};  // CPU overshoot i
 boost::asio::awaitable<void> enforce_budget(std::shared_ptr<UsageBudget> budget, pid_t root,
                                             std::shared_ptr<bool> finished,
                                             std::function<void(const std::string&)> stop);
+
+// What run and shell do at start: when `budget` is limited, starts
+// enforce_budget on `ex` for the tree under `root`. Returns the flag to set
+// once the command has ended (it also stops the watcher).
+std::shared_ptr<bool> watch_budget(const boost::asio::any_io_executor& ex, std::shared_ptr<UsageBudget> budget,
+                                   pid_t root, std::function<void(const std::string&)> stop);
 
 // CPU seconds (user+system, including reaped children) of `root` and all its live descendants.
 double tree_cpu_seconds(pid_t root);
