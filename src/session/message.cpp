@@ -30,8 +30,8 @@ Result<std::uint32_t> decode_message_length(std::span<const std::uint8_t, kMessa
   return n;
 }
 
-Result<nlohmann::json> decode_message_body(std::span<const std::uint8_t> body) {
-  if (body.size() > kMaxMessageBytes) return fail(errc::too_large, "message body too large");
+Result<nlohmann::json> decode_message_body(std::span<const std::uint8_t> body, std::uint32_t max_bytes) {
+  if (body.size() > max_bytes) return fail(errc::too_large, "message body too large");
   // Depth is checked while parsing (the callback sees every nesting step), so
   // a hostile body cannot recurse deep before we look at it.
   int depth = 0;

@@ -35,7 +35,8 @@ std::string encode_message(const nlohmann::json& body);
 // Reads the prefix; checks 2 <= length <= max_bytes.
 Result<std::uint32_t> decode_message_length(std::span<const std::uint8_t, kMessagePrefixBytes> prefix,
                                             std::uint32_t max_bytes = kMaxMessageBytes);
-Result<nlohmann::json> decode_message_body(std::span<const std::uint8_t> body);
+Result<nlohmann::json> decode_message_body(std::span<const std::uint8_t> body,
+                                           std::uint32_t max_bytes = kMaxMessageBytes);
 
 // Typed accessors for message fields: a missing or mistyped field is `errc::malformed`
 // naming the field; strings longer than max_len are refused.

@@ -39,6 +39,14 @@ TEST(Message, RejectsOversizeAndGarbage) {
   EXPECT_NE(d.error().message.find("deep"), std::string::npos);
 }
 
+TEST(Message, BodyLimitIsTheCallers) {
+  // Services with bigger messages (the pool's results) pass their own limit.
+  std::string body = "{\"a\":\"" + std::string(200 * 1024, 'x') + "\"}";
+  std::span<const std::uint8_t> bytes{reinterpret_cast<const std::uint8_t*>(body.data()), body.size()};
+  EXPECT_FALSE(decode_message_body(bytes));
+  EXPECT_TRUE(decode_message_body(bytes, 1024 * 1024));
+}
+
 TEST(Auth, HelloRoundTripAndValidation) {
   AuthHello hello;
   hello.grant_id = "abcdefghij";

@@ -18,7 +18,7 @@ asio::awaitable<Result<nlohmann::json>> read_stream_message(MuxStream& stream, s
   if (!length) co_return length.error();
   std::vector<std::uint8_t> body(*length);
   if (auto r = co_await stream.read_exact(asio::buffer(body)); !r) co_return r.error();
-  co_return decode_message_body(body);
+  co_return decode_message_body(body, max_bytes);
 }
 
 asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nlohmann::json& body) {
