@@ -13,6 +13,8 @@
 #include "pool/pool_store.hpp"
 #include "pool/wire.hpp"
 #include "pool/worker.hpp"
+#include "pool/workload.hpp"
+#include "pool/workloads/builtin.hpp"
 #include "provider/provider.hpp"
 #include "store/grant_store.hpp"
 
@@ -228,29 +230,10 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_client(Session& session
 }
 
 struct SubmitArgs {
-  std::string link, workload, input, reduce, budget = "0", out;
-  std::int64_t shards = 1;
+  std::string link, workload, budget = "0", out;
   bool wait = false, json = false;
-  std::vector<std::string> command;
+  pool::SubmitOptions options;
 };
-
-Result<json> read_inputs(const std::string& dir) {
-  json files = json::array();
-  if (dir.empty()) return json{{"files", files}};
-  std::error_code ec;
-  std::size_t total = 0;
-  if (!fs::is_directory(dir, ec)) return fail(errc::invalid_argument, "--input " + dir + " is not a folder");
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file()) continue;
-    std::ifstream in(it->path(), std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    total += ss.str().size();
-    if (total > pool::kMaxInputBytes) return fail(errc::too_large, "--input is over 4 MiB");
-    files.push_back({{"path", fs::relative(it->path(), dir).string()}, {"data", pool::base64_encode(ss.str())}});
-  }
-  return json{{"files", files}};
-}
 
 // `pool submit --wait`'s progress: on a terminal a bar redrawn in place,
 // "[#####.....] 40/80 done, 3 running, 0 failed, 0.12 credits spent".
@@ -273,21 +256,23 @@ std::string progress_line(const json& status, bool bar) {
 }
 
 asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
-  if (args.workload != "exec") co_return report("unknown workload '" + args.workload + "': this pool runs exec");
-  if (args.command.empty()) co_return report("exec needs a command after --");
+  const pool::Workload* workload = pool::find_workload(args.workload);
+  if (!workload) co_return report("unknown workload '" + args.workload + "': choose one of " + pool::workload_names());
   auto budget = pool::parse_credits(args.budget);
   if (!budget) co_return report(budget.error());
-  auto input = read_inputs(args.input);
-  if (!input) co_return report(input.error());
+  json input;
+  auto spec = workload->make_spec(args.options, input);
+  if (!spec) co_return report(spec.error());
   auto stream = co_await open_client(session);
   if (!stream) co_return report(stream.error());
-  const json request = {{"op", "submit"}, {"workload", "exec"}, {"shards", args.shards},
-                        {"spec", {{"argv", args.command}}}, {"input", *input}, {"budget", *budget}};
+  const json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
+                        {"budget", *budget}};
   auto r = co_await call(**stream, request);
   if (!r) co_return report(r.error());
   std::string job = (*r)["job"];
-  if (args.json) print_json({{"event", "submitted"}, {"job", job}});
-  else std::cerr << "job " << job << " submitted (" << args.shards << " tasks)" << std::endl;
+  std::int64_t tasks = r->value("tasks", std::int64_t{0});
+  if (args.json) print_json({{"event", "submitted"}, {"job", job}, {"tasks", tasks}});
+  else std::cerr << "job " << job << " submitted (" << tasks << " tasks)" << std::endl;
   if (!args.wait) {
     if (!args.json) std::cout << job << std::endl;
     co_return 0;
@@ -313,43 +298,50 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
     co_await timer.async_wait(asio::use_awaitable);
   }
   if (!args.json && tty) std::cerr << std::endl;
+  // exec keeps every shard's folder in the output; the others merge them
+  // into one result and drop them.
   fs::path out = args.out.empty() ? fs::path("pool-" + job) : fs::path(args.out);
+  const bool keep_shards = args.workload == "exec";
+  fs::path shards = keep_shards ? out : out / (".shards-" + job);
   std::error_code ec;
-  fs::create_directories(out, ec);
-  std::string all;
-  for (std::int64_t i = 0; i < args.shards; ++i) {
+  fs::create_directories(shards, ec);
+  if (ec) co_return report("cannot create " + shards.string() + ": " + ec.message());
+  for (std::int64_t i = 0; i < status.value("tasks", std::int64_t{0}); ++i) {
     const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
     auto res = co_await call(**stream, rr);
     if (!res) co_return report(res.error());
     if ((*res)["result"].is_null()) continue;
-    fs::path dir = out / ("shard-" + std::to_string(i));
-    fs::create_directories(dir, ec);
+    fs::path dir = shards / ("shard-" + std::to_string(i));
     auto so = pool::base64_decode((*res)["result"].value("stdout", ""));
-    if (so) {
-      std::ofstream(dir / "stdout", std::ios::binary) << *so;
-      all += *so;
-    }
+    if (so)
+      if (auto w = pool::write_file(dir / "stdout", *so); !w) co_return report(w.error());
     for (const auto& f : (*res)["result"].value("files", json::array())) {
       std::string rel = f.value("path", "");
       auto data = pool::base64_decode(f.value("data", ""));
       if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos || rel == "stdout" || !data) continue;
-      fs::create_directories((dir / rel).parent_path(), ec);
-      std::ofstream(dir / rel, std::ios::binary) << *data;
+      if (auto w = pool::write_file(dir / rel, *data); !w) co_return report(w.error());
     }
-  }
-  if (args.reduce.empty()) {
-    std::ofstream(out / "stdout", std::ios::binary) << all;
-  } else {
-    std::string cmd = "cd '" + out.string() + "' && (" + args.reduce + ") > reduce.stdout";
-    if (std::system(cmd.c_str()) != 0) std::cerr << "runsnack: warning: --reduce failed" << std::endl;
   }
   std::string state = status["state"];
   json done = {{"event", "done"},          {"job", job},     {"state", state},
                {"tasks", status["tasks"]}, {"failed", status["failed"]},
                {"credits_spent", status["credits_spent"]}, {"out", fs::absolute(out).string()},
-               {"reason", status["reason"]}};
+               {"reason", status["reason"]}, {"verification", status["verification"]}};
+  if (state == "done") {
+    auto merged = workload->merge(*spec, status.value("tasks", std::int64_t{0}), shards, out);
+    if (!merged) co_return report(merged.error());
+    for (const auto& [k, v] : merged->items()) done[k] = v;
+  }
+  if (!keep_shards) fs::remove_all(shards, ec);
   if (args.json) print_json(done);
-  else std::cout << "job " << job << " " << state << "; outputs in " << out.string() << std::endl;
+  else {
+    std::cout << "job " << job << " " << state << "; outputs in " << out.string() << std::endl;
+    const json& v = status["verification"];
+    if (v.is_object() && v.value("method", "none") != "none")
+      std::cout << "verified by " << v.value("method", "") << ": " << v.value("checked", 0) << " checked, "
+                << v.value("rejected", 0) << " rejected, cost " << v.value("cost_fraction", 0.0) * 100
+                << "% of compute" << std::endl;
+  }
   co_return state == "done" ? 0 : kExitFailure;
 }
 
@@ -407,17 +399,29 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   join_cmd->callback([&status, ja] { run_command(status, [&] { return join(*ja); }); });
 
   auto su = std::make_shared<SubmitArgs>();
-  auto* submit_cmd = pool->add_subcommand("submit", "Submit a job: submit LINK exec --shards N -- CMD ARGS");
+  auto* submit_cmd = pool->add_subcommand(
+      "submit",
+      "Submit a job:\n"
+      "  submit LINK exec --shards N [--input DIR] [--reduce CMD] -- CMD ARGS\n"
+      "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]");
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
-  submit_cmd->add_option("workload", su->workload, "exec")->required();
-  submit_cmd->add_option("--shards", su->shards, "Tasks to split into")->check(CLI::Range(1, 100000));
-  submit_cmd->add_option("--input", su->input, "A folder copied into every shard's workspace");
-  submit_cmd->add_option("--reduce", su->reduce, "Run this in the output folder afterwards (default: concatenate stdout)");
+  submit_cmd->add_option("workload", su->workload, "exec | matmul")->required();
   submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
   submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs");
   submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB)");
   submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");
-  submit_cmd->add_option("command", su->command, "-- CMD ARGS ({shard} and {shards} substituted)");
+  auto& o = su->options;
+  submit_cmd->add_option("--shards", o.shards, "exec: tasks to split into")->check(CLI::Range(1, 100000));
+  submit_cmd->add_option("--input", o.input_dir, "exec: a folder copied into every shard's workspace");
+  submit_cmd->add_option("--reduce", o.reduce, "exec: run this in the output folder afterwards (default: concatenate stdout)");
+  submit_cmd->add_option("--n", o.n, "matmul: multiply two seeded N x N matrices");
+  submit_cmd->add_option("--block", o.block, "matmul: tile size of C, one task per tile (default min(N, 1024))");
+  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B (default 1)");
+  submit_cmd->add_option("--a", o.a_file, "matmul: A as a float32 .npy file (with --b; 4 MiB in all)");
+  submit_cmd->add_option("--b", o.b_file, "matmul: B as a float32 .npy file");
+  submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K (default 10)");
+  submit_cmd->add_option("--tolerance", o.tolerance, "matmul: relative tolerance of the check (default 1e-5)");
+  submit_cmd->add_option("command", o.command, "exec: -- CMD ARGS ({shard} and {shards} substituted)");
   submit_cmd->callback([&status, su] {
     run_command(status, [&] {
       SessionCommand c;

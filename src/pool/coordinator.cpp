@@ -2,6 +2,7 @@
 
 #include "crypto/identity.hpp"
 #include "pool/wire.hpp"
+#include "pool/workload.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/redirect_error.hpp>
@@ -18,11 +19,21 @@ namespace {
 json refuse(const std::string& why) { return {{"ok", false}, {"error", why}}; }
 json refuse(const Error& e) { return refuse(e.what()); }
 
-json job_json(const JobStatus& j) {
-  return {{"job", j.id},         {"owner", j.owner},     {"state", j.state},   {"reason", j.reason},
-          {"workload", j.workload}, {"tasks", j.tasks},  {"pending", j.pending}, {"running", j.leased},
-          {"done", j.done},      {"failed", j.failed},   {"budget", format_credits(j.budget)},
-          {"credits_spent", format_credits(j.spent)}};
+json job_json(const JobStatus& j, const json& verification_method) {
+  json out = {{"job", j.id},         {"owner", j.owner},     {"state", j.state},   {"reason", j.reason},
+              {"workload", j.workload}, {"tasks", j.tasks},  {"pending", j.pending}, {"running", j.leased},
+              {"done", j.done},      {"failed", j.failed},   {"budget", format_credits(j.budget)},
+              {"credits_spent", format_credits(j.spent)}};
+  if (j.info.is_object())
+    for (const auto& [k, v] : j.info.items()) out[k] = v;
+  json verification = verification_method.is_object() ? verification_method : json{{"method", "none"}};
+  verification["checked"] = j.verified;
+  verification["rejected"] = j.rejected;
+  verification["verify_seconds"] = static_cast<double>(j.verify_us) / 1e6;
+  verification["compute_seconds"] = static_cast<double>(j.compute_us) / 1e6;
+  verification["cost_fraction"] = j.compute_us > 0 ? static_cast<double>(j.verify_us) / static_cast<double>(j.compute_us) : 0.0;
+  out["verification"] = verification;
+  return out;
 }
 
 Result<TaskResult> parse_result(const json& req) {
@@ -165,6 +176,8 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   if (device.empty()) return refuse("register first");
   if (op == "heartbeat") return {{"ok", true}};
   if (op == "claim") {
+    if (auto excluded = store_.exclusion(device); excluded && *excluded)
+      return refuse("this device is excluded from the pool: " + **excluded);
     auto pending = store_.pending_count();
     if (!pending) return refuse(pending.error());
     auto& me = waiting_[device];
@@ -192,7 +205,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     const auto& t = **task;
     return {{"ok", true},
             {"task", {{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
-                      {"spec", t.spec}}}};
+                      {"workload", t.workload}, {"spec", t.spec}}}};
   }
   if (op == "input") {
     auto input = store_.job_input(req.value("job", ""));
@@ -223,6 +236,22 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
                                     {reinterpret_cast<const std::uint8_t*>(sig->data()), sig->size()}))
         bad = "result signature does not verify";
     }
+    std::optional<Verdict> verdict;
+    if (bad.empty()) {
+      verdict = verify(task, *result);
+      if (verdict && !verdict->accepted) bad = "verification failed: " + verdict->why;
+    }
+    if (verdict) {
+      // Reputation: checked results feed the device's record; wrong ones
+      // are never retried on this peer and exclude the device past a threshold.
+      auto excluded = store_.record_check(device, task, peer, verdict->accepted, bad, store_.policy().exclude_after, now);
+      if (!excluded) spdlog::warn("pool: {}", excluded.error().what());
+      if (!verdict->accepted && ctx.audit) ctx.audit("pool_result", "refuse", bad, {{"task", task}, {"device", device}});
+      if (excluded && *excluded) {
+        on_event_({{"event", "device_excluded"}, {"device", device}, {"peer", peer}, {"reason", **excluded}});
+        if (ctx.audit) ctx.audit("pool_device_excluded", "refuse", **excluded, {{"device", device}});
+      }
+    }
     if (!bad.empty()) {
       if (auto r = store_.fail_attempt(task, attempt, peer, bad, now); !r) return refuse(r.error());
       on_event_({{"event", "result_rejected"}, {"task", task}, {"peer", peer}, {"reason", bad}});
@@ -230,11 +259,55 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     }
     auto outcome = store_.complete(task, attempt, peer, *result, now);
     if (!outcome) return refuse(outcome.error());
+    forget_finished_checker(task);
     on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
                {"paid", format_credits(outcome->paid)}, {"why", outcome->why}});
     return {{"ok", true}, {"accepted", outcome->accepted}, {"why", outcome->why}, {"paid", format_credits(outcome->paid)}};
   }
   return refuse("unknown op '" + op.substr(0, 40) + "'");
+}
+
+ResultChecker* Coordinator::checker_for(const std::string& job) {
+  auto it = checkers_.find(job);
+  if (it != checkers_.end()) return it->second.get();
+  std::unique_ptr<ResultChecker> made;
+  if (auto def = store_.job_definition(job)) {
+    if (const Workload* w = find_workload(def->workload)) {
+      auto c = w->checker(def->spec, def->input);
+      if (c) made = std::move(*c);
+      else spdlog::warn("pool: job {}: cannot check results: {}", job, c.error().what());
+    }
+  }
+  return (checkers_[job] = std::move(made)).get();
+}
+
+json Coordinator::verification_method(const std::string& job) {
+  auto it = methods_.find(job);
+  if (it != methods_.end()) return it->second;
+  json method = {{"method", "none"}};
+  if (auto def = store_.job_definition(job))
+    if (const Workload* w = find_workload(def->workload)) method = w->verification_method(def->spec);
+  return methods_[job] = method;
+}
+
+void Coordinator::forget_finished_checker(const std::string& task) {
+  auto ref = store_.task_ref(task);
+  if (!ref || !*ref || !checkers_.count((*ref)->job)) return;
+  auto st = store_.job_status((*ref)->job);
+  if (st && st->state != "running") checkers_.erase((*ref)->job);  // its matrices can be large
+}
+
+std::optional<Verdict> Coordinator::verify(const std::string& task, const TaskResult& result) {
+  auto ref = store_.task_ref(task);
+  if (!ref || !*ref) return std::nullopt;  // complete() refuses unknown tasks with its own reason
+  ResultChecker* c = checker_for((*ref)->job);
+  if (!c) return std::nullopt;
+  auto start = std::chrono::steady_clock::now();
+  Verdict v = c->check((*ref)->shard, result);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  if (auto r = store_.record_verification((*ref)->job, v.accepted, us, static_cast<std::int64_t>(v.compute_seconds * 1e6)); !r)
+    spdlog::warn("pool: {}", r.error().what());
+  return v;
 }
 
 asio::awaitable<void> Coordinator::serve_client(std::shared_ptr<MuxStream> stream, ServiceContext context) {
@@ -253,23 +326,22 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
   auto now = now_ms();
   if (auto r = store_.ensure_peer(peer, now); !r) return refuse(r.error());
   if (op == "submit") {
-    std::string workload = req.value("workload", "");
-    if (workload != "exec") return refuse("unknown workload '" + workload.substr(0, 40) + "': this pool runs exec");
-    std::int64_t shards = req.contains("shards") && req["shards"].is_number_integer() ? req["shards"].get<std::int64_t>() : 0;
-    if (shards < 1 || shards > kMaxShards) return refuse("shards must be 1.." + std::to_string(kMaxShards));
+    std::string name = req.value("workload", "");
+    const Workload* workload = find_workload(name);
+    if (!workload) return refuse("unknown workload '" + name.substr(0, 40) + "': this pool runs " + workload_names());
     const json spec = req.value("spec", json::object());
-    if (!spec.is_object() || !spec.contains("argv") || !spec["argv"].is_array() || spec["argv"].empty())
-      return refuse("exec needs a command");
-    for (const auto& a : spec["argv"])
-      if (!a.is_string()) return refuse("exec: argv must be strings");
+    auto plan = workload->plan(spec);
+    if (!plan) return refuse(plan.error());
     const json input = req.value("input", json::object());
     if (!input.is_object()) return refuse("bad input");
     std::int64_t budget = req.contains("budget") && req["budget"].is_number_integer() ? req["budget"].get<std::int64_t>() : 0;
-    auto job = store_.create_job(peer, workload, spec, input, shards, budget, now);
+    auto job = store_.create_job(peer, name, spec, input, plan->info, plan->tasks, budget, now);
     if (!job) return refuse(job.error());
-    on_event_({{"event", "job_submitted"}, {"job", *job}, {"owner", peer}, {"tasks", shards},
-               {"budget", format_credits(budget)}});
-    return {{"ok", true}, {"job", *job}};
+    json event = {{"event", "job_submitted"}, {"job", *job}, {"owner", peer}, {"workload", name},
+                  {"tasks", plan->tasks}, {"budget", format_credits(budget)}};
+    for (const auto& [k, v] : plan->info.items()) event[k] = v;
+    on_event_(event);
+    return {{"ok", true}, {"job", *job}, {"tasks", plan->tasks}};
   }
   if (op == "status" || op == "jobs") {
     std::optional<std::string> owner;
@@ -278,14 +350,16 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     if (!jobs) return refuse(jobs.error());
     json out = {{"ok", true}, {"jobs", json::array()}};
     for (const auto& j : *jobs)
-      if (!req.contains("job") || req["job"] == j.id) out["jobs"].push_back(job_json(j));
+      if (!req.contains("job") || req["job"] == j.id) out["jobs"].push_back(job_json(j, verification_method(j.id)));
     if (op == "status") {
       auto devs = store_.devices();
       if (!devs) return refuse(devs.error());
       out["devices"] = json::array();
       for (const auto& d : *devs)
         out["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"name", d.name}, {"score", d.score},
-                                  {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done}});
+                                  {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done},
+                                  {"valid", d.valid}, {"invalid", d.invalid},
+                                  {"excluded", d.excluded ? json(*d.excluded) : json(nullptr)}});
     }
     return out;
   }

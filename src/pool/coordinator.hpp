@@ -14,6 +14,7 @@
 
 #include "pool/pool_store.hpp"
 #include "pool/scheduler.hpp"
+#include "pool/workload.hpp"
 #include "provider/service_router.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 
 namespace runsnack::pool {
 
@@ -50,11 +52,19 @@ class Coordinator {
                                std::string& public_key);
   nlohmann::json handle_client(const nlohmann::json& req, const ServiceContext& ctx);
   std::int64_t now_ms() const;
+  // The job's result checker, made on first use and kept (nullptr: none).
+  ResultChecker* checker_for(const std::string& job);
+  nlohmann::json verification_method(const std::string& job);
+  // Checks a result by computation when its workload can (else nothing); counts the cost.
+  std::optional<Verdict> verify(const std::string& task, const TaskResult& result);
+  void forget_finished_checker(const std::string& task);
 
   boost::asio::any_io_executor ex_;
   PoolStore& store_;
   std::function<void(const nlohmann::json&)> on_event_;
   std::map<std::string, WaitingDevice> waiting_;
+  std::map<std::string, std::unique_ptr<ResultChecker>> checkers_;
+  std::map<std::string, nlohmann::json> methods_;  // job -> its verification method (small)
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
 };

@@ -71,7 +71,7 @@ Result<nlohmann::json> collect_out(const fs::path& out_dir) {
 
 }  // namespace
 
-asio::awaitable<Result<ExecTaskOutput>> run_exec_task(ExecTaskRequest req, std::function<asio::awaitable<void>()> tick) {
+asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::function<asio::awaitable<void>()> tick) {
   std::error_code ec;
   fs::path ws = req.task_dir / "workspace";
   fs::create_directories(ws, ec);
@@ -131,7 +131,7 @@ asio::awaitable<Result<ExecTaskOutput>> run_exec_task(ExecTaskRequest req, std::
     timer.expires_after(std::chrono::milliseconds(10));
     co_await timer.async_wait(asio::use_awaitable);
   }
-  ExecTaskOutput out;
+  TaskOutput out;
   out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   auto data = read_bounded(out_path, kMaxStdoutBytes, "stdout");
   if (!data) co_return data.error();

@@ -6,6 +6,7 @@
 // back, size-bounded (pool/wire.hpp).
 
 #include "core/error.hpp"
+#include "pool/workload.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -21,12 +22,6 @@ namespace runsnack::pool {
 // "{shard}" and "{shards}" replaced in every argument. Pure.
 std::vector<std::string> substitute_shard(const std::vector<std::string>& argv, std::int64_t shard, std::int64_t shards);
 
-struct ExecTaskOutput {
-  int exit_code = 0;
-  std::string stdout_data;
-  nlohmann::json files = nlohmann::json::array();  // [{"path","data" (base64)}]
-};
-
 struct ExecTaskRequest {
   std::vector<std::string> argv;  // already substituted
   std::int64_t shard = 0, shards = 1;
@@ -39,7 +34,7 @@ struct ExecTaskRequest {
 // Runs the shard; `tick` is called about every second while it runs (the
 // worker heartbeats from there). Errors: the sandbox could not start, the
 // timeout passed, or the outputs are over their limits.
-boost::asio::awaitable<Result<ExecTaskOutput>> run_exec_task(ExecTaskRequest request,
+boost::asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest request,
                                                              std::function<boost::asio::awaitable<void>()> tick);
 
 }  // namespace runsnack::pool

@@ -84,6 +84,23 @@ CREATE INDEX ledger_by_account ON ledger (account);
 -- a task is paid at most once, whatever retries or duplicate results arrive
 CREATE UNIQUE INDEX ledger_one_payment_per_task ON ledger (task) WHERE kind = 'payment' AND amount > 0;
 )sql"},
+    {2, R"sql(
+ALTER TABLE jobs ADD COLUMN info TEXT NOT NULL DEFAULT '{}';      -- JSON the workload shows with the job
+ALTER TABLE jobs ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;  -- results checked by computation
+ALTER TABLE jobs ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0;  -- of which refused
+ALTER TABLE jobs ADD COLUMN verify_us INTEGER NOT NULL DEFAULT 0; -- coordinator time spent checking
+ALTER TABLE jobs ADD COLUMN compute_us INTEGER NOT NULL DEFAULT 0;-- workers' compute time of checked results
+ALTER TABLE devices ADD COLUMN valid INTEGER NOT NULL DEFAULT 0;     -- results that passed a check
+ALTER TABLE devices ADD COLUMN invalid INTEGER NOT NULL DEFAULT 0;   -- results caught wrong
+ALTER TABLE devices ADD COLUMN excluded TEXT;                        -- why it gets no more work
+CREATE TABLE rejections (                                            -- wrong results, never retried on the same peer
+  task    TEXT NOT NULL REFERENCES tasks(id),
+  peer    TEXT NOT NULL,
+  reason  TEXT NOT NULL,
+  time    INTEGER NOT NULL
+) STRICT;
+CREATE INDEX rejections_by_task ON rejections (task, peer);
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -154,6 +171,23 @@ CREATE TABLE ledger (
 );
 CREATE INDEX ledger_by_account ON ledger (account);
 CREATE UNIQUE INDEX ledger_one_payment_per_task ON ledger (task) WHERE kind = 'payment' AND amount > 0;
+)sql"},
+    {2, R"sql(
+ALTER TABLE jobs ADD COLUMN info TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE jobs ADD COLUMN verified BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN rejected BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN verify_us BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN compute_us BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN valid BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN invalid BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN excluded TEXT;
+CREATE TABLE rejections (
+  task    TEXT NOT NULL REFERENCES tasks(id),
+  peer    TEXT NOT NULL,
+  reason  TEXT NOT NULL,
+  time    BIGINT NOT NULL
+);
+CREATE INDEX rejections_by_task ON rejections (task, peer);
 )sql"},
 };
 
@@ -280,7 +314,8 @@ Result<void> PoolStore::set_device_online(const std::string& peer, bool online) 
 Result<std::vector<DeviceInfo>> PoolStore::devices() {
   auto st = db_.prepare(
       "SELECT d.id, d.peer, d.kind, d.name, CAST(d.score AS BIGINT), CAST(d.price AS BIGINT), d.online, "
-      "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done') FROM devices d ORDER BY d.score DESC");
+      "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done'), d.valid, d.invalid, d.excluded "
+      "FROM devices d ORDER BY d.score DESC");
   if (!st) return st.error();
   std::vector<DeviceInfo> out;
   while (true) {
@@ -293,6 +328,8 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
     d.price = static_cast<double>(st->column_int64(5)) / 1000.0;
     d.online = st->column_int64(6) != 0;
     d.tasks_done = st->column_int64(7);
+    d.valid = st->column_int64(8), d.invalid = st->column_int64(9);
+    d.excluded = st->column_optional_text(10);
     out.push_back(std::move(d));
   }
   return out;
@@ -300,7 +337,8 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
 
 Result<std::string> PoolStore::create_job(const std::string& owner, const std::string& workload,
                                           const nlohmann::json& spec, const nlohmann::json& input,
-                                          std::int64_t shards, Micro budget, std::int64_t now_ms) {
+                                          const nlohmann::json& info, std::int64_t shards, Micro budget,
+                                          std::int64_t now_ms) {
   if (shards <= 0) return fail(errc::invalid_argument, "a job needs at least one shard");
   if (budget < 0) return fail(errc::invalid_argument, "a negative budget");
   if (auto r = ensure_peer(owner, now_ms); !r) return r.error();
@@ -313,11 +351,12 @@ Result<std::string> PoolStore::create_job(const std::string& owner, const std::s
                                    format_credits(budget));
   std::string job = new_id("j");
   auto st = db_.prepare(
-      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)");
+      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created, info) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)");
   if (!st) return st.error();
   st->bind(1, std::string_view(job)).bind(2, std::string_view(owner)).bind(3, std::string_view(workload)).bind(4, std::string_view(spec.dump())).bind(5, std::string_view(input.dump()));
-  if (auto r = st->bind(6, shards).bind(7, budget).bind(8, now_ms).run(); !r) return r.error();
+  if (auto r = st->bind(6, shards).bind(7, budget).bind(8, now_ms).bind(9, std::string_view(info.is_object() ? info.dump() : "{}")).run(); !r)
+    return r.error();
   auto ins = db_.prepare("INSERT INTO tasks (id, job, shard, state) VALUES (?, ?, ?, 'pending')");
   if (!ins) return ins.error();
   for (std::int64_t i = 0; i < shards; ++i) {
@@ -362,7 +401,9 @@ Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, co
   auto st = db_.prepare(std::string(
       "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
       "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job "
-      "WHERE t.state = 'pending' AND j.state = 'running' ORDER BY j.created, t.shard LIMIT 1") +
+      "WHERE t.state = 'pending' AND j.state = 'running' "
+      "AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2) "
+      "ORDER BY j.created, t.shard LIMIT 1") +
       (db_.postgres() ? " FOR UPDATE OF t SKIP LOCKED" : "") + ") AND state = 'pending' RETURNING id, job, shard, attempts");
   if (!st) return st.error();
   st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
@@ -372,7 +413,7 @@ Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, co
   LeasedTask t;
   t.id = st->column_text(0), t.job = st->column_text(1), t.shard = st->column_int64(2), t.attempt = st->column_int64(3);
   if (auto more = st->step(); !more) return more.error();
-  auto js = db_.prepare("SELECT spec, shards FROM jobs WHERE id = ?");
+  auto js = db_.prepare("SELECT spec, shards, workload FROM jobs WHERE id = ?");
   if (!js) return js.error();
   js->bind(1, std::string_view(t.job));
   auto jr = js->step();
@@ -380,6 +421,7 @@ Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, co
   if (!*jr) return fail(errc::internal, "task without job");
   t.spec = nlohmann::json::parse(js->column_text(0), nullptr, false);
   t.shards = js->column_int64(1);
+  t.workload = js->column_text(2);
   if (auto r = tx->commit(); !r) return r.error();
   return std::optional<LeasedTask>(std::move(t));
 }
@@ -584,6 +626,9 @@ JobStatus read_job(SqlStmt& st) {
   j.workload = st.column_text(4), j.tasks = st.column_int64(5), j.budget = st.column_int64(6);
   j.pending = st.column_int64(7), j.leased = st.column_int64(8), j.done = st.column_int64(9);
   j.failed = st.column_int64(10), j.spent = st.column_int64(11);
+  j.info = nlohmann::json::parse(st.column_text(12), nullptr, false);
+  j.verified = st.column_int64(13), j.rejected = st.column_int64(14);
+  j.verify_us = st.column_int64(15), j.compute_us = st.column_int64(16);
   return j;
 }
 constexpr const char* kJobColumns =
@@ -592,7 +637,8 @@ constexpr const char* kJobColumns =
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'leased'), "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'done'), "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'failed'), "
-    "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.job = j.id AND l.kind = 'payment' AND l.amount > 0) "
+    "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.job = j.id AND l.kind = 'payment' AND l.amount > 0), "
+    "j.info, j.verified, j.rejected, j.verify_us, j.compute_us "
     "FROM jobs j ";
 }  // namespace
 
@@ -636,6 +682,77 @@ Result<std::optional<TaskResult>> PoolStore::result(const std::string& job, std:
   r.files = nlohmann::json::parse(st->column_text(2), nullptr, false);
   r.signature = st->column_text(3);
   return std::optional<TaskResult>(std::move(r));
+}
+
+Result<JobDefinition> PoolStore::job_definition(const std::string& job) {
+  auto st = db_.prepare("SELECT workload, spec, input FROM jobs WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::not_found, "no job " + job);
+  return JobDefinition{st->column_text(0), nlohmann::json::parse(st->column_text(1), nullptr, false),
+                       nlohmann::json::parse(st->column_text(2), nullptr, false)};
+}
+
+Result<std::optional<TaskRef>> PoolStore::task_ref(const std::string& task) {
+  auto st = db_.prepare("SELECT job, shard FROM tasks WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<TaskRef>{};
+  return std::optional<TaskRef>(TaskRef{st->column_text(0), st->column_int64(1)});
+}
+
+Result<std::optional<std::string>> PoolStore::record_check(const std::string& device, const std::string& task,
+                                                          const std::string& peer, bool valid, const std::string& reason,
+                                                          std::int64_t exclude_after, std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  auto up = db_.prepare(valid ? "UPDATE devices SET valid = valid + 1 WHERE id = ? RETURNING invalid"
+                              : "UPDATE devices SET invalid = invalid + 1 WHERE id = ? RETURNING invalid");
+  if (!up) return up.error();
+  up->bind(1, std::string_view(device));
+  auto row = up->step();
+  if (!row) return row.error();
+  std::int64_t invalid = *row ? up->column_int64(0) : 0;
+  if (*row)
+    if (auto more = up->step(); !more) return more.error();
+  std::optional<std::string> excluded;
+  if (!valid) {
+    auto rj = db_.prepare("INSERT INTO rejections (task, peer, reason, time) VALUES (?, ?, ?, ?)");
+    if (!rj) return rj.error();
+    if (auto r = rj->bind(1, std::string_view(task)).bind(2, std::string_view(peer)).bind(3, std::string_view(reason)).bind(4, now_ms).run(); !r)
+      return r.error();
+    if (exclude_after > 0 && invalid >= exclude_after) {
+      excluded = std::to_string(invalid) + " results caught wrong; last: " + reason;
+      auto ex = db_.prepare("UPDATE devices SET excluded = ? WHERE id = ? AND excluded IS NULL");
+      if (!ex) return ex.error();
+      if (auto r = ex->bind(1, std::string_view(*excluded)).bind(2, std::string_view(device)).run(); !r) return r.error();
+    }
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  return excluded;
+}
+
+Result<std::optional<std::string>> PoolStore::exclusion(const std::string& device) {
+  auto st = db_.prepare("SELECT excluded FROM devices WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(device));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<std::string>{};
+  return st->column_optional_text(0);
+}
+
+Result<void> PoolStore::record_verification(const std::string& job, bool accepted, std::int64_t verify_us,
+                                            std::int64_t compute_us) {
+  auto st = db_.prepare(
+      "UPDATE jobs SET verified = verified + 1, rejected = rejected + ?, verify_us = verify_us + ?, "
+      "compute_us = compute_us + ? WHERE id = ?");
+  if (!st) return st.error();
+  return st->bind(1, std::int64_t{accepted ? 0 : 1}).bind(2, verify_us).bind(3, compute_us).bind(4, std::string_view(job)).run();
 }
 
 Result<AuditReport> PoolStore::audit() {

@@ -30,6 +30,7 @@ struct PoolPolicy {
   int max_attempts = 3;                      // leases per task before it fails the job
   std::int64_t lease_ms = 30'000;            // renewed by every message from the worker
   Micro starting_credits = 0;                // minted for a peer the first time it is seen
+  std::int64_t exclude_after = 3;            // wrong results before a device gets no more work
 };
 
 struct DeviceInfo {
@@ -37,12 +38,25 @@ struct DeviceInfo {
   double score = 0, price = 0;
   bool online = false;
   std::int64_t tasks_done = 0;
+  std::int64_t valid = 0, invalid = 0;   // results checked right / caught wrong
+  std::optional<std::string> excluded;  // why it gets no more work
 };
 
 struct LeasedTask {
   std::string id, job;
   std::int64_t shard = 0, shards = 0, attempt = 0;
-  nlohmann::json spec;  // the workload's task description (exec: argv, env)
+  std::string workload;
+  nlohmann::json spec;  // the job's spec, as its workload reads it
+};
+
+struct JobDefinition {
+  std::string workload;
+  nlohmann::json spec, input;
+};
+
+struct TaskRef {
+  std::string job;
+  std::int64_t shard = 0;
 };
 
 struct TaskResult {
@@ -56,6 +70,8 @@ struct JobStatus {
   std::string id, owner, state, reason, workload;
   std::int64_t tasks = 0, pending = 0, leased = 0, done = 0, failed = 0;
   Micro budget = 0, spent = 0;
+  nlohmann::json info = nlohmann::json::object();  // what the workload shows with the job
+  std::int64_t verified = 0, rejected = 0, verify_us = 0, compute_us = 0;  // checks by computation
 };
 
 struct CompleteOutcome {
@@ -86,8 +102,23 @@ class PoolStore {
   // Escrows `budget` from the owner's balance; refused (with the balance in
   // the message) when it is too small.
   Result<std::string> create_job(const std::string& owner, const std::string& workload, const nlohmann::json& spec,
-                                 const nlohmann::json& input, std::int64_t shards, Micro budget, std::int64_t now_ms);
+                                 const nlohmann::json& input, const nlohmann::json& info, std::int64_t shards,
+                                 Micro budget, std::int64_t now_ms);
   Result<nlohmann::json> job_input(const std::string& job);
+  Result<JobDefinition> job_definition(const std::string& job);
+  Result<std::optional<TaskRef>> task_ref(const std::string& task);
+  // Reputation: counts a checked result of `device`; a wrong one is
+  // remembered so the task goes to another peer, and the device is
+  // excluded once `exclude_after` of its results were wrong. Returns the
+  // exclusion's reason when this check excluded it.
+  Result<std::optional<std::string>> record_check(const std::string& device, const std::string& task,
+                                                  const std::string& peer, bool valid, const std::string& reason,
+                                                  std::int64_t exclude_after, std::int64_t now_ms);
+  // Why the device is excluded, or nothing.
+  Result<std::optional<std::string>> exclusion(const std::string& device);
+  // Counts one result checked by computation (and its cost) on the job.
+  Result<void> record_verification(const std::string& job, bool accepted, std::int64_t verify_us,
+                                   std::int64_t compute_us);
   Result<std::int64_t> pending_count();
   // Leases the next pending task to `device` of `peer`, or nothing.
   Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms);

@@ -113,14 +113,14 @@ class Store : public ::testing::Test {
 };
 
 TEST_F(Store, TooLittleCreditIsRefusedWithTheBalance) {
-  auto job = store->create_job("carol", "exec", {}, {}, 2, 150 * kMicroPerCredit, now);
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 2, 150 * kMicroPerCredit, now);
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("balance 100"), std::string::npos) << job.error().message;
   expect_audit_ok();
 }
 
 TEST_F(Store, JobRunsPaysOncePerTaskAndRefunds) {
-  auto job = store->create_job("carol", "exec", {{"argv", {"true"}}}, {}, 2, 10 * kMicroPerCredit, now).value();
+  auto job = store->create_job("carol", "exec", {{"argv", {"true"}}}, {}, {}, 2, 10 * kMicroPerCredit, now).value();
   EXPECT_EQ(store->balance(peer_account("carol")).value(), 90 * kMicroPerCredit);
   auto t0 = store->claim(dev_a, "alice", now).value();
   auto t1 = store->claim(dev_b, "bob", now).value();
@@ -145,7 +145,7 @@ TEST_F(Store, JobRunsPaysOncePerTaskAndRefunds) {
 }
 
 TEST_F(Store, ExpiredOrLostLeasesRequeueThenFailTheJob) {
-  auto job = store->create_job("carol", "exec", {}, {}, 1, 5 * kMicroPerCredit, now).value();
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 1, 5 * kMicroPerCredit, now).value();
   auto t = store->claim(dev_a, "alice", now).value();
   ASSERT_TRUE(t);
   store->heartbeat("alice", now + 900).value();
@@ -166,7 +166,7 @@ TEST_F(Store, ExpiredOrLostLeasesRequeueThenFailTheJob) {
 }
 
 TEST_F(Store, ReRegisteringWorkerKeepsOnlyLeasesItHasResultsFor) {
-  auto job = store->create_job("carol", "exec", {}, {}, 2, 5 * kMicroPerCredit, now).value();
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 2, 5 * kMicroPerCredit, now).value();
   auto held = store->claim(dev_a, "alice", now).value();
   auto unheard = store->claim(dev_a, "alice", now).value();  // granted, answer lost with the coordinator
   ASSERT_TRUE(held && unheard);
@@ -183,7 +183,7 @@ TEST_F(Store, ReRegisteringWorkerKeepsOnlyLeasesItHasResultsFor) {
 }
 
 TEST_F(Store, CancelReturnsTheEscrow) {
-  auto job = store->create_job("carol", "exec", {}, {}, 3, 5 * kMicroPerCredit, now).value();
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 3, 5 * kMicroPerCredit, now).value();
   EXPECT_FALSE(store->cancel_job(job, "mallory", now));
   ASSERT_TRUE(store->cancel_job(job, "carol", now));
   EXPECT_EQ(store->job_status(job).value().state, "cancelled");
@@ -209,6 +209,46 @@ TEST(ResultSigning, SignatureCoversStdoutAndFiles) {
   EXPECT_TRUE(Identity::verify(id.peer_id(), pub, bytes, sig));
   r.stdout_data = "hellO";
   EXPECT_FALSE(Identity::verify(id.peer_id(), pub, result_signing_bytes("j.0", 1, r), sig));
+}
+
+}  // namespace
+}  // namespace runsnack::pool
+
+namespace runsnack::pool {
+namespace {
+
+TEST(Reputation, WrongResultsGoElsewhereAndExcludeTheDevice) {
+  PoolPolicy policy;
+  policy.lease_ms = 1000;
+  policy.max_attempts = 5;
+  policy.starting_credits = 100 * kMicroPerCredit;
+  auto store = PoolStore::open(":memory:", policy).value();
+  std::int64_t now = 1'800'000'000'000;
+  auto cheat = store.register_device("mallory", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  auto honest = store.register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  store.create_job("carol", "matmul", {}, {}, {}, 4, 5 * kMicroPerCredit, now).value();
+  for (int i = 0; i < 3; ++i) {
+    auto t = store.claim(cheat, "mallory", now).value();
+    ASSERT_TRUE(t);
+    auto excluded = store.record_check(cheat, t->id, "mallory", false, "wrong tile", 3, now).value();
+    EXPECT_EQ(excluded.has_value(), i == 2);
+    store.fail_attempt(t->id, t->attempt, "mallory", "wrong tile", now).value();
+  }
+  // The three rejected tasks are never offered to mallory again ...
+  auto fourth = store.claim(cheat, "mallory", now).value();
+  ASSERT_TRUE(fourth);
+  EXPECT_EQ(fourth->shard, 3);
+  // ... but go to bob, whose checked results count for him.
+  auto t = store.claim(honest, "bob", now).value();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->shard, 0);
+  EXPECT_FALSE(store.record_check(honest, t->id, "bob", true, "", 3, now).value());
+  EXPECT_TRUE(store.exclusion(cheat).value());
+  EXPECT_FALSE(store.exclusion(honest).value());
+  for (const auto& d : store.devices().value()) {
+    if (d.id == cheat) EXPECT_TRUE(d.valid == 0 && d.invalid == 3);
+    if (d.id == honest) EXPECT_TRUE(d.valid == 1 && d.invalid == 0);
+  }
 }
 
 }  // namespace

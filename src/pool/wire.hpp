@@ -15,9 +15,9 @@
 
 namespace runsnack::pool {
 
-inline constexpr std::uint32_t kMaxPoolMessageBytes = 8 * 1024 * 1024;
+inline constexpr std::uint32_t kMaxPoolMessageBytes = 12 * 1024 * 1024;
 inline constexpr std::size_t kMaxStdoutBytes = 1024 * 1024;       // per task; more is an error
-inline constexpr std::size_t kMaxOutFilesBytes = 2 * 1024 * 1024;  // per task, under out/
+inline constexpr std::size_t kMaxOutFilesBytes = 5 * 1024 * 1024;  // per task, under out/ (a 1024x1024 float32 tile is 4 MiB)
 inline constexpr std::size_t kMaxInputBytes = 4 * 1024 * 1024;     // per job, sent once per worker
 inline constexpr std::int64_t kMaxShards = 100'000;
 

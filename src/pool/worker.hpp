@@ -6,8 +6,9 @@
 // results it finished meanwhile (the coordinator accepts those whose lease
 // is still live). A refused link (revoked, expired) ends the worker.
 //
-// Test-only fault: RUNSNACK_POOL_FAULT=bad-signature|malformed makes every
-// result invalid, so tests can check the coordinator refuses it.
+// Test-only faults: RUNSNACK_POOL_FAULT=bad-signature|malformed makes every
+// result invalid, so tests can check the coordinator refuses it;
+// flip-bits signs wrong results (a cheater), for the verification tests.
 
 #include "consumer/consumer.hpp"
 #include "crypto/identity.hpp"
