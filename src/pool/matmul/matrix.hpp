@@ -4,10 +4,17 @@
 // through BLAS, Freivalds' check of a block product, and the .npy format
 // users read and write with numpy.
 //
-// Freivalds: C = A*B is checked as C*r == A*(B*r) for random 0/1 vectors r,
-// O(n^2) work against O(n^3). If C is wrong in an entry by more than twice
-// the tolerance, one round accepts it with probability at most 1/2, so k
-// independent rounds accept a wrong block with probability at most 2^-k.
+// Freivalds: a tile C_ij = A_i * B_j is checked from both sides as
+//   S_i' * C_ij * R_j == (S_i' * A_i) * (B_j * R_j)
+// with secret random 0/1 matrices S_i (tile rows x (k+1), one per row of
+// tiles) and R_j (tile columns x (k+1), one per column of tiles). S_i' * A_i
+// and B_j * R_j are made once and shared by a whole row or column, so a tile
+// costs one pass over its numbers: a small share of the O(n^3) product.
+// Soundness: if D = C_ij - A_i B_j is nonzero, each column of R_j leaves
+// D * r nonzero with probability >= 1/2, and then each column of S_i sees it
+// with probability >= 1/2, so a wrong tile passes with probability at most
+// 2 * 2^-(k+1) = 2^-k. Float32 needs a tolerance: differences below it
+// (rounding) pass by design; the bound holds for errors above it.
 
 #include "core/error.hpp"
 
@@ -40,20 +47,29 @@ Matrix multiply(const Matrix& a, const Matrix& b);
 
 struct FreivaldsOutcome {
   bool accepted = false;
-  double max_error = 0;  // largest |C*r - A*(B*r)| seen, relative to the tolerance scale
+  double max_error = 0;  // largest difference seen, relative to the check's magnitude
 };
 
-// The random 0/1 columns of one check: n x rounds, from a coordinator-side
-// secret seed (workers never see it).
-Matrix freivalds_vectors(std::uint64_t secret, std::int64_t n, int rounds);
+// The secret 0/1 vectors for k = `rounds`: rows x (rounds + 1), from a
+// coordinator-side secret (workers never see it); `stream` tells row blocks
+// and column blocks apart.
+Matrix freivalds_vectors(std::uint64_t secret, std::uint64_t stream, std::int64_t rows, int rounds);
+Matrix transpose(const Matrix& m);
 
-// Checks c == a_rows * (b_cols * r) within `tolerance` (relative to the
-// magnitudes involved, which float32 sums of length n need), for the
-// rounds columns of r (b_cols.cols x rounds). `br` may be passed in
-// precomputed (b_cols * r) so one column block's work is shared by every
-// row block; pass an empty Matrix to compute it here.
-FreivaldsOutcome freivalds_check(const Matrix& a_rows, const Matrix& b_cols, const Matrix& c, const Matrix& r,
-                                 const Matrix& br, double tolerance);
+// The per-row and per-column halves of the check, made once and shared by
+// every tile of that row or column.
+Matrix left_side(const Matrix& s_i, const Matrix& a_rows);   // S_i' * A_i: (k+1) x n
+Matrix right_side(const Matrix& b_cols, const Matrix& r_j);  // B_j * R_j:  n x (k+1)
+
+// The same halves for a seeded matrix, made row by row without holding it
+// (the coordinator never materialises A or B of a seeded job).
+Matrix seeded_left_side(std::uint64_t seed, std::int64_t n, std::int64_t row0, const Matrix& s_i);
+Matrix seeded_right_side(std::uint64_t seed, std::int64_t n, std::int64_t col0, const Matrix& r_j);
+
+// Checks tile c against them within `tolerance`, relative to the size of
+// the sums (float32 rounding grows with the inner dimension n and the tile).
+FreivaldsOutcome freivalds_check(const Matrix& s_i, const Matrix& r_j, const Matrix& left, const Matrix& right,
+                                 const Matrix& c, double tolerance);
 
 // .npy (version 1.0/2.0/3.0, dtype '<f4', C order, two dimensions): the
 // format numpy.save writes. Strict: anything else is a one-line error.

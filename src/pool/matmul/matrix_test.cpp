@@ -42,55 +42,99 @@ Block honest_block(std::int64_t n, std::int64_t bsz) {
   return blk;
 }
 
-TEST(Freivalds, AcceptsAnHonestBlock) {
-  auto blk = honest_block(256, 64);
-  Matrix r = freivalds_vectors(99, 64, 10);
-  auto out = freivalds_check(blk.a, blk.b, blk.c, r, {}, kTol);
-  EXPECT_TRUE(out.accepted) << out.max_error;
-  // The precomputed B*r gives the same answer.
-  auto again = freivalds_check(blk.a, blk.b, blk.c, r, multiply(blk.b, r), kTol);
-  EXPECT_TRUE(again.accepted);
+FreivaldsOutcome check(const Block& blk, const Matrix& c, std::uint64_t secret, int rounds) {
+  Matrix s = freivalds_vectors(secret, 0, blk.a.rows, rounds), r = freivalds_vectors(secret, 1, blk.b.cols, rounds);
+  return freivalds_check(s, r, left_side(s, blk.a), right_side(blk.b, r), c, kTol);
 }
 
-TEST(Freivalds, RejectsAFlippedBitInAnyRoundSet) {
+TEST(Freivalds, AcceptsAnHonestBlock) {
+  auto blk = honest_block(256, 64);
+  for (std::uint64_t secret = 0; secret < 5; ++secret) {
+    auto out = check(blk, blk.c, secret, 10);
+    EXPECT_TRUE(out.accepted) << out.max_error;
+  }
+}
+
+TEST(Freivalds, VectorsAreZeroOneSecretAndSizedByRounds) {
+  Matrix r = freivalds_vectors(1, 0, 1000, 10);
+  EXPECT_EQ(r.cols, 11);
+  int ones = 0;
+  for (float v : r.data) {
+    EXPECT_TRUE(v == 0.0f || v == 1.0f);
+    ones += v == 1.0f;
+  }
+  EXPECT_GT(ones, 5000);
+  EXPECT_LT(ones, 6000);
+  EXPECT_NE(freivalds_vectors(2, 0, 1000, 10).data, r.data);
+  EXPECT_NE(freivalds_vectors(1, 1, 1000, 10).data, r.data);
+}
+
+TEST(Freivalds, SeededHalvesEqualTheMaterialisedOnes) {
+  const std::int64_t n = 96;
+  Matrix s = freivalds_vectors(4, 0, 32, 20), r = freivalds_vectors(4, 1, 24, 20);
+  Matrix a_rows = seeded_block(9, 'A', n, 32, 32, 0, n), b_cols = seeded_block(9, 'B', n, 0, n, 48, 24);
+  Matrix l1 = left_side(s, a_rows), l2 = seeded_left_side(9, n, 32, s);
+  Matrix r1 = right_side(b_cols, r), r2 = seeded_right_side(9, n, 48, r);
+  ASSERT_EQ(l1.data.size(), l2.data.size());
+  ASSERT_EQ(r1.data.size(), r2.data.size());
+  for (std::size_t i = 0; i < l1.data.size(); ++i) EXPECT_NEAR(l1.data[i], l2.data[i], 1e-3 * std::fabs(l1.data[i]) + 1);
+  for (std::size_t i = 0; i < r1.data.size(); ++i) EXPECT_NEAR(r1.data[i], r2.data[i], 1e-3 * std::fabs(r1.data[i]) + 1);
+}
+
+TEST(Freivalds, RejectsAFlippedBit) {
   auto blk = honest_block(256, 64);
   int caught = 0, trials = 40;
   for (int t = 0; t < trials; ++t) {
     Matrix bad = blk.c;
     // Flip a high mantissa bit of one entry: an error far above rounding.
+    auto& v = bad.data[static_cast<std::size_t>(t * 97) % bad.data.size()];
     std::uint32_t bits;
-    std::memcpy(&bits, &bad.data[static_cast<std::size_t>(t * 97 % bad.data.size())], 4);
-    bits ^= 1u << 21;
-    std::memcpy(&bad.data[static_cast<std::size_t>(t * 97 % bad.data.size())], &bits, 4);
-    Matrix r = freivalds_vectors(1000 + static_cast<std::uint64_t>(t), 64, 10);
-    if (!freivalds_check(blk.a, blk.b, bad, r, {}, kTol).accepted) ++caught;
+    std::memcpy(&bits, &v, 4);
+    bits ^= 1u << 22;
+    std::memcpy(&v, &bits, 4);
+    if (!check(blk, bad, 1000 + static_cast<std::uint64_t>(t), 20).accepted) ++caught;
   }
-  // Each check misses with probability at most 2^-10.
-  EXPECT_GE(caught, trials - 1);
+  EXPECT_EQ(caught, trials);  // each check misses with probability at most 2^-20
 }
 
-TEST(Freivalds, OneRoundMissesAboutHalfTheTime) {
-  // With a single 0/1 vector an error in one column is seen only when that
-  // column's entry of r is 1: the 2^-k bound is tight, not decorative.
+TEST(Freivalds, CatchesErrorsAboveToleranceButNotRounding) {
+  auto blk = honest_block(128, 32);
+  for (std::uint64_t t = 0; t < 50; ++t) {
+    Matrix one = blk.c;
+    one.data[t * 13 % one.data.size()] += 0.5f;  // one entry off by ~13% of its typical size
+    EXPECT_FALSE(check(blk, one, t, 20).accepted);
+    Matrix spread = blk.c;  // every entry off a little, signs cancelling in sums
+    for (std::size_t i = 0; i < spread.data.size(); ++i) spread.data[i] += (i + t) % 2 ? 0.01f : -0.01f;
+    EXPECT_FALSE(check(blk, spread, t, 20).accepted);
+    Matrix rounding = blk.c;  // the last bit of every entry: what another BLAS might differ by
+    for (auto& v : rounding.data) v = std::nextafter(v, 100.0f);
+    EXPECT_TRUE(check(blk, rounding, t, 20).accepted);
+  }
+}
+
+TEST(Freivalds, TheBoundIsRealOneRoundMissesSometimes) {
+  // k = 1: two 0/1 columns a side; one wrong entry is missed when its row
+  // bits or its column bits are all zero: 2/4 - 1/16 = 44% of the time.
   auto blk = honest_block(128, 32);
   Matrix bad = blk.c;
   bad.data[5] += 100.0f;
-  int accepted = 0, trials = 200;
-  for (int t = 0; t < trials; ++t)
-    if (freivalds_check(blk.a, blk.b, bad, freivalds_vectors(static_cast<std::uint64_t>(t), 32, 1), {}, kTol).accepted)
-      ++accepted;
-  EXPECT_GT(accepted, trials / 4);
-  EXPECT_LT(accepted, trials * 3 / 4);
+  int accepted1 = 0, accepted12 = 0, trials = 200;
+  for (int t = 0; t < trials; ++t) {
+    accepted1 += check(blk, bad, static_cast<std::uint64_t>(t), 1).accepted;
+    accepted12 += check(blk, bad, static_cast<std::uint64_t>(t), 12).accepted;
+  }
+  EXPECT_GT(accepted1, trials / 5);
+  EXPECT_LT(accepted1, trials * 7 / 10);
+  EXPECT_EQ(accepted12, 0);
 }
 
 TEST(Freivalds, RejectsNaNAndWrongShapes) {
   auto blk = honest_block(64, 16);
-  Matrix r = freivalds_vectors(5, 16, 4);
   Matrix nan = blk.c;
   nan.data[0] = NAN;
-  EXPECT_FALSE(freivalds_check(blk.a, blk.b, nan, r, {}, kTol).accepted);
+  EXPECT_FALSE(check(blk, nan, 5, 4).accepted);
   Matrix small = sub_block(blk.c, 0, 8, 0, 16);
-  EXPECT_FALSE(freivalds_check(blk.a, blk.b, small, r, {}, kTol).accepted);
+  EXPECT_FALSE(check(blk, small, 5, 4).accepted);
 }
 
 TEST(Npy, RoundTripsAndReadsNumpysHeader) {

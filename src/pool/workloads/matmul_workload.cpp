@@ -79,9 +79,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Freivalds on the coordinator. A's row blocks and B's column blocks (and
-// B_j * r_j) are made once per job and kept: every tile of a row or column
-// shares them.
+// Freivalds on the coordinator (matrix.hpp). S_i' * A_i and B_j * R_j are
+// made once per row and column of tiles and kept: every tile shares them.
 class FreivaldsChecker final : public ResultChecker {
  public:
   FreivaldsChecker(json spec, Shape shape, int rounds, double tolerance, std::optional<Matrix> a, std::optional<Matrix> b)
@@ -101,17 +100,20 @@ class FreivaldsChecker final : public ResultChecker {
       }
     auto c = matmul::from_bytes(data, rows, cols);
     if (!c) return {false, "tile " + std::to_string(index) + ": " + c.error().what()};
-    const std::int64_t bi = r0 / shape_.block, bj = c0 / shape_.block;
-    auto& a_rows = rows_[bi];
-    if (a_rows.data.empty())
-      a_rows = a_ ? matmul::sub_block(*a_, r0, rows, 0, shape_.k) : matmul::seeded_block(spec_seed(spec_), 'A', shape_.k, r0, rows, 0, shape_.k);
-    auto& col = cols_[bj];
-    if (col.b.data.empty()) {
-      col.b = b_ ? matmul::sub_block(*b_, 0, shape_.k, c0, cols) : matmul::seeded_block(spec_seed(spec_), 'B', shape_.k, 0, shape_.k, c0, cols);
-      col.r = matmul::freivalds_vectors(secret_ ^ static_cast<std::uint64_t>(bj), cols, rounds_);
-      col.br = matmul::multiply(col.b, col.r);
+    const auto bi = static_cast<std::uint64_t>(r0 / shape_.block), bj = static_cast<std::uint64_t>(c0 / shape_.block);
+    auto& row = rows_[bi];
+    if (row.side.data.empty()) {  // s_i' * A_i
+      row.vectors = matmul::freivalds_vectors(secret_, 2 * bi, rows, rounds_);
+      row.side = a_ ? matmul::left_side(row.vectors, matmul::sub_block(*a_, r0, rows, 0, shape_.k))
+                    : matmul::seeded_left_side(spec_seed(spec_), shape_.k, r0, row.vectors);
     }
-    auto outcome = matmul::freivalds_check(a_rows, col.b, *c, col.r, col.br, tolerance_);
+    auto& col = cols_[bj];
+    if (col.side.data.empty()) {  // B_j * r_j
+      col.vectors = matmul::freivalds_vectors(secret_, 2 * bj + 1, cols, rounds_);
+      col.side = b_ ? matmul::right_side(matmul::sub_block(*b_, 0, shape_.k, c0, cols), col.vectors)
+                    : matmul::seeded_right_side(spec_seed(spec_), shape_.k, c0, col.vectors);
+    }
+    auto outcome = matmul::freivalds_check(row.vectors, col.vectors, row.side, col.side, *c, tolerance_);
     double compute = 0;
     if (auto line = json::parse(result.stdout_data, nullptr, false); line.is_object() && line.contains("compute_s") &&
                                                                      line["compute_s"].is_number())
@@ -123,8 +125,8 @@ class FreivaldsChecker final : public ResultChecker {
   }
 
  private:
-  struct Column {
-    Matrix b, r, br;
+  struct Half {
+    Matrix vectors, side;  // S_i and S_i' * A_i, or R_j and B_j * R_j
   };
   json spec_;
   Shape shape_;
@@ -132,8 +134,7 @@ class FreivaldsChecker final : public ResultChecker {
   double tolerance_;
   std::optional<Matrix> a_, b_;
   std::uint64_t secret_ = 0;
-  std::map<std::int64_t, Matrix> rows_;
-  std::map<std::int64_t, Column> cols_;
+  std::map<std::uint64_t, Half> rows_, cols_;
 };
 
 class MatmulWorkload final : public Workload {
