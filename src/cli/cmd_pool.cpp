@@ -4,6 +4,7 @@
 // own database).
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/pool_dashboard.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
@@ -67,7 +68,7 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30";
+  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http;
   bool json = false;
 };
 
@@ -136,7 +137,15 @@ int serve(const ServeArgs& args) {
   auto emit = [&args](const json& ev) {
     if (args.json) print_json(ev);
   };
-  pool::Coordinator coordinator(io.get_executor(), *store, emit);
+  PoolDashboard dashboard;
+  if (!args.http.empty())
+    if (auto r = dashboard.start(io.get_executor(), args.http, *store); !r) return report(r.error());
+  // The coordinator's events (not the provider's, which name addresses) also go to the dashboard.
+  auto emit_pool = [&emit, &dashboard](const json& ev) {
+    emit(ev);
+    dashboard.publish(ev);
+  };
+  pool::Coordinator coordinator(io.get_executor(), *store, emit_pool);
   ServiceRouter router = default_services();
   coordinator.add_services(router);
   Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
@@ -147,11 +156,12 @@ int serve(const ServeArgs& args) {
   auto submit = make_link(*db, *identity, provider, pool::kServiceClient, "pool submit", submit_grant);
   if (!submit) return report(submit.error());
   if (args.json) {
-    print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", nullptr},
+    print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", dashboard.url()},
                 {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
                 {"db", db_shown}});
   } else {
     std::cout << "join:   " << *join << "\nsubmit: " << *submit << std::endl;
+    if (dashboard.server()) std::cout << "http:   " << dashboard.server()->url() << std::endl;
     std::cerr << "Pool coordinator on port " << provider.local_endpoint().port() << " (links " << join_grant << ", "
               << submit_grant << "; revoke with `runsnack revoke`). Ctrl-C stops." << std::endl;
   }
@@ -160,13 +170,16 @@ int serve(const ServeArgs& args) {
     if (ec) return;
     coordinator.stop();
     provider.stop();
+    dashboard.stop();
   });
   asio::co_spawn(io, provider.run(), [&](std::exception_ptr e) {
     signals.cancel();
     coordinator.stop();
+    dashboard.stop();
     log_error(e);
   });
   asio::co_spawn(io, coordinator.run_maintenance(), log_error);
+  if (dashboard.server()) asio::co_spawn(io, dashboard.server()->run(), log_error);
   io.run();
   return 0;
 }
@@ -387,6 +400,8 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
   serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
+  serve_cmd->add_option("--http", sa->http,
+                        "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");
   serve_cmd->add_flag("--json", sa->json, "One JSON event per line; the first is {\"event\":\"ready\",...}");
   serve_cmd->callback([&status, sa] { run_command(status, [&] { return serve(*sa); }); });
 

@@ -778,4 +778,72 @@ Result<AuditReport> PoolStore::audit() {
   return audit_ledger(entries, finisher);
 }
 
+// --- read-only views for the dashboard -----------------------------------------------
+
+Result<std::vector<JobStatus>> PoolStore::recent_jobs(std::int64_t limit) {
+  auto st = db_.prepare(std::string(kJobColumns) + "ORDER BY j.created DESC, j.id DESC LIMIT ?");
+  if (!st) return st.error();
+  st->bind(1, limit);
+  std::vector<JobStatus> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(read_job(*st));
+  }
+  return out;
+}
+
+Result<std::vector<LedgerRecord>> PoolStore::recent_entries(std::int64_t limit) {
+  auto st = db_.prepare(
+      "SELECT l.txn, x.time, l.account, l.amount, l.kind, l.task, l.job FROM ledger l "
+      "JOIN ledger_txns x ON x.id = l.txn ORDER BY l.seq DESC LIMIT ?");
+  if (!st) return st.error();
+  st->bind(1, limit);
+  std::vector<LedgerRecord> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    LedgerRecord r;
+    r.txn = st->column_int64(0), r.time_ms = st->column_int64(1), r.account = st->column_text(2);
+    r.amount = st->column_int64(3), r.kind = st->column_text(4), r.task = st->column_optional_text(5);
+    r.job = st->column_text(6);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<LedgerTotals> PoolStore::ledger_totals() {
+  auto st = db_.prepare(
+      "SELECT kind, COALESCE(SUM(amount), 0) FROM ledger WHERE amount > 0 GROUP BY kind "
+      "UNION ALL SELECT 'held', COALESCE(SUM(amount), 0) FROM ledger WHERE account LIKE 'escrow:%'");
+  if (!st) return st.error();
+  LedgerTotals t;
+  const std::map<std::string, Micro*> slots = {{"mint", &t.minted},    {"escrow", &t.escrowed}, {"payment", &t.paid},
+                                               {"refund", &t.refunded}, {"held", &t.held}};
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    if (auto it = slots.find(st->column_text(0)); it != slots.end()) *it->second = st->column_int64(1);
+  }
+  return t;
+}
+
+Result<std::map<std::string, Micro>> PoolStore::earnings_by_device() {
+  auto st = db_.prepare(
+      "SELECT t.device, COALESCE(SUM(l.amount), 0) FROM ledger l JOIN tasks t ON t.id = l.task "
+      "WHERE l.kind = 'payment' AND l.amount > 0 AND t.device IS NOT NULL GROUP BY t.device");
+  if (!st) return st.error();
+  std::map<std::string, Micro> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out[st->column_text(0)] = st->column_int64(1);
+  }
+  return out;
+}
+
 }  // namespace runsnack::pool

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,20 @@ struct JobStatus {
   Micro budget = 0, spent = 0;
   nlohmann::json info = nlohmann::json::object();  // what the workload shows with the job
   std::int64_t verified = 0, rejected = 0, verify_us = 0, compute_us = 0;  // checks by computation
+};
+
+// Read-only views for the dashboard (pool/pool_snapshot.hpp).
+struct LedgerRecord {
+  std::int64_t txn = 0, time_ms = 0;
+  std::string account, kind, job;
+  Micro amount = 0;
+  std::optional<std::string> task;
+};
+
+// Credits that flowed by kind (each the sum of that kind's positive entries),
+// and what escrow accounts hold now.
+struct LedgerTotals {
+  Micro minted = 0, escrowed = 0, paid = 0, refunded = 0, held = 0;
 };
 
 struct CompleteOutcome {
@@ -144,6 +159,13 @@ class PoolStore {
   Result<std::vector<JobStatus>> jobs(const std::optional<std::string>& owner);
   Result<std::optional<TaskResult>> result(const std::string& job, std::int64_t shard);
   Result<AuditReport> audit();
+
+  // Dashboard views, read-only.
+  Result<std::vector<JobStatus>> recent_jobs(std::int64_t limit);  // newest first
+  Result<std::vector<LedgerRecord>> recent_entries(std::int64_t limit);  // newest first
+  Result<LedgerTotals> ledger_totals();
+  // Credits paid for the tasks each device finished, by device id.
+  Result<std::map<std::string, Micro>> earnings_by_device();
 
  private:
   PoolStore(SqlDb db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}

@@ -1,0 +1,130 @@
+#include "pool/dashboard/http_routes.hpp"
+
+#include "pool/dashboard/assets.hpp"
+
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string_view>
+
+namespace runsnack::pool::dashboard {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+// 'self' also covers ws:// to this origin (CSP level 3), which is how the page reaches /ws.
+constexpr const char* kContentSecurityPolicy =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+void add_common_headers(Response& res) {
+  res.set(http::field::server, "runsnack-dashboard");
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Content-Security-Policy", kContentSecurityPolicy);
+  res.set("X-Frame-Options", "DENY");
+  res.set("Referrer-Policy", "no-referrer");
+  res.set("Cross-Origin-Opener-Policy", "same-origin");
+  res.set("Cross-Origin-Resource-Policy", "same-origin");
+}
+
+std::string_view content_type(std::string_view path) {
+  auto ends_with = [&](std::string_view ext) { return path.ends_with(ext); };
+  if (ends_with(".html")) return "text/html; charset=utf-8";
+  if (ends_with(".css")) return "text/css; charset=utf-8";
+  if (ends_with(".js")) return "text/javascript; charset=utf-8";
+  if (ends_with(".png")) return "image/png";
+  if (ends_with(".svg")) return "image/svg+xml";
+  return "application/octet-stream";
+}
+
+Response ok(const Request& req, std::string_view type, std::string body, const char* cache) {
+  Response res(http::status::ok, req.version());
+  add_common_headers(res);
+  res.set(http::field::content_type, type);
+  res.set(http::field::cache_control, cache);
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find_first_of("?#")); }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// "localhost", "x.localhost", "127.0.0.1", "[::1]", each with an optional port.
+bool is_loopback_host(std::string_view host_header) {
+  std::string host = lower(host_header);
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    return close != std::string::npos && host.substr(1, close - 1) == "::1";
+  }
+  host = host.substr(0, host.find(':'));
+  if (host == "localhost" || host.ends_with(".localhost")) return true;
+  if (!host.starts_with("127.")) return false;
+  return std::all_of(host.begin(), host.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
+}
+
+}  // namespace
+
+Response error_response(http::status status, unsigned version, const std::string& text) {
+  Response res(status, version);
+  add_common_headers(res);
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.set(http::field::cache_control, "no-store");
+  res.keep_alive(false);
+  res.body() = text + "\n";
+  res.prepare_payload();
+  return res;
+}
+
+std::optional<Response> check_request(const Request& req, const RouteOptions& options) {
+  if (req.method() != http::verb::get) {
+    auto res = error_response(http::status::method_not_allowed, req.version(), "only GET: the dashboard is read-only");
+    res.set(http::field::allow, "GET");
+    return res;
+  }
+  auto host = req[http::field::host];
+  if (options.loopback_only && !is_loopback_host(host))
+    return error_response(http::status::misdirected_request, req.version(), "this dashboard answers only to localhost");
+  if (wants_websocket(req)) {
+    auto origin = req[http::field::origin];
+    if (!origin.empty() && lower(origin) != "http://" + lower(host))
+      return error_response(http::status::forbidden, req.version(), "WebSocket from another origin");
+  }
+  return std::nullopt;
+}
+
+bool wants_websocket(const Request& req) {
+  return path_of(req.target()) == "/ws" && boost::beast::websocket::is_upgrade(req);
+}
+
+Response answer(const Request& req, const SnapshotFn& snapshot) {
+  std::string_view path = path_of(req.target());
+  if (path == "/api/snapshot") {
+    std::string body;
+    try {
+      body = snapshot().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } catch (const std::exception& e) {
+      spdlog::warn("dashboard: snapshot: {}", e.what());
+      return error_response(http::status::internal_server_error, req.version(), "snapshot failed");
+    }
+    return ok(req, "application/json", std::move(body), "no-store");
+  }
+  if (path == "/") path = "/index.html";
+  for (const auto& asset : embedded_assets())
+    if (asset.path == path) return ok(req, content_type(path), std::string(asset.bytes), "no-cache");
+  auto res = error_response(http::status::not_found, req.version(), "not found");
+  res.keep_alive(req.keep_alive());
+  return res;
+}
+
+}  // namespace runsnack::pool::dashboard
