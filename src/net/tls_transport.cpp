@@ -7,11 +7,18 @@
 // gets a BIO over two buffers of ours instead:
 //
 //   write: plaintext --SSL_write_ex--> tx_pending_ (many records) --one async_write--> socket
+//          or, in bulk, 256 KiB batches --SendWorker (its own thread)--> socket
 //   read:  socket --async_read_some (up to 256 KiB)--> rx_ --SSL_read_ex--> caller's buffer
+//
+// In bulk the worker's send of one batch overlaps the encryption of the next
+// (on two cores, the send syscall is about as costly as AES-GCM). Small
+// writes with the worker idle are sent from this thread: no hand-off latency.
 //
 // OpenSSL handles post-handshake messages (KeyUpdate) inside SSL_read/SSL_write;
 // whatever it writes meanwhile lands in tx_pending_ and is flushed in order.
 #include "net/transport.hpp"
+
+#include "net/send_worker.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -30,6 +37,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace runsnack {
@@ -121,6 +129,10 @@ int bio_write(BIO* bio, const char* data, int len) {
   return len;
 }
 
+// OpenSSL asks for a record's header, then its body, and gets exactly that.
+// (Read-ahead into a large OpenSSL buffer straight from the socket would save
+// this copy, but OpenSSL then memmoves the buffered rest at every record start
+// to align the payload: quadratic in the buffer size.)
 int bio_read(BIO* bio, char* out, int len) {
   auto* io = static_cast<BioBuffers*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
@@ -278,6 +290,7 @@ class TlsTransport final : public Transport {
   void close() override {
     if (closed_) return;
     closed_ = true;
+    if (worker_) worker_->stop();  // before the socket's fd goes
     boost::system::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -289,9 +302,10 @@ class TlsTransport final : public Transport {
   struct SslFree {
     void operator()(SSL* ssl) const { SSL_free(ssl); }
   };
-  // Ciphertext per send (and plaintext per SSL_write_ex); the Mux's writes are
-  // at most about this big, so a write is usually one send.
+  // Ciphertext per batch (send); up to kQueuedBatches wait for or are in the
+  // worker's send while the next is encrypted.
   static constexpr std::size_t kSendBytes = 256 * 1024;
+  static constexpr std::size_t kQueuedBatches = 2;
   // What tx_pending can reach: a send's worth, one more record, record overheads.
   static constexpr std::size_t kSendCapacity = kSendBytes + 3 * kRecordBytes;
   // The receive buffer starts small (idle sessions) and doubles while reads fill it.
@@ -308,10 +322,13 @@ class TlsTransport final : public Transport {
     staging_.clear();
   }
 
-  // Sends tx_pending (and what is added meanwhile). One send at a time, in
-  // the order OpenSSL produced the records; with wait_all, returns only when
-  // everything pending when called has been sent, else leaves that to the
-  // send already in flight.
+  // Moves tx_pending (and what is added meanwhile) towards the socket, in the
+  // order OpenSSL produced the records: a full batch, or anything while the
+  // worker still has batches, goes to the worker (created at the first full
+  // batch), which sends it while we encrypt the next; the rest is sent here
+  // with one async_write. One coroutine at a time does this (sending_); with
+  // wait_all, returns once everything pending when called has left
+  // tx_pending, else leaves that to the one in progress.
   asio::awaitable<void> flush(bool wait_all) {
     for (;;) {
       if (sending_) {
@@ -321,12 +338,26 @@ class TlsTransport final : public Transport {
       }
       if (io_->tx_pending.empty()) co_return;
       sending_ = true;
-      std::swap(io_->tx_pending, tx_sending_);
-      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(tx_sending_), asio::as_tuple(asio::use_awaitable));
-      tx_sending_.clear();
-      sending_ = false;
-      send_done_.cancel();
-      if (ec) throw boost::system::system_error(ec, "tls: send failed");
+      struct Sent {
+        TlsTransport& t;
+        ~Sent() {
+          t.sending_ = false;
+          t.send_done_.cancel();
+        }
+      } sent{*this};
+      if (io_->tx_pending.size() >= kSendBytes || (worker_ && worker_->in_flight() > 0)) {
+        if (!worker_) worker_ = std::make_unique<SendWorker>(socket_.native_handle(), socket_.get_executor());
+        co_await worker_->wait_below(kQueuedBatches);
+        auto next = worker_->take_spare();
+        if (next.capacity() < kSendCapacity) next.reserve(kSendCapacity);
+        worker_->push(std::exchange(io_->tx_pending, std::move(next)));
+      } else {
+        if (worker_) worker_->release_spares();  // bulk is over: keep idle sessions small
+        std::swap(io_->tx_pending, tx_sending_);
+        auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(tx_sending_), asio::as_tuple(asio::use_awaitable));
+        tx_sending_.clear();
+        if (ec) throw boost::system::system_error(ec, "tls: send failed");
+      }
     }
   }
 
@@ -353,6 +384,7 @@ class TlsTransport final : public Transport {
       ERR_clear_error();
       if (SSL_shutdown(ssl_.get()) < 0) co_return;
       co_await flush(true);
+      if (worker_) co_await worker_->wait_below(1);  // close_notify has left
       if (SSL_get_shutdown(ssl_.get()) & SSL_RECEIVED_SHUTDOWN) co_return;
       if (reading_) {
         // The Mux's reader is in read_some: it will see the close_notify (or the end).
@@ -369,6 +401,7 @@ class TlsTransport final : public Transport {
   std::unique_ptr<BioBuffers> io_;
   std::unique_ptr<SSL, SslFree> ssl_;
   asio::ip::tcp::socket socket_;
+  std::unique_ptr<SendWorker> worker_;  // declared after socket_: stopped before the fd closes
   std::vector<std::uint8_t> staging_;     // plaintext coalesced into one record
   std::vector<std::uint8_t> tx_sending_;  // ciphertext of the send in flight
   bool sending_ = false;

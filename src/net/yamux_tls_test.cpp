@@ -192,6 +192,43 @@ TEST(TlsTransport, KeepsBytesReadPastTheHandshake) {
   EXPECT_EQ(at_client.end, asio::ssl::error::stream_truncated) << at_client.end.message();
 }
 
+// A bulk write to a peer that does not read blocks (in the send worker); close()
+// ends it with an error, as the Mux's write watchdog does.
+TEST(TlsTransport, CloseEndsABulkWriteToAPeerThatDoesNotRead) {
+  asio::io_context io;
+  TlsPair pair(io);
+  std::unique_ptr<Transport> client, server;
+  std::size_t written = 0;
+  bool failed = false, closed = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    co_await pair.handshake();
+    client = make_tls_transport(std::move(pair.client));
+    server = make_tls_transport(std::move(pair.server));  // never reads
+    std::vector<std::uint8_t> chunk(1024 * 1024, 7);
+    std::vector<asio::const_buffer> gather{asio::buffer(chunk)};
+    try {
+      for (;;) {
+        co_await client->write(gather);
+        written += chunk.size();
+      }
+    } catch (const boost::system::system_error&) {
+      failed = true;
+    }
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    // Long enough for the socket buffers to fill; the outcome does not depend on it.
+    asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
+    co_await t.async_wait(asio::use_awaitable);
+    client->close();
+    closed = true;
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  io.run_for(30s);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(failed);
+  EXPECT_GT(written, 0u);
+  server->close();
+}
+
 // ------------------------------------------------------------ the Mux over TLS
 
 TEST(YamuxTls, StreamsOverTls) {
