@@ -6,19 +6,12 @@
 // one TLS record per send()/recv(), two extra copies per record. Here the SSL
 // gets a BIO over two buffers of ours instead:
 //
-//   write: plaintext --SSL_write_ex--> tx_pending_ (many records) --one async_write--> socket
-//          or, in bulk, 256 KiB batches --SendWorker (its own thread)--> socket
-//   read:  socket --async_read_some (up to 256 KiB)--> rx_ --SSL_read_ex--> caller's buffer
-//
-// In bulk the worker's send of one batch overlaps the encryption of the next
-// (on two cores, the send syscall is about as costly as AES-GCM). Small
-// writes with the worker idle are sent from this thread: no hand-off latency.
+//   write: plaintext --SSL_write_ex--> tx_pending_ (up to 768 KiB of records) --one send()--> socket
+//   read:  socket --async_read_some (up to 1 MiB)--> rx_ --SSL_read_ex--> caller's buffer
 //
 // OpenSSL handles post-handshake messages (KeyUpdate) inside SSL_read/SSL_write;
 // whatever it writes meanwhile lands in tx_pending_ and is flushed in order.
 #include "net/transport.hpp"
-
-#include "net/send_worker.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -37,7 +30,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <utility>
+#include <limits>
 #include <vector>
 
 namespace runsnack {
@@ -174,6 +167,12 @@ const BIO_METHOD* buffers_bio_method() {
   return method;
 }
 
+// async_write's completion condition: the whole buffer in one send() if the
+// socket takes it (transfer_all caps each send at 64 KiB).
+std::size_t whole_sends(const boost::system::error_code& ec, std::size_t) {
+  return ec ? 0 : std::numeric_limits<std::size_t>::max() / 2;
+}
+
 boost::system::system_error ssl_failure(const char* what) {
   unsigned long e = ERR_get_error();
   ERR_clear_error();
@@ -290,10 +289,18 @@ class TlsTransport final : public Transport {
   void close() override {
     if (closed_) return;
     closed_ = true;
-    if (worker_) worker_->stop();  // before the socket's fd goes
     boost::system::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
+  }
+
+  void trim() override {
+    // Only what a bulk transfer grew; the next one grows them again.
+    if (!sending_ && io_->tx_pending.empty() && io_->tx_pending.capacity() > 2 * kRecordBytes)
+      io_->tx_pending = {};
+    if (!sending_ && tx_sending_.capacity() > 2 * kRecordBytes) tx_sending_ = {};
+    // A read is usually waiting in rx: the next one gets a small buffer.
+    shrink_rx_ = io_->rx_size > kMinReceiveBytes;
   }
 
   asio::any_io_executor get_executor() override { return socket_.get_executor(); }
@@ -302,15 +309,18 @@ class TlsTransport final : public Transport {
   struct SslFree {
     void operator()(SSL* ssl) const { SSL_free(ssl); }
   };
-  // Ciphertext per batch (send); up to kQueuedBatches wait for or are in the
-  // worker's send while the next is encrypted.
-  static constexpr std::size_t kSendBytes = 256 * 1024;
-  static constexpr std::size_t kQueuedBatches = 2;
+  // Ciphertext per send (and plaintext per SSL_write_ex). Measured on loopback
+  // (docs/PERFORMANCE.md): 512-768 KiB sends beat 256 KiB by ~30% (half the
+  // syscalls, and half the wake-ups of the reader), 1 MiB and more lose again.
+  static constexpr std::size_t kSendBytes = 768 * 1024;
   // What tx_pending can reach: a send's worth, one more record, record overheads.
   static constexpr std::size_t kSendCapacity = kSendBytes + 3 * kRecordBytes;
-  // The receive buffer starts small (idle sessions) and doubles while reads fill it.
+  // The receive buffer starts small (idle sessions) and doubles while reads
+  // fill it. Up to 1 MiB: a reader that drains big bites keeps the kernel's
+  // receive window open (with 256 KiB the sender was window-limited ~45% of
+  // its busy time, tcp_info's rwnd_limited).
   static constexpr std::size_t kMinReceiveBytes = 32 * 1024;
-  static constexpr std::size_t kMaxReceiveBytes = 256 * 1024;
+  static constexpr std::size_t kMaxReceiveBytes = 1024 * 1024;
 
   void encrypt(const std::uint8_t* p, std::size_t n) {
     ERR_clear_error();
@@ -322,13 +332,10 @@ class TlsTransport final : public Transport {
     staging_.clear();
   }
 
-  // Moves tx_pending (and what is added meanwhile) towards the socket, in the
-  // order OpenSSL produced the records: a full batch, or anything while the
-  // worker still has batches, goes to the worker (created at the first full
-  // batch), which sends it while we encrypt the next; the rest is sent here
-  // with one async_write. One coroutine at a time does this (sending_); with
-  // wait_all, returns once everything pending when called has left
-  // tx_pending, else leaves that to the one in progress.
+  // Sends tx_pending (and what is added meanwhile). One send at a time, in
+  // the order OpenSSL produced the records; with wait_all, returns only when
+  // everything pending when called has been sent, else leaves that to the
+  // send already in flight.
   asio::awaitable<void> flush(bool wait_all) {
     for (;;) {
       if (sending_) {
@@ -338,34 +345,25 @@ class TlsTransport final : public Transport {
       }
       if (io_->tx_pending.empty()) co_return;
       sending_ = true;
-      struct Sent {
-        TlsTransport& t;
-        ~Sent() {
-          t.sending_ = false;
-          t.send_done_.cancel();
-        }
-      } sent{*this};
-      if (io_->tx_pending.size() >= kSendBytes || (worker_ && worker_->in_flight() > 0)) {
-        if (!worker_) worker_ = std::make_unique<SendWorker>(socket_.native_handle(), socket_.get_executor());
-        co_await worker_->wait_below(kQueuedBatches);
-        auto next = worker_->take_spare();
-        if (next.capacity() < kSendCapacity) next.reserve(kSendCapacity);
-        worker_->push(std::exchange(io_->tx_pending, std::move(next)));
-      } else {
-        if (worker_) worker_->release_spares();  // bulk is over: keep idle sessions small
-        std::swap(io_->tx_pending, tx_sending_);
-        auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(tx_sending_), asio::as_tuple(asio::use_awaitable));
-        tx_sending_.clear();
-        if (ec) throw boost::system::system_error(ec, "tls: send failed");
-      }
+      std::swap(io_->tx_pending, tx_sending_);
+      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(tx_sending_), whole_sends,
+                                                asio::as_tuple(asio::use_awaitable));
+      tx_sending_.clear();
+      // The large buffer goes back to tx_pending: one of the two grows, not both.
+      if (io_->tx_pending.empty()) std::swap(io_->tx_pending, tx_sending_);
+      sending_ = false;
+      send_done_.cancel();
+      if (ec) throw boost::system::system_error(ec, "tls: send failed");
     }
   }
 
   // Reads more ciphertext from the socket into rx (all of rx has been consumed).
   asio::awaitable<void> fill_rx() {
-    if (io_->rx_end == io_->rx_size && io_->rx_size < kMaxReceiveBytes) {
-      io_->rx_size = std::max(kMinReceiveBytes, std::min(io_->rx_size * 2, kMaxReceiveBytes));
-      io_->rx = std::make_unique_for_overwrite<std::uint8_t[]>(io_->rx_size);
+    if (shrink_rx_) {  // trim() came while the last read held the buffer
+      shrink_rx_ = false;
+      if (io_->rx_size > kMinReceiveBytes) allocate_rx(kMinReceiveBytes);
+    } else if (io_->rx_end == io_->rx_size && io_->rx_size < kMaxReceiveBytes) {
+      allocate_rx(std::min(io_->rx_size * 2, kMaxReceiveBytes));
     }
     io_->rx_begin = io_->rx_end = 0;
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(io_->rx.get(), io_->rx_size),
@@ -378,13 +376,17 @@ class TlsTransport final : public Transport {
     io_->rx_end = n;
   }
 
+  void allocate_rx(std::size_t size) {
+    io_->rx_size = std::max(size, kMinReceiveBytes);
+    io_->rx = std::make_unique_for_overwrite<std::uint8_t[]>(io_->rx_size);
+  }
+
   // Part of shutdown(): sends close_notify and waits for the peer's. Never throws.
   asio::awaitable<void> close_notify() {
     try {
       ERR_clear_error();
       if (SSL_shutdown(ssl_.get()) < 0) co_return;
       co_await flush(true);
-      if (worker_) co_await worker_->wait_below(1);  // close_notify has left
       if (SSL_get_shutdown(ssl_.get()) & SSL_RECEIVED_SHUTDOWN) co_return;
       if (reading_) {
         // The Mux's reader is in read_some: it will see the close_notify (or the end).
@@ -401,10 +403,10 @@ class TlsTransport final : public Transport {
   std::unique_ptr<BioBuffers> io_;
   std::unique_ptr<SSL, SslFree> ssl_;
   asio::ip::tcp::socket socket_;
-  std::unique_ptr<SendWorker> worker_;  // declared after socket_: stopped before the fd closes
   std::vector<std::uint8_t> staging_;     // plaintext coalesced into one record
   std::vector<std::uint8_t> tx_sending_;  // ciphertext of the send in flight
   bool sending_ = false;
+  bool shrink_rx_ = false;  // trim() asked for a small receive buffer
   bool reading_ = false;
   bool closed_ = false;
   asio::steady_timer send_done_;  // cancelled when a send ends

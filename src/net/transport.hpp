@@ -35,6 +35,9 @@ class Transport {
   virtual boost::asio::awaitable<void> shutdown() = 0;
   // Closes now: pending operations fail. Idempotent.
   virtual void close() = 0;
+  // The connection has been quiet for a while: free buffers grown for bulk
+  // transfers (they grow again when needed). The Mux calls it.
+  virtual void trim() {}
   virtual boost::asio::any_io_executor get_executor() = 0;
 };
 

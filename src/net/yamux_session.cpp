@@ -276,6 +276,15 @@ asio::awaitable<void> Mux::keepalive() {
       continue;
     }
     if (closing_) continue;
+    // A tick without traffic: give back what a bulk transfer made the transport grow.
+    std::uint64_t moved = bytes_in() + bytes_out();
+    if (moved != moved_at_last_tick_) {
+      moved_at_last_tick_ = moved;
+      trimmed_ = false;
+    } else if (!trimmed_) {
+      transport_->trim();
+      trimmed_ = true;
+    }
     auto action = state_.keepalive(now, ctrl_);
     flush_control();
     if (action == yamux::KeepaliveAction::dead) {

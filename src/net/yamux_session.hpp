@@ -115,6 +115,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
   std::uint64_t queued_seq_ = 0;   // frames ever queued
   std::uint64_t flushed_seq_ = 0;  // frames ever written
   std::optional<std::chrono::steady_clock::time_point> write_since_;
+  std::uint64_t moved_at_last_tick_ = 0;  // bytes in + out at the last keepalive tick
+  bool trimmed_ = false;                  // transport trimmed since traffic last moved
 
   std::unique_ptr<std::uint8_t[]> in_;  // read buffer, not zeroed
   std::size_t in_size_ = 0, in_begin_ = 0, in_end_ = 0;

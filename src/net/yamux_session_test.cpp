@@ -212,6 +212,63 @@ class SilentTransport final : public Transport {
   asio::steady_timer never_;
 };
 
+// Forwards to a TCP transport and counts trim() calls.
+class CountingTransport final : public Transport {
+ public:
+  CountingTransport(std::unique_ptr<Transport> inner, int& trims) : inner_(std::move(inner)), trims_(trims) {}
+  awaitable<std::size_t> read_some(asio::mutable_buffer b) override { return inner_->read_some(b); }
+  awaitable<void> write(std::span<const asio::const_buffer> b) override { return inner_->write(b); }
+  awaitable<void> shutdown() override { return inner_->shutdown(); }
+  void close() override { inner_->close(); }
+  void trim() override { ++trims_; }
+  asio::any_io_executor get_executor() override { return inner_->get_executor(); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  int& trims_;
+};
+
+awaitable<void> write_and_close(std::shared_ptr<MuxStream> s, const std::vector<std::uint8_t>* data) {
+  EXPECT_TRUE(co_await s->write(asio::buffer(*data)));
+  EXPECT_TRUE(co_await s->close_write());
+}
+
+TEST(YamuxSession, TrimsTheTransportWhenQuiet) {
+  asio::io_context io;
+  MuxConfig config = test_config();
+  config.limits.keepalive_interval = 200ms;  // keepalive ticks every 50 ms
+  config.limits.keepalive_timeout = 200ms;
+  auto [a, b] = socket_pair(io);
+  int trims = 0, server_trims = 0;
+  auto client = Mux::create(std::make_unique<CountingTransport>(make_tcp_transport(std::move(a)), trims),
+                            yamux::Role::client, config);
+  auto server = Mux::create(std::make_unique<CountingTransport>(make_tcp_transport(std::move(b)), server_trims),
+                            yamux::Role::server, config);
+  bool client_done = false, server_done = false;
+  asio::co_spawn(io, client->run(), [&](std::exception_ptr) { client_done = true; });
+  asio::co_spawn(io, server->run(), [&](std::exception_ptr) { server_done = true; });
+  run_test(io, [&]() -> awaitable<void> {
+    auto data = pattern(3 * 1000 * 1000, 7);
+    for (int round = 0; round < 2; ++round) {
+      auto c = co_await client->open_stream();
+      EXPECT_TRUE(c);
+      asio::co_spawn(io, write_and_close(*c, &data), asio::detached);
+      auto s = co_await server->accept_stream();
+      EXPECT_TRUE(s);
+      auto got = co_await read_all(**s);
+      EXPECT_TRUE(got && *got == data);
+      if (round == 0) {
+        int before = trims;
+        for (int i = 0; i < 100 && trims == before; ++i) co_await sleep(20ms);  // quiet: ticks without traffic
+        EXPECT_GT(trims, before);
+      }
+    }
+    client->close();
+    while (!client_done || !server_done) co_await sleep(5ms);
+  });
+  EXPECT_GT(server_trims, 0);
+}
+
 TEST(YamuxSession, KeepaliveDetectsSilentPeer) {
   asio::io_context io;
   MuxConfig config;

@@ -192,8 +192,8 @@ TEST(TlsTransport, KeepsBytesReadPastTheHandshake) {
   EXPECT_EQ(at_client.end, asio::ssl::error::stream_truncated) << at_client.end.message();
 }
 
-// A bulk write to a peer that does not read blocks (in the send worker); close()
-// ends it with an error, as the Mux's write watchdog does.
+// A bulk write to a peer that does not read blocks; close() ends it with an
+// error, as the Mux's write watchdog does.
 TEST(TlsTransport, CloseEndsABulkWriteToAPeerThatDoesNotRead) {
   asio::io_context io;
   TlsPair pair(io);
@@ -227,6 +227,47 @@ TEST(TlsTransport, CloseEndsABulkWriteToAPeerThatDoesNotRead) {
   EXPECT_TRUE(failed);
   EXPECT_GT(written, 0u);
   server->close();
+}
+
+// trim() between bulk transfers (while the receiver's read waits for data)
+// and after them loses and reorders nothing.
+TEST(TlsTransport, TrimKeepsTheStreamExact) {
+  asio::io_context io;
+  TlsPair pair(io);
+  constexpr std::size_t kPart = 6 * 1024 * 1024 + 5;
+  Received at_server;
+  bool done = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    co_await pair.handshake();
+    auto client = make_tls_transport(std::move(pair.client));
+    auto server = make_tls_transport(std::move(pair.server));
+    auto sender = [&]() -> awaitable<void> {
+      std::vector<std::uint8_t> data(2 * kPart);
+      for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 5);
+      std::vector<asio::const_buffer> first{asio::buffer(data.data(), kPart)};
+      co_await client->write(first);
+      while (at_server.bytes < kPart) {  // all of it read: the server's read now waits for more
+        asio::steady_timer t(co_await asio::this_coro::executor, 2ms);
+        co_await t.async_wait(asio::use_awaitable);
+      }
+      client->trim();
+      server->trim();
+      std::vector<asio::const_buffer> second{asio::buffer(data.data() + kPart, kPart)};
+      co_await client->write(second);
+      client->trim();
+      co_await client->shutdown();
+    };
+    co_await (sender() && receive_pattern(*server, 5, at_server));
+    client->close();
+    server->close();
+    done = true;
+  }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+  io.run_for(60s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(at_server.bytes, 2 * kPart);
+  EXPECT_TRUE(at_server.exact);
+  EXPECT_EQ(at_server.end, asio::error::eof) << at_server.end.message();
 }
 
 // ------------------------------------------------------------ the Mux over TLS
