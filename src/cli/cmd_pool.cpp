@@ -3,12 +3,16 @@
 // (a consumer, by the submit link) and audit-ledger (on the coordinator's
 // own database).
 #include "cli/command.hpp"
+#include "cli/gpu_arg.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/pool_dashboard.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
+#include "core/duration.hpp"
 #include "core/paths.hpp"
+#include "gpu/gpu_info.hpp"
+#include "services/exec/run_terms.hpp"
 #include "crypto/secret.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/pool_store.hpp"
@@ -185,14 +189,42 @@ int serve(const ServeArgs& args) {
 }
 
 struct JoinArgs {
-  std::string link;
-  bool cpu = false;
+  std::string link, gpus, memory, task_timeout = "1h";
+  bool cpu = false, gpu_given = false;
   double price = 10;
-  std::int64_t max_tasks = 0;
+  std::int64_t max_tasks = 0, max_procs = 512;
 };
 
+// The device this worker offers: its GPUs (NVML) or, with --cpu, its CPU.
+Result<void> choose_device(const JoinArgs& args, pool::WorkerOptions& opt) {
+  if (args.cpu == args.gpu_given) return fail(errc::invalid_argument, "pool join: offer either --gpu LIST or --cpu");
+  if (args.cpu) return {};
+  auto indices = parse_gpu_list(args.gpus);
+  if (!indices) return indices.error();
+  GpuReport report = query_gpus(*indices);
+  if (report.gpus.empty())
+    return fail(errc::not_found, "pool join: no NVIDIA GPU to offer (" +
+                                     (report.note.empty() ? std::string("NVML found none") : report.note) +
+                                     "); offer the CPU with --cpu instead");
+  opt.device_kind = "gpu";
+  opt.device_name = (report.gpus.size() > 1 ? std::to_string(report.gpus.size()) + "x " : "") + report.gpus[0].name;
+  for (const auto& g : report.gpus) opt.limits.gpus.push_back(g.index);
+  return {};
+}
+
 int join(const JoinArgs& args) {
-  if (!args.cpu) return report("pool join: GPU devices are not implemented yet: pass --cpu");
+  pool::WorkerOptions opt;
+  if (auto d = choose_device(args, opt); !d) return report(d.error());
+  if (!args.memory.empty()) {
+    auto bytes = exec::parse_size(args.memory);
+    if (!bytes) return report(bytes.error());
+    opt.limits.memory_bytes = *bytes;
+  }
+  auto timeout = parse_duration(args.task_timeout);
+  if (!timeout) return report(timeout.error());
+  opt.limits.timeout = *timeout;
+  if (args.max_procs < 1) return report("--max-procs must be at least 1");
+  opt.limits.max_procs = static_cast<std::uint64_t>(args.max_procs);
   auto link = resolve_link(args.link);
   if (!link) return report(link.error());
   auto identity = open_identity();
@@ -201,7 +233,6 @@ int join(const JoinArgs& args) {
   if (!consumer) return report(consumer.error());
   auto work = state_path("pool-work");
   if (!work) return report(work.error());
-  pool::WorkerOptions opt;
   opt.link = *link;
   opt.price = args.price;
   opt.max_tasks = args.max_tasks;
@@ -409,6 +440,11 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   auto* join_cmd = pool->add_subcommand("join", "Lend this machine to a pool as a worker");
   join_cmd->add_option("link", ja->link, kLinkHelp);
   join_cmd->add_flag("--cpu", ja->cpu, "Offer this machine's CPU");
+  join_cmd->add_option("--gpu", ja->gpus, "Offer these GPUs (NVML indices: 0 or 0,1 or all); tasks see only them")
+      ->each([ja](const std::string&) { ja->gpu_given = true; });
+  join_cmd->add_option("--memory", ja->memory, "Memory limit per task, e.g. 8G (cgroup, else RLIMIT_AS)");
+  join_cmd->add_option("--max-procs", ja->max_procs, "Processes per task (default 512)");
+  join_cmd->add_option("--task-timeout", ja->task_timeout, "Wall-clock limit per task, e.g. 30m (default 1h)");
   join_cmd->add_option("--price", ja->price, "Credits per device-hour (default 10)");
   join_cmd->add_option("--max-tasks", ja->max_tasks, "Exit after this many accepted tasks");
   join_cmd->callback([&status, ja] { run_command(status, [&] { return join(*ja); }); });

@@ -107,7 +107,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
   auto pub = w.identity->public_key_raw();
   json reg = {{"op", "register"},
               {"public_key", hex_encode({reinterpret_cast<const char*>(pub.data()), pub.size()})},
-              {"device", {{"kind", "cpu"}, {"name", "cpu"}, {"score", w.score}, {"price", w.opt.price}}},
+              {"device", {{"kind", w.opt.device_kind}, {"name", w.opt.device_name}, {"score", w.score}, {"price", w.opt.price}}},
               {"holding", json::array()}};
   for (const auto& u : w.unsent) reg["holding"].push_back(u["task"]);  // the leases we still answer for
   auto r = co_await call(stream, reg);
@@ -169,6 +169,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     work.input_dir = input_dir;
     work.task_dir = w.opt.work_dir / ("task-" + task["id"].get<std::string>() + "-" + std::to_string(task["attempt"].get<std::int64_t>()));
     work.hidden = w.opt.hidden;
+    work.limits = w.opt.limits;
     std::cout << json{{"event", "task_started"}, {"task", task["id"]}}.dump() << std::endl;
     bool stream_ok = true;
     work.tick = [&stream, &stream_ok]() -> asio::awaitable<void> {
@@ -200,7 +201,7 @@ asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, Wo
   Worker w;
   w.opt = std::move(options);
   w.identity = identity;
-  w.score = calibrate_cpu();
+  w.score = w.opt.score > 0 ? w.opt.score : calibrate_cpu();
   std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
   while (true) {
     auto session = co_await consumer->connect(w.opt.link);

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,14 @@ struct JobPlan {
   nlohmann::json info = nlohmann::json::object();  // shown with the job (e.g. the image size)
 };
 
+// What a worker allows one task (pool join --memory/--max-procs/--task-timeout, --gpu).
+struct TaskLimits {
+  std::optional<std::uint64_t> memory_bytes;
+  std::uint64_t max_procs = 512;
+  std::chrono::milliseconds timeout{3600 * 1000};
+  std::vector<int> gpus;  // the worker's GPUs (device nodes and CUDA_VISIBLE_DEVICES)
+};
+
 // One task as the worker runs it.
 struct TaskWork {
   nlohmann::json spec;                    // the job's spec, as submitted
@@ -38,6 +47,7 @@ struct TaskWork {
   std::filesystem::path task_dir;         // a fresh folder for this task, removed afterwards
   std::vector<std::filesystem::path> hidden;  // kept out of any sandbox
   std::function<boost::asio::awaitable<void>()> tick;  // call about every second (heartbeats)
+  TaskLimits limits;
 };
 
 struct TaskOutput {

@@ -69,6 +69,40 @@ class PoolTest(PoolBase):
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
         self.audit_ok()
 
+    def test_gpu_worker_offers_its_gpus_and_tasks_see_only_them(self):
+        fake = os.environ.get("RUNSNACK_FAKE_NVML")
+        if not fake:
+            self.skipTest("RUNSNACK_FAKE_NVML (the stand-in NVML built with gpu_test) is not set")
+        self.start_pool("--starting-credits", "100")
+        home = self.new_home("gpuworker")
+        w = self.start(home, "pool", "join", self.ready["join"], "--gpu", "1", name="gpuworker",
+                       env_extra={"RUNSNACK_NVML_LIBRARY": fake})
+        w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration")
+        user = self.new_home("user")
+        out = os.path.join(self.tmp, "out")
+        cp, lines = self.submit(user, "--shards", "2", "--out", out, "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        for i in range(2):
+            with open(os.path.join(out, "shard-%d" % i, "stdout")) as f:
+                self.assertEqual(f.read(), "1\n")
+        status = json.loads(self.ok(user, "pool", "status", self.ready["submit"], "--json").stdout.strip().splitlines()[-1])
+        self.assertEqual([(d["kind"], d["name"]) for d in status["devices"]], [("gpu", "Fake GPU 1")])
+        # Without a GPU to offer, join says so and what to do instead.
+        self.fails(self.new_home("nogpu"), "pool", "join", self.ready["join"], "--gpu", "all", contains="--cpu",
+                   env_extra={"RUNSNACK_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+
+    def test_task_time_limit_stops_the_shard_and_fails_the_job_with_the_reason(self):
+        self.start_pool("--starting-credits", "100", "--lease", "5")
+        self.start_worker("w", "--task-timeout", "1s")
+        user = self.new_home("user")
+        started = time.monotonic()
+        cp, lines = self.submit(user, "--shards", "1", "--", "sleep", "60")
+        self.assertNotEqual(cp.returncode, 0)
+        done = lines[-1]
+        self.assertEqual(done["state"], "failed", done)
+        self.assertIn("time limit", done["reason"])
+        self.assertLess(time.monotonic() - started, 50, "three 1 s attempts, not a 60 s sleep")
+
     def test_too_little_credit_refused_with_balance(self):
         self.start_pool("--starting-credits", "5")
         user = self.new_home("user")
