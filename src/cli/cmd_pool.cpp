@@ -277,7 +277,14 @@ struct SubmitArgs {
   std::string link, workload, budget = "0", out;
   bool wait = false, json = false;
   pool::SubmitOptions options;
+  // Set once submitted: a reconnect after a lost session carries on waiting
+  // for this job instead of submitting again (copies share it).
+  std::shared_ptr<std::string> job = std::make_shared<std::string>();
 };
+
+// After the job is in: a broken session means reconnect and carry on; a
+// refusal is final.
+int lost_or_refused(const Error& e) { return e.is(errc::refused) ? report(e) : kReconnect; }
 
 // `pool submit --wait`'s progress: on a terminal a bar redrawn in place,
 // "[#####.....] 40/80 done, 3 running, 0 failed, 0.12 credits spent".
@@ -308,19 +315,22 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   auto spec = workload->make_spec(args.options, input);
   if (!spec) co_return report(spec.error());
   auto stream = co_await open_client(session);
-  if (!stream) co_return report(stream.error());
-  const json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
-                        {"budget", *budget}};
-  auto r = co_await call(**stream, request);
-  if (!r) co_return report(r.error());
-  std::string job = (*r)["job"];
-  std::int64_t tasks = r->value("tasks", std::int64_t{0});
-  if (args.json) print_json({{"event", "submitted"}, {"job", job}, {"tasks", tasks}});
-  else std::cerr << "job " << job << " submitted (" << tasks << " tasks)" << std::endl;
-  if (!args.wait) {
-    if (!args.json) std::cout << job << std::endl;
-    co_return 0;
+  if (!stream) co_return args.job->empty() ? report(stream.error()) : lost_or_refused(stream.error());
+  if (args.job->empty()) {
+    const json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
+                          {"budget", *budget}};
+    auto r = co_await call(**stream, request);
+    if (!r) co_return report(r.error());
+    *args.job = (*r)["job"].get<std::string>();
+    std::int64_t tasks = r->value("tasks", std::int64_t{0});
+    if (args.json) print_json({{"event", "submitted"}, {"job", *args.job}, {"tasks", tasks}});
+    else std::cerr << "job " << *args.job << " submitted (" << tasks << " tasks)" << std::endl;
+    if (!args.wait) {
+      if (!args.json) std::cout << *args.job << std::endl;
+      co_return 0;
+    }
   }
+  const std::string job = *args.job;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   json status;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -328,7 +338,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   while (true) {
     const json st_request = {{"op", "jobs"}, {"job", job}};
     auto st = co_await call(**stream, st_request);
-    if (!st) co_return report(st.error());
+    if (!st) co_return lost_or_refused(st.error());
     if ((*st)["jobs"].empty()) co_return report("job " + job + " vanished");
     status = (*st)["jobs"][0];
     if (!args.json) {
@@ -353,7 +363,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   for (std::int64_t i = 0; i < status.value("tasks", std::int64_t{0}); ++i) {
     const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
     auto res = co_await call(**stream, rr);
-    if (!res) co_return report(res.error());
+    if (!res) co_return lost_or_refused(res.error());
     if ((*res)["result"].is_null()) continue;
     fs::path dir = shards / ("shard-" + std::to_string(i));
     auto so = pool::base64_decode((*res)["result"].value("stdout", ""));
@@ -458,7 +468,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
   submit_cmd->add_option("workload", su->workload, "exec | matmul")->required();
   submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
-  submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs");
+  submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs (reconnecting if the coordinator goes away)");
   submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB)");
   submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");
   auto& o = su->options;

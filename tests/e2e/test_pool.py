@@ -182,6 +182,12 @@ class PoolTest(PoolBase):
         cp = self.ok(user, "pool", "submit", submit_link, "exec", "--shards", str(shards), "--budget", "10", "--json",
                      "--", "sh", "-c", "sleep 0.3; echo shard {shard}")
         job = json.loads(cp.stdout.strip().splitlines()[-1])["job"]
+        # A second user waits for a small job across the restart: --wait reconnects by itself.
+        waiter_home = self.new_home("waiter")
+        waiter = self.start(waiter_home, "pool", "submit", submit_link, "exec", "--shards", "6", "--budget", "5",
+                            "--wait", "--json", "--out", os.path.join(self.tmp, "waiter-out"), "--",
+                            "sh", "-c", "sleep 0.5; echo w{shard}", name="waiter")
+        waiter.wait_for(lambda e: e.get("event") == "submitted", READY_DEADLINE, "the waiter's submission")
         self.coord.wait_for(lambda e: e.get("event") == "task_done" and
                             len([x for x in self.coord.events() if x.get("event") == "task_done"]) >= 5,
                             60, "a few tasks to finish")
@@ -202,14 +208,23 @@ class PoolTest(PoolBase):
         self.assertEqual(st["state"], "done", st)
         self.assertEqual(st["done"], shards)
         self.assertEqual(st["failed"], 0)
+        self.assertEqual(waiter.wait(120), 0, waiter.stderr())
+        waited = [e for e in waiter.events() if e.get("event") == "done"]
+        self.assertEqual(len(waited), 1)
+        self.assertEqual((waited[0]["state"], waited[0]["tasks"]), ("done", 6))
+        self.assertEqual(len([e for e in waiter.events() if e.get("event") == "submitted"]), 1, "submitted once")
+        self.assertIn("reconnecting", waiter.stderr())
+        with open(os.path.join(self.tmp, "waiter-out", "stdout")) as f:
+            self.assertEqual(f.read(), "".join("w%d\n" % i for i in range(6)))
         spent = float(st["credits_spent"])
         self.assertGreater(spent, 0)
         # No credit lost or doubled: what the user paid is exactly what the workers earned.
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
+        spent += float(waited[0]["credits_spent"])
         earned = sum(float(self.credits(self.tmp + "/" + n)["balance"]) - 100 for n in names)
         self.assertAlmostEqual(earned, spent, places=5)
         accepted = sum(len([e for e in w.events() if e.get("event") == "result_accepted"]) for w in workers)
-        self.assertLessEqual(accepted, shards)
+        self.assertLessEqual(accepted, shards + 6)  # both jobs, each task at most once
         report = self.audit_ok()
         self.assertEqual(report["problems"], [])
 
