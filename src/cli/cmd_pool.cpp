@@ -360,7 +360,8 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   std::error_code ec;
   fs::create_directories(shards, ec);
   if (ec) co_return report("cannot create " + shards.string() + ": " + ec.message());
-  for (std::int64_t i = 0; i < status.value("tasks", std::int64_t{0}); ++i) {
+  const std::int64_t fetch = workload->has_results() ? status.value("tasks", std::int64_t{0}) : 0;
+  for (std::int64_t i = 0; i < fetch; ++i) {
     const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
     auto res = co_await call(**stream, rr);
     if (!res) co_return lost_or_refused(res.error());
@@ -464,15 +465,16 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       "submit",
       "Submit a job:\n"
       "  submit LINK exec --shards N [--input DIR] [--reduce CMD] -- CMD ARGS\n"
-      "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]");
+      "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]\n"
+      "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)");
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
-  submit_cmd->add_option("workload", su->workload, "exec | matmul")->required();
+  submit_cmd->add_option("workload", su->workload, "exec | matmul | noop")->required();
   submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
   submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs (reconnecting if the coordinator goes away)");
   submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB)");
   submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");
   auto& o = su->options;
-  submit_cmd->add_option("--shards", o.shards, "exec: tasks to split into")->check(CLI::Range(1, 100000));
+  submit_cmd->add_option("--shards", o.shards, "exec, noop: tasks to split into")->check(CLI::Range(1, 100000));
   submit_cmd->add_option("--input", o.input_dir, "exec: a folder copied into every shard's workspace");
   submit_cmd->add_option("--reduce", o.reduce, "exec: run this in the output folder afterwards (default: concatenate stdout)");
   submit_cmd->add_option("--n", o.n, "matmul: multiply two seeded N x N matrices");

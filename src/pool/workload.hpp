@@ -98,6 +98,8 @@ class Workload {
     (void)spec, (void)input;
     return std::unique_ptr<ResultChecker>{};
   }
+  // Whether the submitter fetches task results at the end (noop: nothing to fetch).
+  virtual bool has_results() const { return true; }
   // How results are checked, for the job's "verification" summary.
   virtual nlohmann::json verification_method(const nlohmann::json& spec) const {
     (void)spec;
