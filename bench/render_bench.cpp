@@ -6,11 +6,14 @@
 //                [--threads 1 2 ...] [--seed 1] [--max-depth 8] [--gpu] [--out image.png]
 //
 // Renders the whole image with render_rect (or render_rect_gpu with --gpu);
-// --out writes the last render as a PNG.
+// --out writes the last render as a PNG. Each line also gives the process's
+// CPU time over the wall time ("cores busy"): on a shared machine a figure
+// under the thread count means the threads did not get a core each.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -81,8 +84,10 @@ int main(int argc, char** argv) {
   for (int t : gpu ? std::vector<int>{0} : threads) {
     s.threads = t;
     start = Clock::now();
+    std::clock_t cpu_start = std::clock();
     auto img = gpu ? render_rect_gpu(*scene, s, whole) : render_rect(*scene, s, whole);
     double secs = seconds_since(start);
+    double cores = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / secs;
     if (!img) {
       std::fprintf(stderr, "render_bench: %s\n", img.error().what().c_str());
       return 1;
@@ -92,11 +97,12 @@ int main(int argc, char** argv) {
       std::printf("gpu: %.2f s, %.1f Mpixel-samples/s\n", secs, rate);
     } else if (first_rate == 0) {
       first_rate = rate;
-      std::printf("threads %d: %.2f s, %.2f Mpixel-samples/s\n", t, secs, rate);
+      std::printf("threads %d: %.2f s, %.2f Mpixel-samples/s, %.2f cores busy\n", t, secs, rate, cores);
     } else {
       double efficiency = rate / (first_rate * t / threads.front());
-      std::printf("threads %d: %.2f s, %.2f Mpixel-samples/s, speed-up %.2fx, parallel efficiency %.0f%%\n", t,
-                  secs, rate, rate / first_rate, efficiency * 100);
+      std::printf(
+          "threads %d: %.2f s, %.2f Mpixel-samples/s, %.2f cores busy, speed-up %.2fx, parallel efficiency %.0f%%\n",
+          t, secs, rate, cores, rate / first_rate, efficiency * 100);
     }
     std::fflush(stdout);
     last = std::move(*img);

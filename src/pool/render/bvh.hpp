@@ -4,7 +4,8 @@
 //
 // Binned surface-area heuristic, at most kBvhLeafSize primitives per leaf.
 // The build is deterministic (same input, same arrays) and keeps the depth
-// under tracer::kStackSize: below kBvhSahDepth levels it splits by count.
+// under tracer::kStackSize (intersect.hpp): below kBvhSahDepth levels it
+// splits by count.
 
 #include <span>
 #include <vector>

@@ -1,7 +1,8 @@
 #pragma once
-// The plain data a render works on: materials, primitives, the BVH and the
-// camera frame. Trivially copyable, so the CUDA path uploads the arrays as
-// they are (gpu_render.cu) and the tracer (tracer.hpp) reads them on both.
+// The plain data a render works on: materials, primitives, the BVH, the
+// camera frame, and the SceneView that points at them. Trivially copyable, so
+// the CUDA path uploads the arrays as they are (cuda/gpu_kernel.cu) and the
+// tracer (tracer.hpp) reads them on both.
 
 #include <cstdint>
 
@@ -64,6 +65,27 @@ struct CameraFrame {
   Vec3 vertical;    // image plane height vector
   Vec3 u, v;        // lens axes
   float lens_radius = 0;
+};
+
+// Pointers to a scene's arrays (host or device memory) and one render's settings.
+struct SceneView {
+  const Material* materials = nullptr;
+  const Sphere* spheres = nullptr;
+  std::int32_t num_spheres = 0;
+  const Plane* planes = nullptr;
+  std::int32_t num_planes = 0;
+  const Triangle* triangles = nullptr;
+  const BvhNode* nodes = nullptr;
+  std::int32_t num_nodes = 0;
+  const PrimRef* refs = nullptr;
+  const std::int32_t* lights = nullptr;  // sphere indices with an emissive material
+  std::int32_t num_lights = 0;
+  Background background;
+  CameraFrame camera;
+  std::int32_t width = 0;  // the whole image, not the rectangle being rendered
+  std::int32_t height = 0;
+  std::int32_t max_depth = 0;
+  std::uint64_t seed = 0;
 };
 
 }  // namespace runsnack::render

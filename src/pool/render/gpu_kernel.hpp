@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pool/render/tracer.hpp"
+#include "pool/render/geometry.hpp"
 
 namespace runsnack::render::gpu {
 

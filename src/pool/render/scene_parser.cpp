@@ -8,62 +8,12 @@
 #include <optional>
 #include <string>
 
+#include "pool/render/json_bounds.hpp"
+
 namespace runsnack::render {
 namespace {
 
 using nlohmann::json;
-
-// A first pass over the text that builds nothing: syntax errors, nesting
-// deeper than kMaxSceneJsonDepth and more than kMaxSceneJsonValues values are
-// refused before nlohmann builds a document that could take gigabytes.
-class Prescan final : public json::json_sax_t {
- public:
-  explicit Prescan(std::size_t max_values) : max_values_(max_values) {}
-
-  std::string error;
-  bool too_large = false;
-
-  bool null() override { return value(); }
-  bool boolean(bool) override { return value(); }
-  bool number_integer(number_integer_t) override { return value(); }
-  bool number_unsigned(number_unsigned_t) override { return value(); }
-  bool number_float(number_float_t, const string_t&) override { return value(); }
-  bool string(string_t&) override { return value(); }
-  bool binary(binary_t&) override { return value(); }
-  bool key(string_t&) override { return value(); }
-  bool start_object(std::size_t) override { return open(); }
-  bool start_array(std::size_t) override { return open(); }
-  bool end_object() override { return close(); }
-  bool end_array() override { return close(); }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
-    error = "not valid JSON (at byte " + std::to_string(position) + ")";
-    return false;
-  }
-
- private:
-  bool value() {
-    if (++values_ <= max_values_) return true;
-    too_large = true;
-    error = "more than " + std::to_string(max_values_) + " JSON values";
-    return false;
-  }
-  bool open() {
-    if (++depth_ > kMaxSceneJsonDepth) {
-      too_large = true;
-      error = "JSON nested deeper than " + std::to_string(kMaxSceneJsonDepth) + " levels";
-      return false;
-    }
-    return value();
-  }
-  bool close() {
-    --depth_;
-    return true;
-  }
-
-  std::size_t max_values_;
-  std::size_t values_ = 0;
-  int depth_ = 0;
-};
 
 // A name from the file as it may appear in a one-line message: at most 64
 // bytes, anything but printable ASCII shown as '?'.
@@ -251,8 +201,9 @@ Result<std::int32_t> material_ref(const json& obj, const std::string& path, cons
   return it->second;
 }
 
-// Appends a mesh's triangles; `triangles` is the running total, checked
-// against kMaxTriangles before anything is allocated.
+// Appends a mesh's triangles to scene.triangles. The scene's triangle count
+// and `vertex_total` (all meshes so far) are checked against the limits
+// before anything is allocated for this mesh.
 Result<void> parse_mesh(const json& j, const std::string& path, std::int32_t material, const SceneLimits& limits,
                         Scene& scene, std::size_t& vertex_total) {
   if (auto r = only_fields(j, path, {"type", "vertices", "indices", "material", "translate", "scale"}, "a mesh");
@@ -348,11 +299,9 @@ Result<void> parse_object(const json& j, const std::string& path, const Material
 Result<Scene> parse_scene(std::string_view json_text, const SceneLimits& limits) {
   if (json_text.size() > limits.max_bytes)
     return fail(errc::too_large, "scene: larger than " + std::to_string(limits.max_bytes) + " bytes");
-  {
-    Prescan scan(limits.max_json_values);
-    if (!json::sax_parse(json_text, &scan, json::input_format_t::json, /*strict=*/true))
-      return fail(scan.too_large ? errc::too_large : errc::malformed, "scene: " + scan.error);
-  }
+  // Bounded before nlohmann builds a document that could take gigabytes.
+  if (auto r = check_json_bounds(json_text, kMaxSceneJsonDepth, limits.max_json_values); !r)
+    return Error(r.error().code, "scene: " + r.error().message);
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return fail(errc::malformed, "scene: not valid JSON");
   if (!root.is_object()) return fail(errc::malformed, "scene: must be a JSON object");

@@ -4,7 +4,7 @@
 
 #include "pool/render/render.hpp"
 #include "pool/render/scene.hpp"
-#include "pool/render/tracer.hpp"
+#include "pool/render/geometry.hpp"
 
 namespace runsnack::render {
 

@@ -1,12 +1,9 @@
 #pragma once
 // The path tracer itself, one sample at a time, shared word for word by the
-// CPU renderer (render.cpp) and the CUDA kernel (cuda/gpu_render.cu).
+// CPU renderer (render.cpp) and the CUDA kernel (cuda/gpu_kernel.cu).
 //
-// Determinism: a sample's random numbers come from a counter-based generator
-// keyed by (seed, x, y, sample index) alone, so a pixel's value does not
-// depend on which rectangle, thread or device rendered it. The maths keeps to
-// IEEE basic operations (math.hpp); random unit-disk points come from
-// rejection sampling instead of sin/cos for the same reason.
+// Determinism: random numbers come from rng.hpp, keyed by pixel and sample;
+// the maths keeps to IEEE basic operations (math.hpp).
 //
 // Light transport: diffuse, mirror and glass (Schlick Fresnel) surfaces;
 // emissive surfaces end a path. Emissive spheres are also sampled directly
@@ -17,233 +14,15 @@
 #include <cstdint>
 
 #include "pool/render/geometry.hpp"
+#include "pool/render/intersect.hpp"
 #include "pool/render/math.hpp"
+#include "pool/render/rng.hpp"
 
-namespace runsnack::render {
+namespace runsnack::render::tracer {
 
-// Pointers to a scene's arrays (host or device memory) and one render's settings.
-struct SceneView {
-  const Material* materials = nullptr;
-  const Sphere* spheres = nullptr;
-  std::int32_t num_spheres = 0;
-  const Plane* planes = nullptr;
-  std::int32_t num_planes = 0;
-  const Triangle* triangles = nullptr;
-  const BvhNode* nodes = nullptr;
-  std::int32_t num_nodes = 0;
-  const PrimRef* refs = nullptr;
-  const std::int32_t* lights = nullptr;  // sphere indices with an emissive material
-  std::int32_t num_lights = 0;
-  Background background;
-  CameraFrame camera;
-  std::int32_t width = 0;  // the whole image, not the rectangle being rendered
-  std::int32_t height = 0;
-  std::int32_t max_depth = 0;
-  std::uint64_t seed = 0;
-};
-
-namespace tracer {
-
-inline constexpr float kFar = 1e30f;
 inline constexpr float kRayOffset = 1e-4f;  // pushes a bounced ray off its surface
-inline constexpr float kTMin = 1e-6f;
-inline constexpr int kStackSize = 64;       // bvh.cpp keeps the tree shallower than this
-inline constexpr int kMaxRejectionTries = 64;
-
-RUNSNACK_HD inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// splitmix64 over a per-sample key.
-struct Rng {
-  std::uint64_t state;
-  RUNSNACK_HD float next() {
-    state += 0x9e3779b97f4a7c15ull;
-    // 24 random bits give every float in [0, 1) at spacing 2^-24, exactly.
-    return static_cast<float>(static_cast<std::uint32_t>(mix64(state) >> 40)) * (1.0f / 16777216.0f);
-  }
-};
-
-RUNSNACK_HD inline Rng sample_rng(std::uint64_t seed, std::int32_t x, std::int32_t y, std::int32_t sample) {
-  std::uint64_t key = mix64(seed ^ 0x52534e4b52454e44ull);
-  key = mix64(key ^ ((static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)) << 32) |
-                     static_cast<std::uint32_t>(y)));
-  key = mix64(key ^ static_cast<std::uint32_t>(sample));
-  return Rng{key};
-}
-
-// A uniform point in the unit disk; (0, 0) in the (about 1e-43) case that
-// every try falls outside.
-RUNSNACK_HD inline void disk_point(Rng& rng, float& a, float& b) {
-  for (int i = 0; i < kMaxRejectionTries; ++i) {
-    a = 2.0f * rng.next() - 1.0f;
-    b = 2.0f * rng.next() - 1.0f;
-    float r2 = a * a + b * b;
-    if (r2 <= 1.0f) return;
-  }
-  a = 0;
-  b = 0;
-}
-
-// A uniform direction on the unit circle, as (cos, sin).
-RUNSNACK_HD inline void circle_point(Rng& rng, float& c, float& s) {
-  for (int i = 0; i < kMaxRejectionTries; ++i) {
-    float a = 2.0f * rng.next() - 1.0f;
-    float b = 2.0f * rng.next() - 1.0f;
-    float r2 = a * a + b * b;
-    if (r2 <= 1.0f && r2 > 1e-8f) {
-      float inv = 1.0f / sqrtf(r2);
-      c = a * inv;
-      s = b * inv;
-      return;
-    }
-  }
-  c = 1;
-  s = 0;
-}
-
-// Two unit vectors completing unit `n` to an orthonormal basis (Duff et al. 2017).
-RUNSNACK_HD inline void basis(Vec3 n, Vec3& t1, Vec3& t2) {
-  float sign = n.z >= 0.0f ? 1.0f : -1.0f;
-  float a = -1.0f / (sign + n.z);
-  float b = n.x * n.y * a;
-  t1 = Vec3{1.0f + sign * n.x * n.x * a, sign * b, -sign * n.x};
-  t2 = Vec3{b, sign + n.y * n.y * a, -n.y};
-}
 
 RUNSNACK_HD inline Vec3 reflect(Vec3 d, Vec3 n) { return d - n * (2.0f * dot(d, n)); }
-
-enum HitKind : std::int32_t { kNone = 0, kPlane = 1, kSphere = 2, kTriangle = 3 };
-
-struct Hit {
-  float t = kFar;
-  std::int32_t kind = kNone;
-  std::int32_t index = -1;
-};
-
-RUNSNACK_HD inline void hit_sphere(const Sphere& s, std::int32_t index, Vec3 o, Vec3 d, Hit& hit) {
-  Vec3 oc = o - s.center;
-  float a = dot(d, d);
-  float half_b = dot(oc, d);
-  float c = dot(oc, oc) - s.radius * s.radius;
-  float disc = half_b * half_b - a * c;
-  if (disc < 0.0f) return;
-  float root = sqrtf(disc);
-  float t = (-half_b - root) / a;
-  if (t <= kTMin) t = (-half_b + root) / a;
-  if (t <= kTMin || t >= hit.t) return;
-  hit = Hit{t, kSphere, index};
-}
-
-// Möller–Trumbore.
-RUNSNACK_HD inline void hit_triangle(const Triangle& tri, std::int32_t index, Vec3 o, Vec3 d, Hit& hit) {
-  Vec3 e1 = tri.b - tri.a;
-  Vec3 e2 = tri.c - tri.a;
-  Vec3 p = cross(d, e2);
-  float det = dot(e1, p);
-  if (det > -1e-12f && det < 1e-12f) return;
-  float inv = 1.0f / det;
-  Vec3 s = o - tri.a;
-  float u = dot(s, p) * inv;
-  if (u < 0.0f || u > 1.0f) return;
-  Vec3 q = cross(s, e1);
-  float v = dot(d, q) * inv;
-  if (v < 0.0f || u + v > 1.0f) return;
-  float t = dot(e2, q) * inv;
-  if (t <= kTMin || t >= hit.t) return;
-  hit = Hit{t, kTriangle, index};
-}
-
-// Entry distance of the ray into the node's box, or kFar when it misses or
-// enters no nearer than `limit`.
-RUNSNACK_HD inline float box_entry(const BvhNode& n, Vec3 o, Vec3 inv, float limit) {
-  float tx1 = (n.lo.x - o.x) * inv.x, tx2 = (n.hi.x - o.x) * inv.x;
-  float ty1 = (n.lo.y - o.y) * inv.y, ty2 = (n.hi.y - o.y) * inv.y;
-  float tz1 = (n.lo.z - o.z) * inv.z, tz2 = (n.hi.z - o.z) * inv.z;
-  float enter = max_f(max_f(min_f(tx1, tx2), min_f(ty1, ty2)), max_f(min_f(tz1, tz2), 0.0f));
-  float leave = min_f(min_f(max_f(tx1, tx2), max_f(ty1, ty2)), min_f(max_f(tz1, tz2), limit));
-  return enter <= leave ? enter : kFar;
-}
-
-RUNSNACK_HD inline void hit_prim(const SceneView& s, PrimRef ref, Vec3 o, Vec3 d, Hit& hit) {
-  std::int32_t i = static_cast<std::int32_t>(ref);
-  if (i < s.num_spheres)
-    hit_sphere(s.spheres[i], i, o, d, hit);
-  else
-    hit_triangle(s.triangles[i - s.num_spheres], i - s.num_spheres, o, d, hit);
-}
-
-// The nearest hit along o + t d, t > kTMin; false when the ray escapes.
-RUNSNACK_HD inline bool intersect(const SceneView& s, Vec3 o, Vec3 d, Hit& hit) {
-  hit = Hit{};
-  for (std::int32_t i = 0; i < s.num_planes; ++i) {
-    const Plane& pl = s.planes[i];
-    float denom = dot(pl.normal, d);
-    if (denom == 0.0f) continue;
-    float t = dot(pl.point - o, pl.normal) / denom;
-    if (t > kTMin && t < hit.t) hit = Hit{t, kPlane, i};
-  }
-  if (s.num_nodes == 0) return hit.kind != kNone;
-
-  Vec3 inv{1.0f / d.x, 1.0f / d.y, 1.0f / d.z};
-  std::int32_t stack[kStackSize];
-  float stack_t[kStackSize];
-  std::int32_t sp = 0;
-  if (box_entry(s.nodes[0], o, inv, hit.t) < kFar) {
-    stack[0] = 0;
-    stack_t[0] = 0.0f;
-    sp = 1;
-  }
-  while (sp > 0) {
-    --sp;
-    if (stack_t[sp] >= hit.t) continue;
-    std::int32_t node = stack[sp];
-    for (;;) {
-      const BvhNode& n = s.nodes[node];
-      if (n.count > 0) {
-        for (std::int32_t k = 0; k < n.count; ++k) hit_prim(s, s.refs[n.first + k], o, d, hit);
-        break;
-      }
-      std::int32_t near_child = n.first, far_child = n.first + 1;
-      float t_near = box_entry(s.nodes[near_child], o, inv, hit.t);
-      float t_far = box_entry(s.nodes[far_child], o, inv, hit.t);
-      if (t_far < t_near) {
-        std::int32_t c = near_child;
-        near_child = far_child;
-        far_child = c;
-        float t = t_near;
-        t_near = t_far;
-        t_far = t;
-      }
-      if (t_near >= kFar) break;
-      if (t_far < kFar && sp < kStackSize) {
-        stack[sp] = far_child;
-        stack_t[sp] = t_far;
-        ++sp;
-      }
-      node = near_child;
-    }
-  }
-  return hit.kind != kNone;
-}
-
-RUNSNACK_HD inline Vec3 hit_normal(const SceneView& s, const Hit& hit, Vec3 p) {
-  if (hit.kind == kPlane) return s.planes[hit.index].normal;
-  if (hit.kind == kSphere) {
-    const Sphere& sp = s.spheres[hit.index];
-    return (p - sp.center) * (1.0f / sp.radius);
-  }
-  const Triangle& tri = s.triangles[hit.index];
-  return normalize(cross(tri.b - tri.a, tri.c - tri.a));
-}
-
-RUNSNACK_HD inline std::int32_t hit_material(const SceneView& s, const Hit& hit) {
-  if (hit.kind == kPlane) return s.planes[hit.index].material;
-  if (hit.kind == kSphere) return s.spheres[hit.index].material;
-  return s.triangles[hit.index].material;
-}
 
 RUNSNACK_HD inline Vec3 background(const SceneView& s, Vec3 d) {
   float t = 0.5f * (d.y + 1.0f);
@@ -381,5 +160,4 @@ RUNSNACK_HD inline Vec3 sample_mean(Vec3 sum, std::int32_t spp) {
   return sum * (1.0f / static_cast<float>(spp));
 }
 
-}  // namespace tracer
-}  // namespace runsnack::render
+}  // namespace runsnack::render::tracer

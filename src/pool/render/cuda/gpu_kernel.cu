@@ -10,6 +10,7 @@
 #include <string>
 
 #include "pool/render/gpu_kernel.hpp"
+#include "pool/render/tracer.hpp"
 
 namespace runsnack::render::gpu {
 namespace {
@@ -54,12 +55,16 @@ __global__ void render_kernel(SceneView view, int x0, int y0, int w, int h, int 
 bool compiled() { return true; }
 
 bool available() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" or "no device" error
-    return false;
-  }
-  return count > 0;
+  // Counting devices is not enough: creating the context (cudaFree(nullptr))
+  // is what fails when the driver is too old for this build or the process
+  // cannot map GPU memory. Probed once; the answer holds for the process.
+  static const bool usable = [] {
+    int count = 0;
+    bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && cudaFree(nullptr) == cudaSuccess;
+    cudaGetLastError();  // clear a "no driver" or "no device" error
+    return ok;
+  }();
+  return usable;
 }
 
 std::string render_linear(const SceneView& host_view, const SceneSizes& sizes, int x, int y, int w, int h,
