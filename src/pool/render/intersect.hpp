@@ -73,9 +73,10 @@ RUNSNACK_HD inline void hit_prim(const SceneView& s, PrimRef ref, Vec3 o, Vec3 d
     hit_triangle(s.triangles[i - s.num_spheres], i - s.num_spheres, o, d, hit);
 }
 
-// The nearest hit along o + t d, t > kTMin; false when the ray escapes.
-RUNSNACK_HD inline bool intersect(const SceneView& s, Vec3 o, Vec3 d, Hit& hit) {
+// The nearest hit along o + t d, kTMin < t < t_max; false when there is none.
+RUNSNACK_HD inline bool intersect(const SceneView& s, Vec3 o, Vec3 d, Hit& hit, float t_max = kFar) {
   hit = Hit{};
+  hit.t = t_max;
   for (std::int32_t i = 0; i < s.num_planes; ++i) {
     const Plane& pl = s.planes[i];
     float denom = dot(pl.normal, d);

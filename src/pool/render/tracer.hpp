@@ -54,8 +54,9 @@ RUNSNACK_HD inline Vec3 sample_light(const SceneView& s, Vec3 p, Vec3 n, Rng& rn
   Vec3 dir = normalize(t1 * (ca * sin_t) + t2 * (sa * sin_t) + w * cos_t);
   float cos_n = dot(dir, n);
   if (cos_n <= 0.0f) return Vec3{};
+  // The light's near side is closer than its centre: nothing farther matters.
   Hit shadow;
-  if (!intersect(s, p, dir, shadow) || shadow.kind != kSphere || shadow.index != li) return Vec3{};
+  if (!intersect(s, p, dir, shadow, sqrtf(dist2)) || shadow.kind != kSphere || shadow.index != li) return Vec3{};
   const Material& m = s.materials[light.material];
   // (albedo / pi) * L * cos / pdf, pdf = 1 / (2 pi (1 - cos_max)), albedo applied by the caller.
   return m.color * (m.strength * cos_n * 2.0f * one_minus_cos_max * static_cast<float>(s.num_lights));
