@@ -57,7 +57,7 @@ struct Background {
   Vec3 bottom;
 };
 
-// The camera reduced to what a ray needs, for one image size (camera.hpp).
+// The camera reduced to what a ray needs, for one image size (make_camera_frame, scene.hpp).
 struct CameraFrame {
   Vec3 origin;
   Vec3 lower_left;  // the image plane's corner at the focus distance

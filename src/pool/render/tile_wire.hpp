@@ -15,10 +15,10 @@
 //
 // Nothing may follow the PNG. PNG is lossless, so the consumer stitches the
 // very pixels the worker rendered (and replicas compare bit for bit), and
-// compressed: a 144 x 144 tile of a typical render is 20 to 50 KB instead
-// of 62 KB raw. The decoder bounds w and h by kMaxWireTileSide and n by
-// kMaxWireTileBytes before allocating, and checks the PNG's size against
-// the header.
+// compressed: the example scenes at 4 spp take 1.3 to 2.5 bytes a pixel
+// against 3 raw, less noisy renders less. The decoder bounds w and h by
+// kMaxWireTileSide and n by kMaxWireTileBytes before allocating, and checks
+// the PNG's size against the header.
 
 #include <cstddef>
 #include <string>
