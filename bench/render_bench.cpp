@@ -10,7 +10,6 @@
 // CPU time over the wall time ("cores busy"): on a shared machine a figure
 // under the thread count means the threads did not get a core each.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -68,9 +67,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "render_bench: %s\n", scene.error().what().c_str());
     return 1;
   }
-  std::printf("render_bench: %s, %dx%d, %d spp, max depth %d; %zu triangles, %zu spheres, parsed in %.1f ms\n",
-              scene_path.c_str(), s.width, s.height, s.spp, s.max_depth, scene->triangles.size(),
-              scene->spheres.size(), seconds_since(start) * 1e3);
+  std::printf(
+      "render_bench: %s, %dx%d, %d spp, max depth %d; %zu triangles, %zu spheres, parsed in %.1f ms\n",
+      scene_path.c_str(), s.width, s.height, s.spp, s.max_depth, scene->triangles.size(),
+      scene->spheres.size(), seconds_since(start) * 1e3);
   if (gpu && !gpu_render_available()) {
     std::fprintf(stderr, "render_bench: no CUDA device (built with CUDA: %s)\n",
                  gpu_render_compiled() ? "yes" : "no");
@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
     } else {
       double efficiency = rate / (first_rate * t / threads.front());
       std::printf(
-          "threads %d: %.2f s, %.2f Mpixel-samples/s, %.2f cores busy, speed-up %.2fx, parallel efficiency %.0f%%\n",
+          "threads %d: %.2f s, %.2f Mpixel-samples/s, %.2f cores busy, speed-up %.2fx, parallel efficiency "
+          "%.0f%%\n",
           t, secs, rate, cores, rate / first_rate, efficiency * 100);
     }
     std::fflush(stdout);

@@ -134,7 +134,8 @@ class Builder {
     // Ties broken by reference so the order (and so the tree) is fixed.
     std::nth_element(begin, begin + static_cast<std::ptrdiff_t>(half),
                      begin + static_cast<std::ptrdiff_t>(count), [&](PrimRef a, PrimRef b) {
-                       float ca = component(prims_[a].centroid, axis), cb = component(prims_[b].centroid, axis);
+                       float ca = component(prims_[a].centroid, axis),
+                             cb = component(prims_[b].centroid, axis);
                        return ca < cb || (ca == cb && a < b);
                      });
     return half;

@@ -53,7 +53,8 @@ Result<void> validate_rect(const RenderSettings& s, TileRect r) {
 Result<RgbImage> render_rect(const Scene& scene, const RenderSettings& settings, TileRect rect) {
   if (auto r = validate_settings(settings); !r) return r.error();
   if (auto r = validate_rect(settings, rect); !r) return r.error();
-  if (!scene.prepared) return fail(errc::invalid_argument, "render: the scene is not prepared (prepare_scene)");
+  if (!scene.prepared)
+    return fail(errc::invalid_argument, "render: the scene is not prepared (prepare_scene)");
 
   const SceneView view = host_scene_view(scene, settings);
   std::vector<float> linear(static_cast<std::size_t>(rect.w) * static_cast<std::size_t>(rect.h) * 3);

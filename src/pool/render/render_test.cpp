@@ -62,7 +62,8 @@ TEST(Render, AnyRectangleMatchesTheWholeImage) {
   Scene scene = testing::room_scene();
   auto whole = render_rect(scene, small(2), kWhole);
   ASSERT_TRUE(whole);
-  for (TileRect r : {TileRect{0, 0, 1, 1}, TileRect{13, 7, 20, 11}, TileRect{63, 47, 1, 1}, TileRect{40, 0, 24, 48}}) {
+  for (TileRect r :
+       {TileRect{0, 0, 1, 1}, TileRect{13, 7, 20, 11}, TileRect{63, 47, 1, 1}, TileRect{40, 0, 24, 48}}) {
     auto part = render_rect(scene, small(1), r);
     ASSERT_TRUE(part);
     EXPECT_EQ(part->rgb, crop(*whole, r).rgb) << r.x << "," << r.y << " " << r.w << "x" << r.h;

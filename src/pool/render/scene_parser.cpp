@@ -25,7 +25,9 @@ std::string printable(std::string_view name) {
   return out;
 }
 
-Error bad(const std::string& path, const std::string& what) { return fail(errc::malformed, path + ": " + what); }
+Error bad(const std::string& path, const std::string& what) {
+  return fail(errc::malformed, path + ": " + what);
+}
 
 std::string field(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
@@ -46,12 +48,14 @@ std::string range_text(double lo, double hi, bool lo_open) {
   return text;
 }
 
-Result<void> only_fields(const json& obj, const std::string& path, std::initializer_list<std::string_view> allowed,
-                         std::string_view what = "") {
+Result<void> only_fields(const json& obj, const std::string& path,
+                         std::initializer_list<std::string_view> allowed, std::string_view what = "") {
   for (const auto& [key, value] : obj.items()) {
     bool ok = false;
     for (std::string_view a : allowed) ok = ok || key == a;
-    if (!ok) return bad(field(path, printable(key)), what.empty() ? "unknown field" : "unknown field for " + std::string(what));
+    if (!ok)
+      return bad(field(path, printable(key)),
+                 what.empty() ? "unknown field" : "unknown field for " + std::string(what));
   }
   return {};
 }
@@ -65,8 +69,8 @@ Result<float> number_value(const json& v, const std::string& path, double lo, do
 }
 
 // obj[key] as a number in [lo, hi] (or (lo, hi]); `fallback` when absent, an error when absent without one.
-Result<float> number(const json& obj, const std::string& path, std::string_view key, std::optional<float> fallback,
-                     double lo, double hi, bool lo_open = false) {
+Result<float> number(const json& obj, const std::string& path, std::string_view key,
+                     std::optional<float> fallback, double lo, double hi, bool lo_open = false) {
   auto it = obj.find(key);
   std::string name = field(path, key);
   if (it == obj.end()) {
@@ -76,8 +80,8 @@ Result<float> number(const json& obj, const std::string& path, std::string_view 
   return number_value(*it, name, lo, hi, lo_open);
 }
 
-Result<Vec3> vec3(const json& obj, const std::string& path, std::string_view key, std::optional<Vec3> fallback,
-                  double lo, double hi) {
+Result<Vec3> vec3(const json& obj, const std::string& path, std::string_view key,
+                  std::optional<Vec3> fallback, double lo, double hi) {
   auto it = obj.find(key);
   std::string name = field(path, key);
   if (it == obj.end()) {
@@ -175,7 +179,8 @@ Result<Material> parse_material(const json& j, const std::string& path) {
     m.color = *c;
     m.ior = *ior;
   } else if (*type == "emissive") {
-    if (auto r = only_fields(j, path, {"type", "color", "strength"}, "an emissive material"); !r) return r.error();
+    if (auto r = only_fields(j, path, {"type", "color", "strength"}, "an emissive material"); !r)
+      return r.error();
     m.kind = MaterialKind::emissive;
     auto c = vec3(j, path, "color", white, 0, 1);
     if (!c) return c.error();
@@ -204,9 +209,10 @@ Result<std::int32_t> material_ref(const json& obj, const std::string& path, cons
 // Appends a mesh's triangles to scene.triangles. The scene's triangle count
 // and `vertex_total` (all meshes so far) are checked against the limits
 // before anything is allocated for this mesh.
-Result<void> parse_mesh(const json& j, const std::string& path, std::int32_t material, const SceneLimits& limits,
-                        Scene& scene, std::size_t& vertex_total) {
-  if (auto r = only_fields(j, path, {"type", "vertices", "indices", "material", "translate", "scale"}, "a mesh");
+Result<void> parse_mesh(const json& j, const std::string& path, std::int32_t material,
+                        const SceneLimits& limits, Scene& scene, std::size_t& vertex_total) {
+  if (auto r =
+          only_fields(j, path, {"type", "vertices", "indices", "material", "translate", "scale"}, "a mesh");
       !r)
     return r.error();
   auto vs = j.find("vertices");
@@ -220,11 +226,11 @@ Result<void> parse_mesh(const json& j, const std::string& path, std::int32_t mat
   std::size_t n_vertices = vs->size() / 3, n_triangles = is->size() / 3;
   vertex_total += n_vertices;
   if (vertex_total > limits.max_vertices)
-    return fail(errc::too_large, field(path, "vertices") + ": more than " + std::to_string(limits.max_vertices) +
-                                     " vertices in the scene");
+    return fail(errc::too_large, field(path, "vertices") + ": more than " +
+                                     std::to_string(limits.max_vertices) + " vertices in the scene");
   if (scene.triangles.size() + n_triangles > limits.max_triangles)
-    return fail(errc::too_large, field(path, "indices") + ": more than " + std::to_string(limits.max_triangles) +
-                                     " triangles in the scene");
+    return fail(errc::too_large, field(path, "indices") + ": more than " +
+                                     std::to_string(limits.max_triangles) + " triangles in the scene");
   auto translate = vec3(j, path, "translate", Vec3{}, -kMaxCoordinate, kMaxCoordinate);
   if (!translate) return translate.error();
   auto scale = number(j, path, "scale", 1.0f, 0, kMaxCoordinate, true);
@@ -239,7 +245,8 @@ Result<void> parse_mesh(const json& j, const std::string& path, std::int32_t mat
       if (!v.is_number()) return bad(vpath, "element " + std::to_string(3 * i + k) + " is not a number");
       double d = v.get<double>() * *scale + component(*translate, static_cast<int>(k));
       if (!std::isfinite(d) || std::fabs(d) > kMaxCoordinate)
-        return bad(vpath, "vertex " + std::to_string(i) + " (scaled and translated) must be within +-1000000");
+        return bad(vpath,
+                   "vertex " + std::to_string(i) + " (scaled and translated) must be within +-1000000");
       c[k] = static_cast<float>(d);
     }
     vertices[i] = Vec3{c[0], c[1], c[2]};
@@ -271,7 +278,8 @@ Result<void> parse_object(const json& j, const std::string& path, const Material
   auto material = material_ref(j, path, ids);
   if (!material) return material.error();
   if (*type == "sphere") {
-    if (auto r = only_fields(j, path, {"type", "center", "radius", "material"}, "a sphere"); !r) return r.error();
+    if (auto r = only_fields(j, path, {"type", "center", "radius", "material"}, "a sphere"); !r)
+      return r.error();
     auto center = vec3(j, path, "center", std::nullopt, -kMaxCoordinate, kMaxCoordinate);
     if (!center) return center.error();
     auto radius = number(j, path, "radius", std::nullopt, 0, kMaxCoordinate, true);
@@ -280,7 +288,8 @@ Result<void> parse_object(const json& j, const std::string& path, const Material
     return {};
   }
   if (*type == "plane") {
-    if (auto r = only_fields(j, path, {"type", "point", "normal", "material"}, "a plane"); !r) return r.error();
+    if (auto r = only_fields(j, path, {"type", "point", "normal", "material"}, "a plane"); !r)
+      return r.error();
     if (scene.planes.size() >= limits.max_planes)
       return fail(errc::too_large, path + ": more than " + std::to_string(limits.max_planes) + " planes");
     auto point = vec3(j, path, "point", std::nullopt, -kMaxCoordinate, kMaxCoordinate);

@@ -2,9 +2,9 @@
 // The tracer's view (tracer.hpp) of a prepared scene for one render, with
 // pointers into the scene's host arrays; the GPU path swaps in device copies.
 
+#include "pool/render/geometry.hpp"
 #include "pool/render/render.hpp"
 #include "pool/render/scene.hpp"
-#include "pool/render/geometry.hpp"
 
 namespace runsnack::render {
 

@@ -53,8 +53,7 @@ Result<TileResult> decode_tile_result(std::string_view bytes) {
   if (x > static_cast<std::uint32_t>(kMaxImageSide) || y > static_cast<std::uint32_t>(kMaxImageSide))
     return fail(errc::malformed, "tile: rect outside any image");
   if (w < 1 || h < 1) return fail(errc::malformed, "tile: empty rect");
-  if (w > static_cast<std::uint32_t>(kMaxWireTileSide) ||
-      h > static_cast<std::uint32_t>(kMaxWireTileSide))
+  if (w > static_cast<std::uint32_t>(kMaxWireTileSide) || h > static_cast<std::uint32_t>(kMaxWireTileSide))
     return fail(errc::too_large, "tile: sides must be in [1, " + std::to_string(kMaxWireTileSide) + "]");
   if (n > kMaxWireTileBytes) return fail(errc::too_large, "tile: PNG larger than its limit");
   if (bytes.size() - kTileWireHeaderBytes != n)

@@ -16,12 +16,13 @@ TEST(TileWire, RoundTripsAndHasTheDocumentedHeader) {
   TileRect rect{120, 248, 24, 20};
   auto bytes = encode_tile_result(rect, px);
   ASSERT_TRUE(bytes) << bytes.error().what();
-  const std::string header("RSTL\x01\x01\x00\x00"
-                           "\x78\x00\x00\x00"
-                           "\xf8\x00\x00\x00"
-                           "\x18\x00\x00\x00"
-                           "\x14\x00\x00\x00",
-                           24);
+  const std::string header(
+      "RSTL\x01\x01\x00\x00"
+      "\x78\x00\x00\x00"
+      "\xf8\x00\x00\x00"
+      "\x18\x00\x00\x00"
+      "\x14\x00\x00\x00",
+      24);
   EXPECT_EQ(bytes->substr(0, 24), header);
   std::uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= std::uint32_t{static_cast<std::uint8_t>((*bytes)[24 + i])} << (8 * i);

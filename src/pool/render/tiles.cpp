@@ -23,7 +23,8 @@ std::uint32_t axis_weight(int p, int lo, int hi, int size, int overlap) {
 
 Result<std::vector<Tile>> split_tiles(int width, int height, int tile, int overlap) {
   if (width < 1 || width > kMaxImageSide || height < 1 || height > kMaxImageSide)
-    return fail(errc::invalid_argument, "tiles: image size must be in [1, " + std::to_string(kMaxImageSide) + "]");
+    return fail(errc::invalid_argument,
+                "tiles: image size must be in [1, " + std::to_string(kMaxImageSide) + "]");
   if (tile < kMinTileSide || tile > kMaxTileSide)
     return fail(errc::invalid_argument, "tiles: tile must be in [" + std::to_string(kMinTileSide) + ", " +
                                             std::to_string(kMaxTileSide) + "]");
@@ -38,9 +39,11 @@ Result<std::vector<Tile>> split_tiles(int width, int height, int tile, int overl
     for (int tx = 0; tx < cols; ++tx) {
       Tile t;
       t.index = ty * cols + tx;
-      t.core = TileRect{tx * tile, ty * tile, std::min(tile, width - tx * tile), std::min(tile, height - ty * tile)};
+      t.core = TileRect{tx * tile, ty * tile, std::min(tile, width - tx * tile),
+                        std::min(tile, height - ty * tile)};
       int x0 = std::max(0, t.core.x - overlap), y0 = std::max(0, t.core.y - overlap);
-      int x1 = std::min(width, t.core.x + t.core.w + overlap), y1 = std::min(height, t.core.y + t.core.h + overlap);
+      int x1 = std::min(width, t.core.x + t.core.w + overlap),
+          y1 = std::min(height, t.core.y + t.core.h + overlap);
       t.rendered = TileRect{x0, y0, x1 - x0, y1 - y0};
       tiles.push_back(t);
     }
@@ -65,7 +68,8 @@ Result<RgbImage> stitch(int width, int height, int tile, int overlap, std::span<
     by_index[static_cast<std::size_t>(t.index)] = &t.pixels;
   }
   for (std::size_t i = 0; i < by_index.size(); ++i)
-    if (!by_index[i]) return fail(errc::invalid_argument, "stitch: tile " + std::to_string(i) + " is missing");
+    if (!by_index[i])
+      return fail(errc::invalid_argument, "stitch: tile " + std::to_string(i) + " is missing");
 
   const int cols = cells(width, tile), rows = cells(height, tile);
   RgbImage out{width, height, std::vector<std::uint8_t>(static_cast<std::size_t>(width) * height * 3)};

@@ -56,7 +56,8 @@ RUNSNACK_HD inline Vec3 sample_light(const SceneView& s, Vec3 p, Vec3 n, Rng& rn
   if (cos_n <= 0.0f) return Vec3{};
   // The light's near side is closer than its centre: nothing farther matters.
   Hit shadow;
-  if (!intersect(s, p, dir, shadow, sqrtf(dist2)) || shadow.kind != kSphere || shadow.index != li) return Vec3{};
+  if (!intersect(s, p, dir, shadow, sqrtf(dist2)) || shadow.kind != kSphere || shadow.index != li)
+    return Vec3{};
   const Material& m = s.materials[light.material];
   // (albedo / pi) * L * cos / pdf, pdf = 1 / (2 pi (1 - cos_max)), albedo applied by the caller.
   return m.color * (m.strength * cos_n * 2.0f * one_minus_cos_max * static_cast<float>(s.num_lights));
@@ -128,7 +129,8 @@ RUNSNACK_HD inline Vec3 trace_path(const SceneView& s, Vec3 o, Vec3 d, Rng& rng)
 }
 
 // One sample of pixel (x, y): a jittered ray through the pixel and the lens.
-RUNSNACK_HD inline Vec3 render_sample(const SceneView& s, std::int32_t x, std::int32_t y, std::int32_t sample) {
+RUNSNACK_HD inline Vec3 render_sample(const SceneView& s, std::int32_t x, std::int32_t y,
+                                      std::int32_t sample) {
   Rng rng = sample_rng(s.seed, x, y, sample);
   float jx = rng.next(), jy = rng.next();
   float su = (static_cast<float>(x) + jx) / static_cast<float>(s.width);

@@ -22,7 +22,9 @@ struct DeviceFree {
 };
 using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
 
-std::string cuda_error(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
+std::string cuda_error(const char* what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
 
 // Copies n elements to a new device buffer owned by `buffer`; "" or CUDA's error.
 template <class T>
@@ -71,24 +73,25 @@ std::string render_linear(const SceneView& host_view, const SceneSizes& sizes, i
                           int spp, float* out) {
   SceneView dv = host_view;
   DeviceBuffer materials, spheres, planes, triangles, nodes, refs, lights, acc;
-  std::string e;
-  if (!(e = upload(host_view.materials, static_cast<std::size_t>(sizes.materials), materials, dv.materials))
-           .empty() ||
-      !(e = upload(host_view.spheres, static_cast<std::size_t>(host_view.num_spheres), spheres, dv.spheres))
-           .empty() ||
-      !(e = upload(host_view.planes, static_cast<std::size_t>(host_view.num_planes), planes, dv.planes)).empty() ||
-      !(e = upload(host_view.triangles, static_cast<std::size_t>(sizes.triangles), triangles, dv.triangles))
-           .empty() ||
-      !(e = upload(host_view.nodes, static_cast<std::size_t>(host_view.num_nodes), nodes, dv.nodes)).empty() ||
-      !(e = upload(host_view.refs, static_cast<std::size_t>(sizes.refs), refs, dv.refs)).empty() ||
-      !(e = upload(host_view.lights, static_cast<std::size_t>(host_view.num_lights), lights, dv.lights)).empty())
-    return e;
+  // Each upload runs only while the ones before it succeeded.
+  std::string e =
+      upload(host_view.materials, static_cast<std::size_t>(sizes.materials), materials, dv.materials);
+  if (e.empty()) e = upload(host_view.spheres, static_cast<std::size_t>(dv.num_spheres), spheres, dv.spheres);
+  if (e.empty()) e = upload(host_view.planes, static_cast<std::size_t>(dv.num_planes), planes, dv.planes);
+  if (e.empty())
+    e = upload(host_view.triangles, static_cast<std::size_t>(sizes.triangles), triangles, dv.triangles);
+  if (e.empty()) e = upload(host_view.nodes, static_cast<std::size_t>(dv.num_nodes), nodes, dv.nodes);
+  if (e.empty()) e = upload(host_view.refs, static_cast<std::size_t>(sizes.refs), refs, dv.refs);
+  if (e.empty()) e = upload(host_view.lights, static_cast<std::size_t>(dv.num_lights), lights, dv.lights);
+  if (!e.empty()) return e;
 
   const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * 3;
   void* p = nullptr;
-  if (cudaError_t err = cudaMalloc(&p, n * sizeof(float)); err != cudaSuccess) return cuda_error("cudaMalloc", err);
+  if (cudaError_t err = cudaMalloc(&p, n * sizeof(float)); err != cudaSuccess)
+    return cuda_error("cudaMalloc", err);
   acc.reset(p);
-  if (cudaError_t err = cudaMemset(p, 0, n * sizeof(float)); err != cudaSuccess) return cuda_error("cudaMemset", err);
+  if (cudaError_t err = cudaMemset(p, 0, n * sizeof(float)); err != cudaSuccess)
+    return cuda_error("cudaMemset", err);
 
   const dim3 block(16, 8);
   const dim3 grid(static_cast<unsigned>((w + 15) / 16), static_cast<unsigned>((h + 7) / 8));
