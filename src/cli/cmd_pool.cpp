@@ -146,7 +146,13 @@ int serve(const ServeArgs& args) {
     if (auto r = dashboard.start(io.get_executor(), args.http, *store); !r) return report(r.error());
   // The coordinator's events (not the provider's, which name addresses) also go to the dashboard.
   auto emit_pool = [&emit, &dashboard](const json& ev) {
-    emit(ev);
+    if (ev.contains("png")) {  // a preview tile: the dashboard shows it; the log only notes it
+      json note = ev;
+      note.erase("png");
+      emit(note);
+    } else {
+      emit(ev);
+    }
     dashboard.publish(ev);
   };
   pool::Coordinator coordinator(io.get_executor(), *store, emit_pool);
@@ -356,7 +362,9 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   // into one result and drop them.
   fs::path out = args.out.empty() ? fs::path("pool-" + job) : fs::path(args.out);
   const bool keep_shards = args.workload == "exec";
-  fs::path shards = keep_shards ? out : out / (".shards-" + job);
+  // --out may name a file (render: image.png); the tiles wait beside it.
+  const fs::path out_dir = out.has_extension() && !keep_shards ? (out.has_parent_path() ? out.parent_path() : ".") : out;
+  fs::path shards = keep_shards ? out : out_dir / (".shards-" + job);
   std::error_code ec;
   fs::create_directories(shards, ec);
   if (ec) co_return report("cannot create " + shards.string() + ": " + ec.message());
@@ -466,12 +474,13 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       "Submit a job:\n"
       "  submit LINK exec --shards N [--input DIR] [--reduce CMD] -- CMD ARGS\n"
       "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]\n"
+      "  submit LINK render --scene FILE --width 3840 --height 2160 --tile 128 --overlap 8 --spp N --out image.png\n"
       "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)");
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
-  submit_cmd->add_option("workload", su->workload, "exec | matmul | noop")->required();
+  submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop")->required();
   submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
   submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs (reconnecting if the coordinator goes away)");
-  submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB)");
+  submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB); render: the image file, e.g. image.png");
   submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");
   auto& o = su->options;
   submit_cmd->add_option("--shards", o.shards, "exec, noop: tasks to split into")->check(CLI::Range(1, 100000));
@@ -479,7 +488,14 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   submit_cmd->add_option("--reduce", o.reduce, "exec: run this in the output folder afterwards (default: concatenate stdout)");
   submit_cmd->add_option("--n", o.n, "matmul: multiply two seeded N x N matrices");
   submit_cmd->add_option("--block", o.block, "matmul: tile size of C, one task per tile (default min(N, 1024))");
-  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B (default 1)");
+  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B; render: of the samples (default 1)");
+  submit_cmd->add_option("--scene", o.scene_file, "render: the scene file (docs/SCENES.md)");
+  submit_cmd->add_option("--width", o.width, "render: image width in pixels (default 1920)");
+  submit_cmd->add_option("--height", o.height, "render: image height in pixels (default 1080)");
+  submit_cmd->add_option("--tile", o.tile, "render: tile side, one task per tile (default 128)");
+  submit_cmd->add_option("--overlap", o.overlap, "render: border rendered around each tile and blended (default 8)");
+  submit_cmd->add_option("--spp", o.spp, "render: samples per pixel (default 16)");
+  submit_cmd->add_option("--max-depth", o.max_depth, "render: bounces per path (default 8)");
   submit_cmd->add_option("--a", o.a_file, "matmul: A as a float32 .npy file (with --b; 4 MiB in all)");
   submit_cmd->add_option("--b", o.b_file, "matmul: B as a float32 .npy file");
   submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K (default 10)");

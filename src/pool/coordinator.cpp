@@ -259,6 +259,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     }
     auto outcome = store_.complete(task, attempt, peer, *result, now);
     if (!outcome) return refuse(outcome.error());
+    if (outcome->accepted) publish_progress(task, *result);
     forget_finished_checker(task);
     on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
                {"paid", format_credits(outcome->paid)}, {"why", outcome->why}});
@@ -290,11 +291,31 @@ json Coordinator::verification_method(const std::string& job) {
   return methods_[job] = method;
 }
 
+void Coordinator::publish_progress(const std::string& task, const TaskResult& result) {
+  auto ref = store_.task_ref(task);
+  if (!ref || !*ref) return;
+  auto it = specs_.find((*ref)->job);
+  if (it == specs_.end()) {
+    auto def = store_.job_definition((*ref)->job);
+    if (!def) return;
+    it = specs_.emplace((*ref)->job, std::make_pair(find_workload(def->workload), def->spec)).first;
+  }
+  const auto& [workload, spec] = it->second;
+  if (!workload) return;
+  if (auto event = workload->on_accepted(spec, (*ref)->shard, result)) {
+    (*event)["job"] = (*ref)->job;
+    on_event_(*event);
+  }
+}
+
 void Coordinator::forget_finished_checker(const std::string& task) {
   auto ref = store_.task_ref(task);
-  if (!ref || !*ref || !checkers_.count((*ref)->job)) return;
+  if (!ref || !*ref || (!checkers_.count((*ref)->job) && !specs_.count((*ref)->job))) return;
   auto st = store_.job_status((*ref)->job);
-  if (st && st->state != "running") checkers_.erase((*ref)->job);  // its matrices can be large
+  if (st && st->state != "running") {
+    checkers_.erase((*ref)->job);  // its matrices can be large
+    specs_.erase((*ref)->job);
+  }
 }
 
 std::optional<Verdict> Coordinator::verify(const std::string& task, const TaskResult& result) {

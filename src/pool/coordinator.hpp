@@ -58,6 +58,8 @@ class Coordinator {
   // Checks a result by computation when its workload can (else nothing); counts the cost.
   std::optional<Verdict> verify(const std::string& task, const TaskResult& result);
   void forget_finished_checker(const std::string& task);
+  // The workload's event for an accepted result (the render preview's tiles).
+  void publish_progress(const std::string& task, const TaskResult& result);
 
   boost::asio::any_io_executor ex_;
   PoolStore& store_;
@@ -65,6 +67,7 @@ class Coordinator {
   std::map<std::string, WaitingDevice> waiting_;
   std::map<std::string, std::unique_ptr<ResultChecker>> checkers_;
   std::map<std::string, nlohmann::json> methods_;  // job -> its verification method (small)
+  std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
 };

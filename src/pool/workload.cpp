@@ -8,11 +8,12 @@ const Workload* find_workload(std::string_view name) {
   static const auto exec = make_exec_workload();
   static const auto matmul = make_matmul_workload();
   static const auto noop = make_noop_workload();
-  for (const Workload* w : {exec.get(), matmul.get(), noop.get()})
+  static const auto render = make_render_workload();
+  for (const Workload* w : {exec.get(), matmul.get(), render.get(), noop.get()})
     if (name == w->name()) return w;
   return nullptr;
 }
 
-std::string workload_names() { return "exec, matmul, noop"; }
+std::string workload_names() { return "exec, matmul, render, noop"; }
 
 }  // namespace runsnack::pool

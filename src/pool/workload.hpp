@@ -79,6 +79,8 @@ struct SubmitOptions {
   std::int64_t n = 0, block = 0;               // matmul
   std::uint64_t seed = 1;                      // matmul, render
   std::string a_file, b_file;                  // matmul
+  std::string scene_file;                      // render
+  int width = 1920, height = 1080, tile = 128, overlap = 8, spp = 16, max_depth = 8;  // render
   int rounds = 10;                             // matmul: Freivalds rounds
   double tolerance = 0;                        // matmul: 0 = the workload's default
 };
@@ -97,6 +99,13 @@ class Workload {
   virtual Result<std::unique_ptr<ResultChecker>> checker(const nlohmann::json& spec, const nlohmann::json& input) const {
     (void)spec, (void)input;
     return std::unique_ptr<ResultChecker>{};
+  }
+  // Coordinator: an event to publish when a task's result is accepted (the
+  // render preview's tile), or nothing.
+  virtual std::optional<nlohmann::json> on_accepted(const nlohmann::json& spec, std::int64_t index,
+                                                    const TaskResult& result) const {
+    (void)spec, (void)index, (void)result;
+    return std::nullopt;
   }
   // Whether the submitter fetches task results at the end (noop: nothing to fetch).
   virtual bool has_results() const { return true; }

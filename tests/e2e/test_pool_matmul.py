@@ -143,7 +143,7 @@ class PoolMatmulTest(PoolBase):
         self.fails(user, "pool", "submit", self.ready["submit"], "matmul", contains="--n")
         self.fails(user, "pool", "submit", self.ready["submit"], "matmul", "--n", "64", "--block", "4096",
                    contains="--block")
-        self.fails(user, "pool", "submit", self.ready["submit"], "nosuch", contains="exec, matmul, noop")
+        self.fails(user, "pool", "submit", self.ready["submit"], "nosuch", contains="exec, matmul, render, noop")
 
 
 if __name__ == "__main__":
