@@ -156,6 +156,11 @@ def run_one(binary, label, db_args, db_url, workers, tasks, idle):
         done = json.loads(cp.stdout.strip().splitlines()[-1])
         if done.get("state") != "done":
             raise RuntimeError("job did not finish: %s %s" % (done, cp.stderr))
+        st = subprocess.run([binary, "pool", "status", ready["submit"], "--json"], env=b.env(user),
+                            stdout=subprocess.PIPE, text=True, timeout=60).stdout
+        job = [j for j in json.loads(st.strip().splitlines()[-1])["jobs"] if j["job"] == done["job"]][0]
+        if job["done"] != tasks:
+            raise RuntimeError("the job ended with %d of %d tasks done" % (job["done"], tasks))
         median, p99 = lease_to_result_ms(db_url or "", chome, done["job"])
         return {"db": label, "workers": workers, "tasks": tasks, "seconds": round(elapsed, 2),
                 "tasks_per_s": round(tasks / elapsed, 1), "coordinator_cpu_ms_per_task": round(1000 * cpu / tasks, 3),

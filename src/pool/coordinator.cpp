@@ -115,6 +115,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   arm();
   on_event_({{"event", "worker_connected"}, {"peer", peer}});
   std::string why = "stream closed";
+  std::chrono::steady_clock::time_point last_renewal{};
   while (true) {
     auto req = co_await read_stream_message(*stream, kMaxPoolMessageBytes);
     if (!req) {
@@ -122,7 +123,14 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
       break;
     }
     arm();
-    if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
+    // Any message renews the worker's leases; at most once a second, so a
+    // busy worker's claims and results do not each cost a write.
+    const auto now = std::chrono::steady_clock::now();
+    const bool explicit_heartbeat = req->value("op", "") == "heartbeat";
+    if (explicit_heartbeat || now - last_renewal >= std::chrono::seconds(1)) {
+      last_renewal = now;
+      if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
+    }
     json answer = handle_worker(*req, context, device, public_key);
     auto w = co_await write_stream_message(*stream, answer);
     if (!w) {
@@ -178,16 +186,13 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   if (op == "claim") {
     if (auto excluded = store_.exclusion(device); excluded && *excluded)
       return refuse("this device is excluded from the pool: " + **excluded);
-    auto pending = store_.pending_count();
+    auto pending = store_.pending_count(static_cast<std::int64_t>(waiting_.size()) + 1);
     if (!pending) return refuse(pending.error());
     auto& me = waiting_[device];
     if (me.id.empty()) {
       me.id = device;
       me.since = std::chrono::system_clock::now();
-      auto devs = store_.devices();
-      if (devs)
-        for (const auto& d : *devs)
-          if (d.id == device) me.score = d.score;
+      if (auto score = store_.device_score(device)) me.score = *score;
     }
     // Forget devices that stopped asking (they are busy or gone).
     auto cutoff = std::chrono::system_clock::now() - std::chrono::seconds(2);
@@ -198,14 +203,41 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     }
     if (!may_claim(device, waiting, static_cast<std::size_t>(*pending)))
       return {{"ok", true}, {"task", nullptr}, {"retry_ms", 200}};
-    auto task = store_.claim(device, peer, now);
-    if (!task) return refuse(task.error());
-    if (!*task) return {{"ok", true}, {"task", nullptr}, {"retry_ms", 200}};
+    // Up to `max` tasks in one transaction (workers ask for several when
+    // their tasks are short).
+    std::int64_t max = req.contains("max") && req["max"].is_number_integer() ? req["max"].get<std::int64_t>() : 1;
+    max = std::clamp<std::int64_t>(max, 1, kMaxClaimBatch);
+    json tasks = json::array();
+    {
+      auto batch = store_.batch(/*shared=*/true);
+      if (!batch) return refuse(batch.error());
+      for (std::int64_t i = 0; i < max; ++i) {
+        auto task = store_.claim(device, peer, now);
+        if (!task) return refuse(task.error());
+        if (!*task) break;
+        const auto& t = **task;
+        tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
+                         {"workload", t.workload}, {"spec", t.spec}});
+      }
+      if (auto c = batch->commit(); !c) return refuse(c.error());
+    }
+    if (tasks.empty()) return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
     waiting_.erase(device);
-    const auto& t = **task;
-    return {{"ok", true},
-            {"task", {{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
-                      {"workload", t.workload}, {"spec", t.spec}}}};
+    return {{"ok", true}, {"tasks", tasks}};
+  }
+  if (op == "results") {  // several results (or failures) in one message and one transaction
+    if (!req.contains("results") || !req["results"].is_array() || req["results"].size() > kMaxClaimBatch)
+      return refuse("results must be a list of at most " + std::to_string(kMaxClaimBatch));
+    auto batch = store_.batch(/*shared=*/false);
+    if (!batch) return refuse(batch.error());
+    json answers = json::array();
+    for (const auto& one : req["results"]) {
+      const std::string inner = one.is_object() ? one.value("op", "") : "";
+      answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
+                                                               : refuse("a batch holds results and failures only"));
+    }
+    if (auto c = batch->commit(); !c) return refuse(c.error());
+    return {{"ok", true}, {"answers", answers}};
   }
   if (op == "input") {
     auto input = store_.job_input(req.value("job", ""));
@@ -260,7 +292,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto outcome = store_.complete(task, attempt, peer, *result, now);
     if (!outcome) return refuse(outcome.error());
     if (outcome->accepted) publish_progress(task, *result);
-    forget_finished_checker(task);
+    if (outcome->job_finished) forget_job(task);
     on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
                {"paid", format_credits(outcome->paid)}, {"why", outcome->why}});
     return {{"ok", true}, {"accepted", outcome->accepted}, {"why", outcome->why}, {"paid", format_credits(outcome->paid)}};
@@ -308,14 +340,11 @@ void Coordinator::publish_progress(const std::string& task, const TaskResult& re
   }
 }
 
-void Coordinator::forget_finished_checker(const std::string& task) {
+void Coordinator::forget_job(const std::string& task) {
   auto ref = store_.task_ref(task);
-  if (!ref || !*ref || (!checkers_.count((*ref)->job) && !specs_.count((*ref)->job))) return;
-  auto st = store_.job_status((*ref)->job);
-  if (st && st->state != "running") {
-    checkers_.erase((*ref)->job);  // its matrices can be large
-    specs_.erase((*ref)->job);
-  }
+  if (!ref || !*ref) return;
+  checkers_.erase((*ref)->job);  // its matrices can be large
+  specs_.erase((*ref)->job);
 }
 
 std::optional<Verdict> Coordinator::verify(const std::string& task, const TaskResult& result) {

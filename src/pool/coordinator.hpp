@@ -32,6 +32,8 @@ inline constexpr const char* kServiceWorker = "pool-worker";
 inline constexpr const char* kServiceClient = "pool-client";
 // Workers send a message at least every few seconds (claim polls, heartbeats).
 inline constexpr std::chrono::milliseconds kWorkerIdleTimeout{20000};
+// Tasks one claim may lease, results one message may carry.
+inline constexpr std::int64_t kMaxClaimBatch = 64;
 
 class Coordinator {
  public:
@@ -57,7 +59,8 @@ class Coordinator {
   nlohmann::json verification_method(const std::string& job);
   // Checks a result by computation when its workload can (else nothing); counts the cost.
   std::optional<Verdict> verify(const std::string& task, const TaskResult& result);
-  void forget_finished_checker(const std::string& task);
+  // The job of `task` ended: drop what was kept for it.
+  void forget_job(const std::string& task);
   // The workload's event for an accepted result (the render preview's tiles).
   void publish_progress(const std::string& task, const TaskResult& result);
 
