@@ -1,0 +1,388 @@
+#include "pool/scheduling/scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace runsnack::pool::scheduling {
+
+using nlohmann::json;
+
+namespace {
+constexpr int kStateVersion = 1;
+}
+
+Scheduler::Scheduler(SchedulerConfig config, std::uint64_t seed)
+    : config_(config), rng_(seed), est_(config.estimates), running_(config.max_copies) {}
+
+std::optional<std::uint32_t> Scheduler::find(const std::string& id) const {
+  auto it = index_.find(id);
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+CapacityGrid::Member Scheduler::member(std::uint32_t d, std::uint32_t w) const {
+  return {est_.relative_speed(d, w), devices_[d].profile.price_per_hour, est_.success_mean(d), est_.departure_rate(d)};
+}
+
+void Scheduler::place(std::uint32_t d, std::uint32_t w, const CapacityGrid::Member& m) {
+  auto& dev = devices_[d];
+  if (dev.placed.size() <= w) dev.placed.resize(w + 1);
+  dev.placed[w] = m;
+  grids_[w].set(d, m);
+}
+
+void Scheduler::refresh(std::uint32_t d) {
+  if (!devices_[d].online) return;
+  for (std::uint32_t w = 0; w < grids_.size(); ++w) place(d, w, member(d, w));
+}
+
+std::uint32_t Scheduler::workload(const std::string& name, double typical_work) {
+  if (auto w = est_.find_workload(name)) return *w;
+  double mean_log_score = online_ > 0 ? sum_log_score_online_ / static_cast<double>(online_) : 0.0;
+  auto w = est_.add_workload(name, typical_work, mean_log_score);
+  grids_.resize(est_.workloads());
+  for (std::uint32_t d = 0; d < devices_.size(); ++d) {
+    if (!devices_[d].online) continue;
+    place(d, w, member(d, w));
+    mark_busy(d);
+  }
+  return w;
+}
+
+void Scheduler::mark_busy(std::uint32_t d) {
+  const auto& dev = devices_[d];
+  if (dev.running.empty()) {
+    for (auto& g : grids_) g.set_idle(d);
+    return;
+  }
+  double free_at = 0;
+  for (const auto& task : dev.running)
+    if (const auto* t = running_.find(task))
+      for (const auto& c : t->copies)
+        if (c.device == d) free_at = std::max(free_at, c.start + c.expected_s);
+  for (auto& g : grids_) g.set_busy(d, free_at);
+}
+
+void Scheduler::device_joined(const DeviceProfile& profile, double now_s) {
+  std::uint32_t d;
+  if (auto found = find(profile.id)) {
+    d = *found;
+  } else {
+    d = static_cast<std::uint32_t>(devices_.size());
+    devices_.push_back({});
+    index_.emplace(profile.id, d);
+    est_.add_device(d, profile.score);
+  }
+  auto& dev = devices_[d];
+  if (dev.online) {
+    sum_log_score_online_ -= std::log(std::max(dev.profile.score, 1e-12));
+  } else {
+    dev.online = true;
+    dev.since = now_s;
+    ++online_;
+  }
+  dev.profile = profile;
+  sum_log_score_online_ += std::log(std::max(profile.score, 1e-12));
+  est_.set_score(d, profile.score);
+  refresh(d);
+  mark_busy(d);
+}
+
+void Scheduler::device_left(const std::string& id, double now_s) {
+  auto d = find(id);
+  if (!d || !devices_[*d].online) return;
+  auto& dev = devices_[*d];
+  for (const auto& task : dev.running) running_.end(task, *d, false);
+  dev.running.clear();
+  est_.observe_session(*d, now_s - dev.since, true);
+  for (auto& g : grids_) g.erase(*d);
+  dev.online = false;
+  --online_;
+  sum_log_score_online_ -= std::log(std::max(dev.profile.score, 1e-12));
+}
+
+void Scheduler::forget_sessions(double now_s) {
+  for (std::uint32_t d = 0; d < devices_.size(); ++d) {
+    auto& dev = devices_[d];
+    if (!dev.online) continue;
+    est_.observe_session(d, now_s - dev.since, false);
+    dev.online = false;
+    dev.running.clear();
+    for (auto& g : grids_) g.erase(d);
+  }
+  running_.clear();
+  online_ = 0;
+  sum_log_score_online_ = 0;
+}
+
+void Scheduler::task_started(const TaskStart& s, double now_s) {
+  auto d = find(s.device);
+  if (!d || !devices_[*d].online || !(s.expected_work > 0) || !std::isfinite(s.expected_work)) return;
+  auto w = workload(s.workload, s.expected_work);
+  double expected_s = est_.task_seconds(*d, w, s.expected_work);
+  RunningTasks::Task info;
+  info.job = s.job;
+  info.workload = w;
+  info.work = s.expected_work;
+  info.preference = s.preference;
+  if (!running_.start(s.task, std::move(info), {*d, now_s, expected_s})) return;
+  devices_[*d].running.push_back(s.task);
+  mark_busy(*d);
+}
+
+void Scheduler::end_copy(std::uint32_t d, const std::string& task, Outcome outcome, double elapsed_s, double now_s) {
+  const auto* t = running_.find(task);
+  if (!t) return;
+  auto copy = std::find_if(t->copies.begin(), t->copies.end(), [&](const auto& c) { return c.device == d; });
+  if (copy == t->copies.end()) return;
+  double elapsed = elapsed_s >= 0 ? elapsed_s : now_s - copy->start;
+  bool learned = true;
+  switch (outcome) {
+    case Outcome::ok:
+      est_.observe_speed(d, t->workload, t->work, elapsed);
+      est_.observe_success(d);
+      break;
+    case Outcome::failed:
+    case Outcome::lost: est_.observe_failure(d); break;
+    case Outcome::invalid: est_.observe_invalid(d, false); break;
+    case Outcome::cancelled: learned = false; break;
+  }
+  running_.end(task, d, outcome == Outcome::ok);
+  auto& running = devices_[d].running;
+  running.erase(std::find(running.begin(), running.end(), task));
+  if (learned) refresh(d);
+  mark_busy(d);
+}
+
+void Scheduler::task_finished(const TaskEnd& e, double now_s) {
+  auto d = find(e.device);
+  if (!d) return;
+  const auto& running = devices_[*d].running;
+  if (std::find(running.begin(), running.end(), e.task) == running.end()) return;
+  end_copy(*d, e.task, e.outcome, e.elapsed_s, now_s);
+}
+
+void Scheduler::verdict(const std::string& device, bool valid) {
+  auto d = find(device);
+  if (!d || valid) return;
+  est_.observe_invalid(*d, true);
+  refresh(*d);
+}
+
+double Scheduler::horizon(Preference p) const {
+  switch (p) {
+    case Preference::fast: return config_.horizon_fast;
+    case Preference::cheap: return config_.horizon_cheap;
+    case Preference::balanced: return config_.horizon_balanced;
+  }
+  return config_.horizon_balanced;
+}
+
+double Scheduler::backup_gain(Preference p) const {
+  switch (p) {
+    case Preference::fast: return config_.backup_gain_fast;
+    case Preference::cheap: return config_.backup_gain_cheap;
+    case Preference::balanced: return config_.backup_gain_balanced;
+  }
+  return config_.backup_gain_balanced;
+}
+
+Decision Scheduler::decide(const std::string& device, std::span<const PendingJob> jobs, double now_s) {
+  Decision wait;
+  wait.retry_after_s = config_.max_retry_s;
+  auto found = find(device);
+  if (!found || !devices_[*found].online) return wait;
+  const std::uint32_t d = *found;
+  const auto& profile = devices_[d].profile;
+
+  // All pending work, in seconds at relative speed 1: every job competes for
+  // the same devices, so D is measured against all of it.
+  std::vector<std::pair<std::uint32_t, double>> unit(jobs.size(), {0, 0});  // (workload, unit_s)
+  double demand = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const auto& j = jobs[i];
+    if (j.pending <= 0 || !(j.typical_work > 0) || !std::isfinite(j.typical_work)) continue;
+    auto w = workload(j.workload, j.typical_work);
+    unit[i] = {w, j.typical_work / std::exp(est_.log_unit(w))};
+    demand += static_cast<double>(j.pending) * unit[i].second;
+  }
+
+  // One Thompson draw per workload and one for success: an uncertain
+  // device sometimes looks better than its mean and so gets tried.
+  const double success = est_.sample_success(d, rng_);
+  const double rate = est_.departure_rate(d);
+  std::vector<double> offset(est_.workloads(), std::numeric_limits<double>::quiet_NaN());
+  std::optional<std::size_t> best;
+  double best_unit = 0, best_task_s = 0;
+  double min_task_s = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    auto [w, unit_s] = unit[i];
+    if (unit_s <= 0) continue;
+    const auto& j = jobs[i];
+    if (std::isnan(offset[w])) offset[w] = est_.sample_offset(d, w, rng_);
+    double task_s = est_.task_seconds_at(d, w, j.typical_work, offset[w]);
+    double reliability = success * std::exp(-rate * task_s);
+    CapacityGrid::Query q;
+    q.now = now_s;
+    q.horizon_s = task_s * horizon(j.preference);
+    q.unit_s = unit_s;
+    q.preference = j.preference;
+    q.threshold = preference_score(j.preference, task_s, profile.price_per_hour, reliability) * (1.0 - config_.better_by);
+    q.exclude = d;
+    q.target = demand / unit_s * (1.0 + config_.need_margin) + config_.need_extra;
+    min_task_s = std::min(min_task_s, task_s);
+    // Needed: the better devices cannot absorb the pending work in time.
+    // Of those jobs, the longest tasks first so that short ones fill the end.
+    if (!grids_[w].covers(q) && unit_s > best_unit) {
+      best = i;
+      best_unit = unit_s;
+      best_task_s = task_s;
+    }
+  }
+  if (best) {
+    Decision run;
+    run.kind = Decision::Kind::run;
+    run.job = jobs[*best].id;
+    run.expected_s = best_task_s;
+    return run;
+  }
+  if (auto b = backup(d, jobs, now_s, success)) return *b;
+  if (std::isfinite(min_task_s))
+    wait.retry_after_s = std::clamp(config_.retry_share * min_task_s, config_.min_retry_s, config_.max_retry_s);
+  else if (running_.size() > 0)
+    wait.retry_after_s = std::clamp(5 * config_.min_retry_s, config_.min_retry_s, config_.max_retry_s);
+  return wait;
+}
+
+std::optional<Decision> Scheduler::backup(std::uint32_t d, std::span<const PendingJob> jobs, double now_s,
+                                          double success) {
+  const auto& me = devices_[d].profile;
+  const double rate = est_.departure_rate(d);
+  std::optional<Decision> out;
+  double best_gain = 0;
+  for (const auto* job : running_.jobs()) {
+    // Near the end only: a job with tasks still pending is not backed up.
+    bool pending = std::any_of(jobs.begin(), jobs.end(), [&](const PendingJob& j) { return j.pending > 0 && j.id == *job; });
+    if (pending) continue;
+    for (const auto& c : running_.stragglers(*job, now_s, config_.overdue_factor)) {
+      if (!c.task) continue;
+      bool clash = std::any_of(c.info->copies.begin(), c.info->copies.end(), [&](const RunningTasks::Copy& x) {
+        return x.device == d || devices_[x.device].profile.peer == me.peer;
+      });
+      if (clash) continue;
+      double task_s = est_.task_seconds(d, c.info->workload, c.info->work);
+      double reliability = std::max(success * std::exp(-rate * task_s), 1e-6);
+      double mine = now_s + task_s / reliability * backup_gain(c.info->preference);
+      double gain = c.expected_end - (now_s + task_s);
+      if (mine < c.expected_end && gain > best_gain) {
+        best_gain = gain;
+        Decision b;
+        b.kind = Decision::Kind::backup;
+        b.job = c.info->job;
+        b.task = *c.task;
+        b.expected_s = task_s;
+        out = b;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<Scheduler::Estimate> Scheduler::estimate(const std::string& device, const std::string& workload,
+                                                       double work) const {
+  auto d = find(device);
+  auto w = est_.find_workload(workload);
+  if (!d || !w) return std::nullopt;
+  return Estimate{est_.task_seconds(*d, *w, work), est_.offset_sd(*d, *w), est_.observations(*d, *w),
+                  est_.success_mean(*d), est_.departure_rate(*d)};
+}
+
+std::vector<FrontPoint> Scheduler::pareto_front(const PendingJob& job) const {
+  auto w = est_.find_workload(job.workload);
+  if (!w || !(job.typical_work > 0)) return {};
+  return grids_[*w].pareto_front(job.typical_work / std::exp(est_.log_unit(*w)));
+}
+
+json Scheduler::save() const {
+  json devices = json::array();
+  for (std::uint32_t d = 0; d < devices_.size(); ++d) {
+    const auto& dev = devices_[d];
+    json placed = json::array();
+    if (dev.online)
+      for (const auto& m : dev.placed)
+        placed.push_back({m.relative_speed, m.price_per_hour, m.success, m.departure_rate});
+    devices.push_back({{"id", dev.profile.id},
+                       {"peer", dev.profile.peer},
+                       {"network", dev.profile.network},
+                       {"score", dev.profile.score},
+                       {"price_per_hour", dev.profile.price_per_hour},
+                       {"online", dev.online},
+                       {"since", dev.since},
+                       {"placed", placed},
+                       {"stats", est_.save_device(d)}});
+  }
+  return {{"version", kStateVersion},
+          {"rng", rng_.save()},
+          {"workloads", est_.save_workloads()},
+          {"devices", devices},
+          {"running", running_.save()}};
+}
+
+Result<Scheduler> Scheduler::load(const json& state, SchedulerConfig config) {
+  auto bad = [](const char* what) { return fail(errc::malformed, std::string("scheduler state: ") + what); };
+  if (!state.is_object() || !state.contains("version") || state["version"] != kStateVersion)
+    return bad("unknown version");
+  for (const char* k : {"rng", "workloads", "devices", "running"})
+    if (!state.contains(k)) return bad("missing field");
+  Scheduler s(config);
+  auto rng = Rng::load(state["rng"]);
+  if (!rng) return rng.error();
+  s.rng_ = *rng;
+  if (auto r = s.est_.load_workloads(state["workloads"]); !r) return r.error();
+  s.grids_.resize(s.est_.workloads());
+  if (!state["devices"].is_array()) return bad("devices must be an array");
+  for (const auto& e : state["devices"]) {
+    if (!e.is_object()) return bad("bad device");
+    for (const char* k : {"id", "peer", "network"})
+      if (!e.contains(k) || !e[k].is_string()) return bad("bad device");
+    for (const char* k : {"score", "price_per_hour", "since"})
+      if (!e.contains(k) || !e[k].is_number()) return bad("bad device");
+    if (!e.contains("online") || !e["online"].is_boolean() || !e.contains("placed") || !e["placed"].is_array() ||
+        !e.contains("stats"))
+      return bad("bad device");
+    auto d = static_cast<std::uint32_t>(s.devices_.size());
+    Device dev;
+    dev.profile = {e["id"].get<std::string>(), e["peer"].get<std::string>(), e["network"].get<std::string>(),
+                   e["score"].get<double>(), e["price_per_hour"].get<double>()};
+    if (!s.index_.emplace(dev.profile.id, d).second) return bad("duplicate device");
+    dev.since = e["since"].get<double>();
+    s.devices_.push_back(std::move(dev));
+    s.est_.add_device(d, s.devices_[d].profile.score);
+    if (auto r = s.est_.load_device(d, e["stats"]); !r) return r.error();
+    if (!e["online"].get<bool>()) continue;
+    if (e["placed"].size() != s.grids_.size()) return bad("device placement does not match the workloads");
+    s.devices_[d].online = true;
+    ++s.online_;
+    s.sum_log_score_online_ += std::log(std::max(s.devices_[d].profile.score, 1e-12));
+    for (std::uint32_t w = 0; w < s.grids_.size(); ++w) {
+      const auto& m = e["placed"][w];
+      if (!m.is_array() || m.size() != 4 || !m[0].is_number() || !m[1].is_number() || !m[2].is_number() ||
+          !m[3].is_number())
+        return bad("bad device placement");
+      s.place(d, w, {m[0].get<double>(), m[1].get<double>(), m[2].get<double>(), m[3].get<double>()});
+    }
+  }
+  if (auto r = s.running_.load(state["running"], s.devices_.size(), s.grids_.size()); !r) return r.error();
+  bool offline_copy = false;
+  s.running_.for_each_copy([&](const std::string& id, const RunningTasks::Task&, const RunningTasks::Copy& c) {
+    if (!s.devices_[c.device].online) offline_copy = true;
+    else s.devices_[c.device].running.push_back(id);
+  });
+  if (offline_copy) return bad("a running copy on an offline device");
+  for (std::uint32_t d = 0; d < s.devices_.size(); ++d)
+    if (s.devices_[d].online) s.mark_busy(d);
+  return s;
+}
+
+}  // namespace runsnack::pool::scheduling
