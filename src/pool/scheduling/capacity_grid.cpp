@@ -35,13 +35,19 @@ double preference_score(Preference p, double task_s, double price_per_hour, doub
   return task_s / r;
 }
 
-CapacityGrid::CellView CapacityGrid::view(const Cell& c, double unit_s) const {
+void CapacityGrid::update_means(Cell& c) {
+  if (c.members == 0) return;
   double n = c.members;
-  double speed = std::exp2(static_cast<double>(c.sum_log2_speed) / (kLog2Scale * n));
-  double task_s = unit_s / speed;
-  double success = static_cast<double>(c.sum_success) / (kSuccessScale * n);
-  double rate = static_cast<double>(c.sum_rate) / (kRateScale * n);
-  return {task_s, static_cast<double>(c.sum_price) / (kPriceScale * n), success * std::exp(-rate * task_s)};
+  c.speed = std::exp2(static_cast<double>(c.sum_log2_speed) / (kLog2Scale * n));
+  c.price = static_cast<double>(c.sum_price) / (kPriceScale * n);
+  c.success = static_cast<double>(c.sum_success) / (kSuccessScale * n);
+  c.rate = static_cast<double>(c.sum_rate) / (kRateScale * n);
+  c.verification = static_cast<double>(c.sum_verification) / (kSuccessScale * n);
+}
+
+CapacityGrid::CellView CapacityGrid::view(const Cell& c, double unit_s, double replica_s) const {
+  double task_s = unit_s / c.speed + c.verification * replica_s;
+  return {task_s, c.price, c.success * std::exp(-c.rate * task_s)};
 }
 
 std::uint32_t CapacityGrid::cell_for(std::int32_t speed_key, std::int32_t price_key) {
@@ -68,10 +74,14 @@ void CapacityGrid::attach(std::uint32_t device) {
     live_.insert(pos, s.cell);
   }
   c.members += 1;
+  members_ += 1;
   c.sum_log2_speed += s.log2_speed;
   c.sum_price += s.price;
   c.sum_success += s.success;
   c.sum_rate += s.rate;
+  c.sum_verification += s.verification;
+  update_means(c);
+  total_speed_ = -1;
   if (s.busy) {
     std::pair<double, std::uint32_t> e{s.free_at, device};
     c.busy.insert(std::lower_bound(c.busy.begin(), c.busy.end(), e), e);
@@ -84,10 +94,14 @@ void CapacityGrid::detach(std::uint32_t device) {
   auto& s = slots_[device];
   auto& c = cells_[s.cell];
   c.members -= 1;
+  members_ -= 1;
   c.sum_log2_speed -= s.log2_speed;
   c.sum_price -= s.price;
   c.sum_success -= s.success;
   c.sum_rate -= s.rate;
+  c.sum_verification -= s.verification;
+  update_means(c);
+  total_speed_ = -1;
   if (s.busy) {
     std::pair<double, std::uint32_t> e{s.free_at, device};
     auto it = std::lower_bound(c.busy.begin(), c.busy.end(), e);
@@ -110,6 +124,7 @@ void CapacityGrid::set(std::uint32_t device, const Member& m) {
   s.price = fixed(std::max(m.price_per_hour, 0.0), kPriceScale);
   s.success = fixed(std::clamp(m.success, 0.0, 1.0), kSuccessScale);
   s.rate = fixed(std::max(m.departure_rate, 0.0), kRateScale);
+  s.verification = fixed(std::clamp(m.verification, 0.0, 1.0), kSuccessScale);
   s.cell = cell_for(speed_key, price_key);
   attach(device);
 }
@@ -126,17 +141,30 @@ bool CapacityGrid::contains(std::uint32_t device) const {
 
 void CapacityGrid::set_busy(std::uint32_t device, double free_at) {
   if (!contains(device)) return;
-  detach(device);
-  slots_[device].busy = true;
-  slots_[device].free_at = free_at;
-  attach(device);
+  auto& s = slots_[device];
+  auto& c = cells_[s.cell];
+  if (s.busy) {
+    std::pair<double, std::uint32_t> old{s.free_at, device};
+    auto it = std::lower_bound(c.busy.begin(), c.busy.end(), old);
+    if (it != c.busy.end() && *it == old) c.busy.erase(it);
+  } else {
+    c.idle -= 1;
+  }
+  s.busy = true;
+  s.free_at = free_at;
+  std::pair<double, std::uint32_t> e{free_at, device};
+  c.busy.insert(std::lower_bound(c.busy.begin(), c.busy.end(), e), e);
 }
 
 void CapacityGrid::set_idle(std::uint32_t device) {
   if (!contains(device) || !slots_[device].busy) return;
-  detach(device);
-  slots_[device].busy = false;
-  attach(device);
+  auto& s = slots_[device];
+  auto& c = cells_[s.cell];
+  std::pair<double, std::uint32_t> old{s.free_at, device};
+  auto it = std::lower_bound(c.busy.begin(), c.busy.end(), old);
+  if (it != c.busy.end() && *it == old) c.busy.erase(it);
+  s.busy = false;
+  c.idle += 1;
 }
 
 bool CapacityGrid::covers(const Query& q) const {
@@ -147,7 +175,7 @@ bool CapacityGrid::covers(const Query& q) const {
   for (auto ci : live_) {
     const auto& c = cells_[ci];
     if (q.unit_s / std::exp2(static_cast<double>(c.speed_key + 1) / kSpeedSteps) > q.horizon_s) break;
-    auto v = view(c, q.unit_s);
+    auto v = view(c, q.unit_s, q.replica_s);
     if (!(preference_score(q.preference, v.task_s, v.price, v.reliability) < q.threshold)) continue;
     upper += c.members * whole_tasks(q.horizon_s, v.task_s) * v.reliability;
   }
@@ -161,7 +189,7 @@ double CapacityGrid::capacity(const Query& q) const {
     // Cells are ordered fastest first: once a cell's fastest possible device
     // cannot finish one task within the horizon, no later one can either.
     if (q.unit_s / std::exp2(static_cast<double>(c.speed_key + 1) / kSpeedSteps) > q.horizon_s) break;
-    auto v = view(c, q.unit_s);
+    auto v = view(c, q.unit_s, q.replica_s);
     if (!(preference_score(q.preference, v.task_s, v.price, v.reliability) < q.threshold)) continue;
     std::uint32_t idle = c.idle;
     if (q.exclude < slots_.size() && slots_[q.exclude].cell == ci && !slots_[q.exclude].busy) idle -= 1;
@@ -178,11 +206,22 @@ double CapacityGrid::capacity(const Query& q) const {
   return total;
 }
 
-std::vector<FrontPoint> CapacityGrid::pareto_front(double unit_s) const {
+double CapacityGrid::total_speed() const {
+  if (total_speed_ >= 0) return total_speed_;
+  double sum = 0;
+  for (auto ci : live_) {
+    const auto& c = cells_[ci];
+    sum += c.members * c.speed;
+  }
+  total_speed_ = sum;
+  return sum;
+}
+
+std::vector<FrontPoint> CapacityGrid::pareto_front(double unit_s, double replica_s) const {
   std::vector<FrontPoint> all;
   for (auto ci : live_) {
     const auto& c = cells_[ci];
-    auto v = view(c, unit_s);
+    auto v = view(c, unit_s, replica_s);
     all.push_back({v.task_s, v.price * v.task_s / 3600.0, v.reliability, v.price, c.members});
   }
   auto dominates = [](const FrontPoint& a, const FrontPoint& b) {

@@ -46,6 +46,7 @@ class CapacityGrid {
     double price_per_hour = 0;
     double success = 1;         // probability a result comes back good
     double departure_rate = 0;  // per second
+    double verification = 0;    // probability its result needs a replica before it counts
   };
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
@@ -60,6 +61,7 @@ class CapacityGrid {
     double now = 0;
     double horizon_s = 0;        // completions count only when they end within now + horizon_s
     double unit_s = 1;           // seconds of one task at relative speed 1
+    double replica_s = 0;        // seconds a replica takes (on an average device)
     Preference preference = Preference::fast;
     double threshold = 0;        // the asking device's preference score: only better cells count
     std::uint32_t exclude = kNone;  // the asking device itself
@@ -71,27 +73,35 @@ class CapacityGrid {
   // capacity(q) >= q.target, with a cheap upper bound tried first.
   bool covers(const Query& q) const;
 
-  std::vector<FrontPoint> pareto_front(double unit_s) const;
+  std::vector<FrontPoint> pareto_front(double unit_s, double replica_s = 0) const;
+  // Sum of the members' relative speeds: the pool's throughput in this workload's units.
+  double total_speed() const;
   std::size_t cells() const { return live_.size(); }
+  std::size_t size() const { return members_; }
 
  private:
   struct Cell {
     std::int32_t speed_key = 0, price_key = 0;
     std::uint32_t members = 0, idle = 0;
-    std::int64_t sum_log2_speed = 0, sum_price = 0, sum_success = 0, sum_rate = 0;
+    std::int64_t sum_log2_speed = 0, sum_price = 0, sum_success = 0, sum_rate = 0, sum_verification = 0;
+    // The means, recomputed from the sums whenever they change (queries read them often).
+    double speed = 0, price = 0, success = 0, rate = 0, verification = 0;
     std::vector<std::pair<double, std::uint32_t>> busy;  // (free at, device), ascending
   };
   struct Slot {
     std::uint32_t cell = kNone;
-    std::int64_t log2_speed = 0, price = 0, success = 0, rate = 0;
+    std::int64_t log2_speed = 0, price = 0, success = 0, rate = 0, verification = 0;
     bool busy = false;
     double free_at = 0;
   };
   struct CellView {
     double task_s, price, reliability;
   };
-  CellView view(const Cell& c, double unit_s) const;
+  // A task's time on a device of the cell: its run, plus the replica its
+  // result needs with the cell's mean verification probability.
+  CellView view(const Cell& c, double unit_s, double replica_s) const;
   std::uint32_t cell_for(std::int32_t speed_key, std::int32_t price_key);
+  static void update_means(Cell& c);
   void attach(std::uint32_t device);
   void detach(std::uint32_t device);
 
@@ -99,6 +109,8 @@ class CapacityGrid {
   std::unordered_map<std::int64_t, std::uint32_t> by_key_;
   std::vector<std::uint32_t> live_;  // non-empty cells, fastest first, then cheapest
   std::vector<Slot> slots_;          // by device
+  std::size_t members_ = 0;
+  mutable double total_speed_ = -1;  // cached; < 0 when a member changed
 };
 
 }  // namespace runsnack::pool::scheduling

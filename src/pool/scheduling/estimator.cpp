@@ -29,6 +29,12 @@ double Estimator::log_unit(std::uint32_t w) const {
   return (wl.prior + wl.sum_y) / (1.0 + static_cast<double>(wl.n));
 }
 
+double Estimator::spread(std::uint32_t w) const {
+  const auto& wl = workloads_[w];
+  const double prior = config_.observation_sd * config_.observation_sd;
+  return std::sqrt((prior * 4.0 + wl.sum_sq_resid) / (4.0 + static_cast<double>(wl.n)));
+}
+
 void Estimator::add_device(std::uint32_t d, double score) {
   if (d >= devices_.size()) devices_.resize(d + 1);
   devices_[d].log_score = std::log(std::max(score, 1e-12));
@@ -40,6 +46,8 @@ void Estimator::observe_speed(std::uint32_t d, std::uint32_t w, double work, dou
   if (!(work > 0) || !(elapsed_s > 0) || !std::isfinite(work) || !std::isfinite(elapsed_s)) return;
   auto& dev = devices_[d];
   double y = std::log(work / elapsed_s) - dev.log_score;
+  double resid = y - log_unit(w) - offset_mean(d, w);
+  workloads_[w].sum_sq_resid += resid * resid;
   if (dev.speed.size() <= w) dev.speed.resize(w + 1);
   dev.speed[w].n += 1;
   dev.speed[w].sum_y += y;
@@ -138,7 +146,8 @@ Estimator::Counts Estimator::counts(std::uint32_t d) const { return devices_[d].
 
 json Estimator::save_workloads() const {
   json out = json::array();
-  for (const auto& w : workloads_) out.push_back({{"name", w.name}, {"prior", w.prior}, {"n", w.n}, {"sum_y", w.sum_y}});
+  for (const auto& w : workloads_)
+    out.push_back({{"name", w.name}, {"prior", w.prior}, {"n", w.n}, {"sum_y", w.sum_y}, {"sum_sq_resid", w.sum_sq_resid}});
   return out;
 }
 
@@ -148,10 +157,10 @@ Result<void> Estimator::load_workloads(const json& j) {
   for (const auto& e : j) {
     if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("prior") ||
         !e["prior"].is_number() || !e.contains("n") || !e["n"].is_number_unsigned() || !e.contains("sum_y") ||
-        !e["sum_y"].is_number())
+        !e["sum_y"].is_number() || !e.contains("sum_sq_resid") || !e["sum_sq_resid"].is_number())
       return fail(errc::malformed, "scheduler state: bad workload entry");
     out.push_back({e["name"].get<std::string>(), e["prior"].get<double>(), e["n"].get<std::uint64_t>(),
-                   e["sum_y"].get<double>()});
+                   e["sum_y"].get<double>(), e["sum_sq_resid"].get<double>()});
   }
   workloads_ = std::move(out);
   return {};

@@ -14,6 +14,9 @@
 // Thompson sampling draws z from the posterior, which is what makes a new
 // or uncertain device get tried.
 //
+// Each observation's residual against the device's estimate before it, squared
+// and summed per workload, gives spread(w): how unpredictable single tasks are.
+//
 // Reliability. Success rate ~ Beta(prior_success * prior_strength + ok,
 // (1 - prior_success) * prior_strength + failed + invalid). Departures are a
 // Poisson process per online second with a Gamma(1, prior_session_s) prior:
@@ -57,6 +60,10 @@ class Estimator {
   std::optional<std::uint32_t> find_workload(std::string_view name) const;
   std::size_t workloads() const { return workloads_.size(); }
   double log_unit(std::uint32_t w) const;  // a_w
+  // How much one task's log time strays from its device's expectation in this
+  // workload (task sizes the job cannot predict, heavy tails): a sd learned from
+  // the residuals, observation_sd until there are some.
+  double spread(std::uint32_t w) const;
 
   // Devices: `d` must be devices() (the next index) when added.
   void add_device(std::uint32_t d, double score);
@@ -101,6 +108,7 @@ class Estimator {
     double prior = 0;   // a_w before observations
     std::uint64_t n = 0;
     double sum_y = 0;
+    double sum_sq_resid = 0;  // squared residuals against the device's estimate at the time
   };
   struct SpeedStats {
     std::uint32_t n = 0;

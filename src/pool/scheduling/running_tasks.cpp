@@ -19,20 +19,22 @@ double RunningTasks::first_start(const Task& t) {
   return s;
 }
 
-void RunningTasks::list(const std::string& id, const Task& t) {
+void RunningTasks::list(const Entry& e) {
   // A backup candidate: part of a job, not done, with room for another copy.
+  const auto& t = e.second;
   if (t.job.empty() || t.done || t.copies.empty() || static_cast<int>(t.copies.size()) >= max_copies_) return;
   auto& js = jobs_[t.job];
-  js.by_end.insert({planned_end(t), &id});
-  js.by_start.insert({first_start(t), &id});
+  js.by_end.insert({planned_end(t), &e});
+  js.by_start.insert({first_start(t), &e});
 }
 
-void RunningTasks::unlist(const std::string& id, const Task& t) {
+void RunningTasks::unlist(const Entry& e) {
+  const auto& t = e.second;
   if (t.job.empty() || t.copies.empty()) return;
   auto it = jobs_.find(t.job);
   if (it == jobs_.end()) return;
-  it->second.by_end.erase({planned_end(t), &id});
-  it->second.by_start.erase({first_start(t), &id});
+  it->second.by_end.erase({planned_end(t), &e});
+  it->second.by_start.erase({first_start(t), &e});
   if (it->second.by_end.empty()) jobs_.erase(it);
 }
 
@@ -45,10 +47,10 @@ bool RunningTasks::start(const std::string& task, Task info, Copy copy) {
   } else {
     for (const auto& c : it->second.copies)
       if (c.device == copy.device) return false;
-    unlist(it->first, it->second);
+    unlist(*it);
   }
   it->second.copies.push_back(copy);
-  list(it->first, it->second);
+  list(*it);
   return true;
 }
 
@@ -58,11 +60,11 @@ bool RunningTasks::end(const std::string& task, std::uint32_t device, bool resul
   auto& t = it->second;
   auto c = std::find_if(t.copies.begin(), t.copies.end(), [&](const Copy& x) { return x.device == device; });
   if (c == t.copies.end()) return false;
-  unlist(it->first, t);
+  unlist(*it);
   t.copies.erase(c);
   if (result) t.done = true;
   if (t.copies.empty()) tasks_.erase(it);
-  else list(it->first, t);
+  else list(*it);
   return true;
 }
 
@@ -71,28 +73,36 @@ const RunningTasks::Task* RunningTasks::find(const std::string& task) const {
   return it == tasks_.end() ? nullptr : &it->second;
 }
 
-std::array<RunningTasks::Candidate, 2> RunningTasks::stragglers(const std::string& job, double now,
-                                                                 double overdue_factor) const {
-  std::array<Candidate, 2> out{};
+void RunningTasks::stragglers(const std::string& job, double now, double overdue_factor, std::size_t limit,
+                              std::vector<Candidate>& out) const {
+  out.clear();
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return out;
+  if (it == jobs_.end()) return;
   auto expected_end = [&](const Task& t) {
     double planned = planned_end(t);
     return now < planned ? planned : now + overdue_factor * (now - first_start(t));
   };
-  const auto& by_end = it->second.by_end;
-  const auto& by_start = it->second.by_start;
-  if (!by_end.empty()) {
-    const auto* id = by_end.rbegin()->second;
-    const auto& t = tasks_.at(*id);
-    out[0] = {id, &t, expected_end(t)};
-  }
-  if (!by_start.empty()) {
-    const auto* id = by_start.begin()->second;
-    const auto& t = tasks_.at(*id);
-    if (!out[0].task || *out[0].task != *id) out[1] = {id, &t, expected_end(t)};
-  }
-  return out;
+  auto add = [&](const Entry* e) {
+    for (const auto& c : out)
+      if (c.task == &e->first) return;
+    out.push_back({&e->first, &e->second, expected_end(e->second)});
+  };
+  // Latest planned ends, and earliest starts (the longest overdue).
+  std::size_t n = 0;
+  for (auto e = it->second.by_end.rbegin(); e != it->second.by_end.rend() && n < limit; ++e, ++n) add(e->second);
+  n = 0;
+  for (auto e = it->second.by_start.begin(); e != it->second.by_start.end() && n < limit; ++e, ++n) add(e->second);
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return a.expected_end != b.expected_end ? a.expected_end > b.expected_end : *a.task < *b.task;
+  });
+}
+
+std::size_t RunningTasks::ending_after(const std::string& job, double t, std::size_t cap) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return 0;
+  std::size_t n = 0;
+  for (auto e = it->second.by_end.rbegin(); e != it->second.by_end.rend() && e->first > t && n < cap; ++e) ++n;
+  return n;
 }
 
 std::vector<const std::string*> RunningTasks::jobs() const {
@@ -107,8 +117,13 @@ void RunningTasks::clear() {
 }
 
 json RunningTasks::save() const {
+  std::vector<const Entry*> sorted;
+  for (const auto& e : tasks_) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) { return a->first < b->first; });
   json out = json::array();
-  for (const auto& [id, t] : tasks_) {
+  for (const auto* e : sorted) {
+    const auto& id = e->first;
+    const auto& t = e->second;
     json copies = json::array();
     for (const auto& c : t.copies) copies.push_back({c.device, c.start, c.expected_s});
     out.push_back({{"id", id}, {"job", t.job}, {"workload", t.workload}, {"work", t.work},
@@ -146,7 +161,7 @@ Result<void> RunningTasks::load(const json& j, std::size_t devices, std::size_t 
     }
     auto [it, inserted] = tasks_.emplace(e["id"].get<std::string>(), std::move(t));
     if (!inserted) return bad();
-    list(it->first, it->second);
+    list(*it);
   }
   return {};
 }

@@ -6,8 +6,8 @@
 // while that lies ahead, and now + overdue_factor * elapsed once it is
 // overdue (the longer a task has overrun, the longer it is expected to need).
 //
-// Ordered containers keyed by task id throughout, so iteration and ties do
-// not depend on hashing or on the order state was rebuilt in.
+// Ties and saved state are ordered by task id, so nothing depends on hashing
+// or on the order state was rebuilt in.
 // Not thread-safe.
 
 #include "core/error.hpp"
@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,14 +51,17 @@ class RunningTasks {
   bool end(const std::string& task, std::uint32_t device, bool result);
   const Task* find(const std::string& task) const;
 
-  // Up to two backup candidates of `job` (the latest planned end, the
-  // earliest start), with their expected ends; null task when absent.
+  // The backup candidates of `job` with the latest expected ends, latest
+  // first: up to `limit` from each ordering (planned end, start), merged.
   struct Candidate {
     const std::string* task = nullptr;
     const Task* info = nullptr;
     double expected_end = 0;
   };
-  std::array<Candidate, 2> stragglers(const std::string& job, double now, double overdue_factor) const;
+  void stragglers(const std::string& job, double now, double overdue_factor, std::size_t limit,
+                  std::vector<Candidate>& out) const;
+  // How many of `job`'s backup candidates are planned to end after `t` (at most `cap`).
+  std::size_t ending_after(const std::string& job, double t, std::size_t cap) const;
   // Jobs with backup candidates, in id order.
   std::vector<const std::string*> jobs() const;
   std::size_t size() const { return tasks_.size(); }
@@ -74,22 +78,23 @@ class RunningTasks {
   }
 
  private:
-  using Key = std::pair<double, const std::string*>;
+  using Entry = std::unordered_map<std::string, Task>::value_type;  // node-based: stable address
+  using Key = std::pair<double, const Entry*>;
   struct KeyLess {
     bool operator()(const Key& a, const Key& b) const {
-      return a.first != b.first ? a.first < b.first : *a.second < *b.second;
+      return a.first != b.first ? a.first < b.first : a.second->first < b.second->first;
     }
   };
   struct JobSets {
     std::set<Key, KeyLess> by_end, by_start;
   };
-  void list(const std::string& id, const Task& t);
-  void unlist(const std::string& id, const Task& t);
+  void list(const Entry& e);
+  void unlist(const Entry& e);
   static double planned_end(const Task& t);
   static double first_start(const Task& t);
 
   int max_copies_;
-  std::map<std::string, Task> tasks_;
+  std::unordered_map<std::string, Task> tasks_;
   std::map<std::string, JobSets> jobs_;
 };
 

@@ -1,6 +1,7 @@
 #include "pool/scheduling/scheduler.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -21,8 +22,13 @@ std::optional<std::uint32_t> Scheduler::find(const std::string& id) const {
   return it->second;
 }
 
+double Scheduler::profile_log_score(std::uint32_t d) const {
+  return std::log(std::max(devices_[d].profile.score, 1e-12));
+}
+
 CapacityGrid::Member Scheduler::member(std::uint32_t d, std::uint32_t w) const {
-  return {est_.relative_speed(d, w), devices_[d].profile.price_per_hour, est_.success_mean(d), est_.departure_rate(d)};
+  return {est_.relative_speed(d, w), devices_[d].profile.price_per_hour, est_.success_mean(d), est_.departure_rate(d),
+          devices_[d].verification};
 }
 
 void Scheduler::place(std::uint32_t d, std::uint32_t w, const CapacityGrid::Member& m) {
@@ -170,6 +176,13 @@ void Scheduler::verdict(const std::string& device, bool valid) {
   refresh(*d);
 }
 
+void Scheduler::set_verification(const std::string& device, double probability) {
+  auto d = find(device);
+  if (!d || !(probability >= 0)) return;
+  devices_[*d].verification = std::min(probability, 1.0);
+  refresh(*d);
+}
+
 double Scheduler::horizon(Preference p) const {
   switch (p) {
     case Preference::fast: return config_.horizon_fast;
@@ -213,70 +226,113 @@ Decision Scheduler::decide(const std::string& device, std::span<const PendingJob
   const double success = est_.sample_success(d, rng_);
   const double rate = est_.departure_rate(d);
   std::vector<double> offset(est_.workloads(), std::numeric_limits<double>::quiet_NaN());
-  std::optional<std::size_t> best;
-  double best_unit = 0, best_task_s = 0;
+  std::vector<double> remaining(est_.workloads(), -1);  // seconds the pool needs for the pending work
+  std::vector<double> mean_speed(est_.workloads(), 0);
+  struct Choice {
+    std::size_t job;
+    double task_s, key;
+  };
+  std::optional<Choice> fits, shortest;
   double min_task_s = std::numeric_limits<double>::infinity();
+  double pending_end = now_s;  // when the pool would be through the pending work
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     auto [w, unit_s] = unit[i];
     if (unit_s <= 0) continue;
     const auto& j = jobs[i];
-    if (std::isnan(offset[w])) offset[w] = est_.sample_offset(d, w, rng_);
-    double task_s = est_.task_seconds_at(d, w, j.typical_work, offset[w]);
+    if (std::isnan(offset[w])) {
+      offset[w] = est_.sample_offset(d, w, rng_);
+      double total = std::max(grids_[w].total_speed(), 1e-300);
+      remaining[w] = demand / total;
+      mean_speed[w] = total / static_cast<double>(std::max<std::size_t>(grids_[w].size(), 1));
+    }
+    // D's time to a counted result: its run, and a replica when its results still need one.
+    const double replica_s = unit_s / std::max(mean_speed[w], 1e-300);
+    double task_s = est_.task_seconds_at(d, w, j.typical_work, offset[w]) + devices_[d].verification * replica_s;
     double reliability = success * std::exp(-rate * task_s);
     CapacityGrid::Query q;
     q.now = now_s;
     q.horizon_s = task_s * horizon(j.preference);
     q.unit_s = unit_s;
+    q.replica_s = replica_s;
     q.preference = j.preference;
     q.threshold = preference_score(j.preference, task_s, profile.price_per_hour, reliability) * (1.0 - config_.better_by);
     q.exclude = d;
     q.target = demand / unit_s * (1.0 + config_.need_margin) + config_.need_extra;
     min_task_s = std::min(min_task_s, task_s);
+    pending_end = std::max(pending_end, now_s + remaining[w]);
     // Needed: the better devices cannot absorb the pending work in time.
-    // Of those jobs, the longest tasks first so that short ones fill the end.
-    if (!grids_[w].covers(q) && unit_s > best_unit) {
-      best = i;
-      best_unit = unit_s;
-      best_task_s = task_s;
+    if (grids_[w].covers(q)) continue;
+    // Which job: where D has the comparative advantage (its speed in the
+    // workload over the pool's mean there), then the longest tasks, counted
+    // by their workload's tail; only tasks D ends well before the pool is
+    // through the pending work, so that slow devices never hold the end. A
+    // device too slow for all of them takes the shortest.
+    double tail = std::exp(config_.tail_z * est_.spread(w));
+    double advantage = std::exp(profile_log_score(d) + offset[w]) / std::max(mean_speed[w], 1e-300);
+    double key = std::pow(advantage, config_.advantage_power) * unit_s * tail;
+    if (task_s * tail <= config_.fit_share * remaining[w]) {
+      if (!fits || key > fits->key) fits = Choice{i, task_s, key};
+    } else if (!shortest || task_s * tail < shortest->key) {
+      shortest = Choice{i, task_s, task_s * tail};
     }
   }
-  if (best) {
+  auto choice = fits ? fits : shortest;
+  // A straggler that would end after the pool is through the pending work
+  // is worth more than one more pending task.
+  if (auto b = backup(d, jobs, now_s, choice ? pending_end : now_s)) return *b;
+  if (choice) {
     Decision run;
     run.kind = Decision::Kind::run;
-    run.job = jobs[*best].id;
-    run.expected_s = best_task_s;
+    run.job = jobs[choice->job].id;
+    run.expected_s = choice->task_s;
     return run;
   }
-  if (auto b = backup(d, jobs, now_s, success)) return *b;
   if (std::isfinite(min_task_s))
     wait.retry_after_s = std::clamp(config_.retry_share * min_task_s, config_.min_retry_s, config_.max_retry_s);
   else if (running_.size() > 0)
-    wait.retry_after_s = std::clamp(5 * config_.min_retry_s, config_.min_retry_s, config_.max_retry_s);
+    wait.retry_after_s = config_.min_retry_s;  // near the end: a straggler may need a copy any moment
   return wait;
 }
 
 std::optional<Decision> Scheduler::backup(std::uint32_t d, std::span<const PendingJob> jobs, double now_s,
-                                          double success) {
+                                          double pending_end) {
+  // Means, not draws: exploring is for new work, a copy is a bet on this device.
   const auto& me = devices_[d].profile;
+  const double success = est_.success_mean(d);
   const double rate = est_.departure_rate(d);
   std::optional<Decision> out;
-  double best_gain = 0;
+  std::uint32_t out_workload = 0;
+  double best_gain = 0, out_reliability = 1;
+  std::size_t stragglers = 0;  // tasks D could usefully copy
+  // Per workload, once: D's seconds per unit of work, and what a replica adds per unit.
+  per_work_.assign(est_.workloads(), -1);
+  replica_per_work_.assign(est_.workloads(), 0);
   for (const auto* job : running_.jobs()) {
     // Near the end only: a job with tasks still pending is not backed up.
     bool pending = std::any_of(jobs.begin(), jobs.end(), [&](const PendingJob& j) { return j.pending > 0 && j.id == *job; });
     if (pending) continue;
-    for (const auto& c : running_.stragglers(*job, now_s, config_.overdue_factor)) {
-      if (!c.task) continue;
+    running_.stragglers(*job, now_s, config_.overdue_factor, config_.straggler_candidates, candidates_);
+    for (const auto& c : candidates_) {
+      if (c.expected_end <= pending_end) break;  // latest first: the rest end sooner still
       bool clash = std::any_of(c.info->copies.begin(), c.info->copies.end(), [&](const RunningTasks::Copy& x) {
         return x.device == d || devices_[x.device].profile.peer == me.peer;
       });
       if (clash) continue;
-      double task_s = est_.task_seconds(d, c.info->workload, c.info->work);
+      const auto w = c.info->workload;
+      if (per_work_[w] < 0) {
+        per_work_[w] = est_.task_seconds(d, w, 1.0);
+        double mean_speed = grids_[w].total_speed() / static_cast<double>(std::max<std::size_t>(grids_[w].size(), 1));
+        replica_per_work_[w] = devices_[d].verification / std::exp(est_.log_unit(w)) / std::max(mean_speed, 1e-300);
+      }
+      double task_s = c.info->work * (per_work_[w] + replica_per_work_[w]);
       double reliability = std::max(success * std::exp(-rate * task_s), 1e-6);
-      double mine = now_s + task_s / reliability * backup_gain(c.info->preference);
+      if (now_s + task_s / reliability * backup_gain(c.info->preference) >= c.expected_end) continue;
+      stragglers += 1;
       double gain = c.expected_end - (now_s + task_s);
-      if (mine < c.expected_end && gain > best_gain) {
+      if (gain > best_gain) {
         best_gain = gain;
+        out_workload = w;
+        out_reliability = reliability;
         Decision b;
         b.kind = Decision::Kind::backup;
         b.job = c.info->job;
@@ -286,6 +342,20 @@ std::optional<Decision> Scheduler::backup(std::uint32_t d, std::span<const Pendi
       }
     }
   }
+  if (!out) return out;
+  // Leave the copies to better devices when they can make all of them
+  // sooner than D: the first idle device to ask is not necessarily a good
+  // one to hold the end of a job.
+  const auto* info = running_.find(out->task);
+  CapacityGrid::Query q;
+  q.now = now_s;
+  q.horizon_s = out->expected_s;
+  q.unit_s = info->work / std::exp(est_.log_unit(out_workload));
+  q.preference = Preference::fast;
+  q.threshold = out->expected_s / out_reliability * (1.0 - config_.better_by);
+  q.exclude = d;
+  q.target = static_cast<double>(stragglers) + config_.need_extra;
+  if (grids_[out_workload].covers(q)) return std::nullopt;
   return out;
 }
 
@@ -301,7 +371,9 @@ std::optional<Scheduler::Estimate> Scheduler::estimate(const std::string& device
 std::vector<FrontPoint> Scheduler::pareto_front(const PendingJob& job) const {
   auto w = est_.find_workload(job.workload);
   if (!w || !(job.typical_work > 0)) return {};
-  return grids_[*w].pareto_front(job.typical_work / std::exp(est_.log_unit(*w)));
+  double unit_s = job.typical_work / std::exp(est_.log_unit(*w));
+  double mean_speed = grids_[*w].total_speed() / static_cast<double>(std::max<std::size_t>(grids_[*w].size(), 1));
+  return grids_[*w].pareto_front(unit_s, unit_s / std::max(mean_speed, 1e-300));
 }
 
 json Scheduler::save() const {
@@ -311,7 +383,7 @@ json Scheduler::save() const {
     json placed = json::array();
     if (dev.online)
       for (const auto& m : dev.placed)
-        placed.push_back({m.relative_speed, m.price_per_hour, m.success, m.departure_rate});
+        placed.push_back({m.relative_speed, m.price_per_hour, m.success, m.departure_rate, m.verification});
     devices.push_back({{"id", dev.profile.id},
                        {"peer", dev.profile.peer},
                        {"network", dev.profile.network},
@@ -319,6 +391,7 @@ json Scheduler::save() const {
                        {"price_per_hour", dev.profile.price_per_hour},
                        {"online", dev.online},
                        {"since", dev.since},
+                       {"verification", dev.verification},
                        {"placed", placed},
                        {"stats", est_.save_device(d)}});
   }
@@ -346,7 +419,7 @@ Result<Scheduler> Scheduler::load(const json& state, SchedulerConfig config) {
     if (!e.is_object()) return bad("bad device");
     for (const char* k : {"id", "peer", "network"})
       if (!e.contains(k) || !e[k].is_string()) return bad("bad device");
-    for (const char* k : {"score", "price_per_hour", "since"})
+    for (const char* k : {"score", "price_per_hour", "since", "verification"})
       if (!e.contains(k) || !e[k].is_number()) return bad("bad device");
     if (!e.contains("online") || !e["online"].is_boolean() || !e.contains("placed") || !e["placed"].is_array() ||
         !e.contains("stats"))
@@ -357,6 +430,7 @@ Result<Scheduler> Scheduler::load(const json& state, SchedulerConfig config) {
                    e["score"].get<double>(), e["price_per_hour"].get<double>()};
     if (!s.index_.emplace(dev.profile.id, d).second) return bad("duplicate device");
     dev.since = e["since"].get<double>();
+    dev.verification = e["verification"].get<double>();
     s.devices_.push_back(std::move(dev));
     s.est_.add_device(d, s.devices_[d].profile.score);
     if (auto r = s.est_.load_device(d, e["stats"]); !r) return r.error();
@@ -367,10 +441,10 @@ Result<Scheduler> Scheduler::load(const json& state, SchedulerConfig config) {
     s.sum_log_score_online_ += std::log(std::max(s.devices_[d].profile.score, 1e-12));
     for (std::uint32_t w = 0; w < s.grids_.size(); ++w) {
       const auto& m = e["placed"][w];
-      if (!m.is_array() || m.size() != 4 || !m[0].is_number() || !m[1].is_number() || !m[2].is_number() ||
-          !m[3].is_number())
+      if (!m.is_array() || m.size() != 5 || !std::all_of(m.begin(), m.end(), [](const json& x) { return x.is_number(); }))
         return bad("bad device placement");
-      s.place(d, w, {m[0].get<double>(), m[1].get<double>(), m[2].get<double>(), m[3].get<double>()});
+      s.place(d, w, {m[0].get<double>(), m[1].get<double>(), m[2].get<double>(), m[3].get<double>(),
+                     m[4].get<double>()});
     }
   }
   if (auto r = s.running_.load(state["running"], s.devices_.size(), s.grids_.size()); !r) return r.error();

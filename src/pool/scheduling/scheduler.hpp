@@ -59,10 +59,16 @@ struct SchedulerConfig {
   double horizon_fast = 1.0;        // x D's task time: how long better devices may take instead
   double horizon_balanced = 1.5;
   double horizon_cheap = 3.0;
+  double fit_share = 0.75;          // a needed device prefers tasks it ends within this share of the
+                                    //   time the pool needs for the pending work ...
+  double tail_z = 2.0;              //   counting a task as long as its workload's 98th percentile
+  double advantage_power = 2.0;     // weight of comparative advantage (D's speed in a workload over
+                                    //   the pool's mean there) against task size when choosing a job
   double backup_gain_fast = 1.2;    // a backup only when the straggler's expected end is later than
   double backup_gain_balanced = 1.5;  //   now + D's time x this
   double backup_gain_cheap = 2.5;
   int max_copies = 2;               // copies of one task running at once (1 original + backups)
+  std::size_t straggler_candidates = 8;  // per job and ordering, looked at for a backup
   double overdue_factor = 0.5;      // an overdue task needs this share of its elapsed time again
   double retry_share = 0.1;         // wait: ask again after this share of D's task time,
   double min_retry_s = 1;           //   within these bounds
@@ -84,6 +90,9 @@ class Scheduler {
   void task_finished(const TaskEnd& end, double now_s);
   // A result the device returned was later judged (replica quorum, spot check).
   void verdict(const std::string& device, bool valid);
+  // The probability that its next result needs a replica before it counts
+  // (TrustPolicy::replica_probability): an unproven device's task ends later.
+  void set_verification(const std::string& device, double probability);
   // After a restart: nobody online and nothing running; learned state kept.
   void forget_sessions(double now_s);
 
@@ -112,6 +121,7 @@ class Scheduler {
     DeviceProfile profile;
     bool online = false;
     double since = 0;
+    double verification = 0;           // set_verification
     std::vector<std::string> running;  // tasks it runs a copy of
     // What each grid holds for it (saved as is, so a loaded grid is identical).
     std::vector<CapacityGrid::Member> placed;
@@ -119,13 +129,15 @@ class Scheduler {
   std::optional<std::uint32_t> find(const std::string& id) const;
   std::uint32_t workload(const std::string& name, double typical_work);
   CapacityGrid::Member member(std::uint32_t d, std::uint32_t w) const;
+  double profile_log_score(std::uint32_t d) const;
   void place(std::uint32_t d, std::uint32_t w, const CapacityGrid::Member& m);
   void refresh(std::uint32_t d);  // re-place d in every grid after learning
   void mark_busy(std::uint32_t d);
   void end_copy(std::uint32_t d, const std::string& task, Outcome outcome, double elapsed_s, double now_s);
   double horizon(Preference p) const;
   double backup_gain(Preference p) const;
-  std::optional<Decision> backup(std::uint32_t d, std::span<const PendingJob> jobs, double now_s, double p_ok);
+  // The best backup copy for d, if a straggler would end after `pending_end`.
+  std::optional<Decision> backup(std::uint32_t d, std::span<const PendingJob> jobs, double now_s, double pending_end);
 
   SchedulerConfig config_;
   Rng rng_;
@@ -134,6 +146,8 @@ class Scheduler {
   std::unordered_map<std::string, std::uint32_t> index_;
   std::vector<CapacityGrid> grids_;  // by workload
   RunningTasks running_;
+  std::vector<RunningTasks::Candidate> candidates_;  // scratch for backup()
+  std::vector<double> per_work_, replica_per_work_;  // scratch for backup()
   std::size_t online_ = 0;
   double sum_log_score_online_ = 0;
 };

@@ -7,7 +7,7 @@
 //  - While run < proving_run, every result is replicated (a second copy on a
 //    different peer AND a different network, `independent`); after that, a
 //    result is replicated with probability max(min_probability, falloff / run),
-//    e.g. 0.5 at run 4, 0.1 at 20, 0.02 at 100, then 1% for ever (a device that
+//    e.g. 1/3 at run 3, 0.1 at 10, 0.02 at 50, then 1% from run 100 on (a device that
 //    turns dishonest after a long record is still caught).
 //  - Any wrong result resets the run to 0 and asks the coordinator to audit
 //    the device's results accepted unchecked since its last checked one.
@@ -31,8 +31,8 @@
 namespace runsnack::pool::scheduling {
 
 struct TrustConfig {
-  int proving_run = 4;             // results replicated every time until this many in a row are valid
-  double falloff = 2.0;            // then replicated with probability falloff / run ...
+  int proving_run = 3;             // results replicated every time until this many in a row are valid
+  double falloff = 1.0;            // then replicated with probability falloff / run ...
   double min_probability = 0.01;   // ... but never less than this
   int known_answer_tasks = 1;      // hidden known-answer tasks for a new device
   int known_answer_window = 6;     // placed among its first this-many claims
