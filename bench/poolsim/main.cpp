@@ -56,6 +56,7 @@ json to_json(const Metrics& m) {
           {"honest_excluded", m.honest_excluded},
           {"decisions", m.decisions},
           {"decide_mean_us", m.decide_mean_us},
+          {"decide_p50_us", m.decide_p50_us},
           {"decide_p99_us", m.decide_p99_us},
           {"decide_max_us", m.decide_max_us}};
 }
@@ -181,6 +182,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(ours->new_wrong_returned), static_cast<long long>(ours->new_wrong_accepted),
                 static_cast<long long>(ours->cheaters_excluded), static_cast<long long>(ours->cheaters),
                 static_cast<long long>(ours->honest_excluded));
+    std::printf("scheduler time per decision (ours, wall-clock, %d devices): mean %.2f us, median %.2f, p99 %.2f, "
+                "max %.0f over %lld decisions\n",
+                c.devices, ours->decide_mean_us, ours->decide_p50_us, ours->decide_p99_us, ours->decide_max_us,
+                static_cast<long long>(ours->decisions));
     std::printf("\ngoals:\n");
     for (const auto& [k, v] : goals.items()) std::printf("  %-40s %s\n", k.c_str(), v.get<bool>() ? "met" : "NOT met");
   }

@@ -39,7 +39,7 @@ struct Metrics {
   std::int64_t new_wrong_returned = 0, new_wrong_accepted = 0;
   std::int64_t cheaters = 0, cheaters_excluded = 0, honest_excluded = 0;
   std::int64_t decisions = 0;
-  double decide_mean_us = 0, decide_p99_us = 0, decide_max_us = 0;
+  double decide_mean_us = 0, decide_p50_us = 0, decide_p99_us = 0, decide_max_us = 0;  // wall-clock per decide()
   int devices_online_at_start = 0;
   bool finished = true;           // false when the time limit cut the batch short
 

@@ -167,6 +167,38 @@ TEST_F(Backups, AnOverdueTaskBecomesAStraggler) {
   EXPECT_EQ(b.task, "t-fast");
 }
 
+TEST(Scheduler, UnprovenDeviceWaitsWhileTrustedOnesCanFinish) {
+  Scheduler s;
+  double now = 0;
+  for (const char* id : {"t1", "t2", "t3", "t4", "unproven"}) s.device_joined(device(id, 10), now);
+  for (const char* id : {"t1", "t2", "t3", "t4", "unproven"}) teach(s, id, 10, 20, now);
+  // Its results still need a replica: a task it runs counts only a replica later.
+  s.set_verification("unproven", 1.0);
+  for (const char* id : {"t1", "t2", "t3", "t4"}) s.set_verification(id, 0.01);
+  std::vector<PendingJob> few = {job("j", 2)};
+  EXPECT_EQ(s.decide("unproven", few, now).kind, Kind::wait);
+  EXPECT_EQ(s.decide("t1", few, now).kind, Kind::run);
+  std::vector<PendingJob> lots = {job("j", 500)};
+  EXPECT_EQ(s.decide("unproven", lots, now).kind, Kind::run);  // still needed while there is much to do
+}
+
+TEST(Scheduler, StragglerCopyGoesToTheBestIdleDevice) {
+  Scheduler s;
+  double now = 0;
+  s.device_joined(device("slow", 1), now);
+  s.device_joined(device("mid", 4), now);
+  for (const char* id : {"f1", "f2", "f3"}) s.device_joined(device(id, 10), now);
+  teach(s, "slow", 1, 20, now);
+  teach(s, "mid", 4, 20, now);
+  for (const char* id : {"f1", "f2", "f3"}) teach(s, id, 10, 20, now);
+  s.task_started({"t", "slow", "j", "render", Preference::fast, 100}, now);  // ~100 s
+  // "mid" would beat the straggler, but three idle devices beat "mid".
+  EXPECT_EQ(s.decide("mid", {}, now + 1).kind, Kind::wait);
+  auto b = s.decide("f2", {}, now + 1);
+  ASSERT_EQ(b.kind, Kind::backup);
+  EXPECT_EQ(b.task, "t");
+}
+
 TEST(Scheduler, LeavingDeviceLosesItsCopiesAndCounts) {
   Scheduler s;
   double now = 0;
