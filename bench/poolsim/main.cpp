@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefer", c.prefer, "job preference: fast, cheap, balanced, or mixed (per job)")
       ->check(CLI::IsMember({"fast", "cheap", "balanced", "mixed"}));
   app.add_option("--cheaters", c.cheater_share, "share of devices that cheat")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--new-share", c.new_share, "share of the initial honest devices with no record yet")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--policies", policies, "which policies to run")
       ->check(CLI::IsMember({"ours", "round-robin", "random", "fcfs", "fastest-first+backups"}));
   app.add_option("--trace", c.trace_s, "print the pool's state to stderr every this many simulated seconds");

@@ -6,20 +6,27 @@
 // when that device claims work. It does no I/O and reads no clock.
 //
 // Decision for an idle device D (docs/SCHEDULER.md has the reasoning):
-//  1. For each job with pending tasks D may run, estimate D's time for a
-//     task (a Thompson draw from its learned speed), its price and its
-//     reliability (learned success rate x the chance it stays online that
-//     long), and from them D's score under the job's preference. D is needed
-//     for the job unless the devices that beat it on that score (counted in
-//     CapacityGrid, busy ones from when they will be free) can finish all
-//     pending work of all jobs, in units of this job's tasks, within D's own
-//     task time (x 1.5 for balanced, x 3 for cheap). Of the jobs D is needed
-//     for it runs the one with the longest tasks, so short tasks fill the end.
-//  2. Otherwise, for jobs with nothing pending, D starts a backup copy of the
-//     running task with the latest expected end if D would finish a copy
-//     sooner by a margin (x 1.2 fast, x 1.5 balanced, x 2.5 cheap), at most
-//     max_copies copies per task, never two on one peer.
-//  3. Otherwise D waits and asks again after retry_after_s.
+//  1. For each job with pending tasks D may run, estimate D's time to a
+//     counted result (a Thompson draw from its learned speed, plus a replica
+//     when its results still need one), its price and its reliability
+//     (learned success rate x the chance it stays online that long), and from
+//     them D's score under the job's preference. D is needed for the job
+//     unless the devices that beat it on that score (counted in CapacityGrid,
+//     busy ones from when they will be free) can finish all pending work of
+//     all jobs, in units of this job's tasks, within D's own task time (x 1.5
+//     for balanced, x 3 for cheap).
+//  2. Of the jobs D is needed for, it runs the one where its comparative
+//     advantage (its speed there over the pool's mean) and the tasks' size at
+//     their learned 98th percentile are largest, among those it would finish
+//     well before the pool is through the pending work; so long tasks start
+//     early on devices good at them and short ones fill the end.
+//  3. For jobs with nothing pending, D starts a backup copy of the straggler
+//     it gains most on, if it would finish a copy sooner by a margin (x 1.2
+//     fast, x 1.5 balanced, x 2.5 cheap), at most max_copies copies per task,
+//     never two on one peer, and only when the devices better than D could
+//     not make all such copies sooner themselves. A straggler that would end
+//     after the pool is through the pending work comes before pending work.
+//  4. Otherwise D waits and asks again after retry_after_s.
 //
 // Learned state (Estimator), the devices, the running copies and the random
 // generator are saved by save() and restored exactly by load(): the same

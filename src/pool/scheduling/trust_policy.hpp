@@ -35,7 +35,7 @@ struct TrustConfig {
   double falloff = 1.0;            // then replicated with probability falloff / run ...
   double min_probability = 0.01;   // ... but never less than this
   int known_answer_tasks = 1;      // hidden known-answer tasks for a new device
-  int known_answer_window = 6;     // placed among its first this-many claims
+  int known_answer_window = 3;     // placed among its first this-many claims (inside the proving run)
   int exclude_after_invalid = 2;   // wrong results that exclude a device
 };
 
