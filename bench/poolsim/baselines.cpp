@@ -195,6 +195,7 @@ Decision FastestFirstBackups::decide(const std::string& id, std::span<const Pend
   }
   // Nothing pending: back up the worst straggler this device would beat.
   Decision best = wait_for(2.0);
+  if (!backups_) return best;
   double best_gain = 0;
   for (const auto* job : running_.jobs()) {
     running_.stragglers(*job, now, 0.5, 8, candidates_);

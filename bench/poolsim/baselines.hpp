@@ -15,6 +15,7 @@
 //    pool-wide work-per-score rate learned per workload, or of an overdue
 //    one, when it would finish a copy at least 1.2x sooner; at most 2 copies,
 //    never on the same peer. Jobs are served in submission order.
+//  - fastest-first: the same without backups (part 1's policy as it is).
 //
 // Verification-only entries (job ids ending in "#verify": replicas, tie
 // breaks, audits) are served to whoever asks by every static policy.
@@ -63,8 +64,8 @@ class Fcfs final : public Policy {
 
 class FastestFirstBackups final : public Policy {
  public:
-  FastestFirstBackups() : running_(2) {}
-  std::string name() const override { return "fastest-first+backups"; }
+  explicit FastestFirstBackups(bool backups = true) : backups_(backups), running_(2) {}
+  std::string name() const override { return backups_ ? "fastest-first+backups" : "fastest-first"; }
   void device_joined(const sch::DeviceProfile& d, double now) override;
   void device_left(const std::string& d, double now) override;
   void task_started(const sch::TaskStart& s, double now) override;
@@ -83,6 +84,7 @@ class FastestFirstBackups final : public Policy {
   void set_idle(std::uint32_t d, bool idle);
   int faster_idle(int bucket) const;  // idle devices in faster buckets
 
+  bool backups_;
   std::vector<Device> devices_;
   std::unordered_map<std::string, std::uint32_t> index_;
   std::vector<std::vector<std::string>> tasks_of_;  // by device: tasks it runs a copy of

@@ -66,7 +66,8 @@ std::unique_ptr<Policy> make(const std::string& name, std::uint64_t seed) {
   if (name == "round-robin") return std::make_unique<StaticDeal>(false, seed);
   if (name == "random") return std::make_unique<StaticDeal>(true, seed);
   if (name == "fcfs") return std::make_unique<Fcfs>();
-  if (name == "fastest-first+backups") return std::make_unique<FastestFirstBackups>();
+  if (name == "fastest-first") return std::make_unique<FastestFirstBackups>(false);
+  if (name == "fastest-first+backups") return std::make_unique<FastestFirstBackups>(true);
   return nullptr;
 }
 
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   CLI::App app{"poolsim: the pool scheduler against baselines on a simulated GPU pool"};
   WorldConfig c;
   bool quick = false, as_json = false;
-  std::vector<std::string> policies = {"ours", "round-robin", "random", "fcfs", "fastest-first+backups"};
+  std::vector<std::string> policies = {"ours", "round-robin", "random", "fcfs", "fastest-first", "fastest-first+backups"};
   app.add_option("--devices", c.devices, "devices in the pool")->check(CLI::Range(10, 1000000));
   app.add_option("--tasks", c.tasks, "tasks in the measured batch (four jobs)")->check(CLI::Range(10, 10000000));
   app.add_option("--warmup", c.warmup_tasks, "tasks run before it (learning, trust); 0 for a cold start")
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--new-share", c.new_share, "share of the initial honest devices with no record yet")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--policies", policies, "which policies to run")
-      ->check(CLI::IsMember({"ours", "round-robin", "random", "fcfs", "fastest-first+backups"}));
+      ->check(CLI::IsMember({"ours", "round-robin", "random", "fcfs", "fastest-first", "fastest-first+backups"}));
   app.add_option("--trace", c.trace_s, "print the pool's state to stderr every this many simulated seconds");
   app.add_flag("--quick", quick, "1,000 devices and 10,000 tasks (a few seconds)");
   app.add_flag("--json", as_json, "print one JSON object instead of the table");
