@@ -54,6 +54,8 @@ json to_json(const Metrics& m) {
           {"cheaters", m.cheaters},
           {"cheaters_excluded", m.cheaters_excluded},
           {"honest_excluded", m.honest_excluded},
+          {"new_cheaters", m.new_cheaters},
+          {"new_cheaters_excluded", m.new_cheaters_excluded},
           {"decisions", m.decisions},
           {"decide_mean_us", m.decide_mean_us},
           {"decide_p50_us", m.decide_p50_us},
@@ -179,11 +181,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(ours->known_answer_tasks), static_cast<long long>(ours->tie_breaks),
                 static_cast<long long>(ours->audits));
     std::printf("cheating (ours): wrong results returned %lld, caught %lld, accepted %lld (from cheaters that joined "
-                "new: %lld returned, %lld accepted); cheaters excluded %lld of %lld seen, honest devices excluded %lld\n",
+                "new: %lld returned, %lld accepted); cheaters excluded %lld of %lld seen (joined new: %lld of %lld), "
+                "honest devices excluded %lld\n",
                 static_cast<long long>(ours->wrong_returned),
                 static_cast<long long>(ours->wrong_caught), static_cast<long long>(ours->wrong_accepted),
                 static_cast<long long>(ours->new_wrong_returned), static_cast<long long>(ours->new_wrong_accepted),
                 static_cast<long long>(ours->cheaters_excluded), static_cast<long long>(ours->cheaters),
+                static_cast<long long>(ours->new_cheaters_excluded), static_cast<long long>(ours->new_cheaters),
                 static_cast<long long>(ours->honest_excluded));
     std::printf("scheduler time per decision (ours, wall-clock, %d devices): mean %.2f us, median %.2f, p99 %.2f, "
                 "max %.0f over %lld decisions\n",

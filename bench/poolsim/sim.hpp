@@ -38,6 +38,7 @@ struct Metrics {
   // The same for devices that had no record when they started cheating (new ones).
   std::int64_t new_wrong_returned = 0, new_wrong_accepted = 0;
   std::int64_t cheaters = 0, cheaters_excluded = 0, honest_excluded = 0;
+  std::int64_t new_cheaters = 0, new_cheaters_excluded = 0;  // cheaters that had no record
   std::int64_t decisions = 0;
   double decide_mean_us = 0, decide_p50_us = 0, decide_p99_us = 0, decide_max_us = 0;  // wall-clock per decide()
   int devices_online_at_start = 0;

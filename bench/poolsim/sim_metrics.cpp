@@ -48,7 +48,13 @@ Metrics Sim::collect() {
       }
       if (from <= t0 && to > t0) m.devices_online_at_start += 1;
     }
-    if (seen && dev.spec.cheater) m.cheaters += 1;
+    if (seen && dev.spec.cheater) {
+      m.cheaters += 1;
+      if (dev.spec.history == 0) {
+        m.new_cheaters += 1;
+        m.new_cheaters_excluded += dev.excluded;
+      }
+    }
   }
   for (const auto& a : attempts_) {
     const auto& q = requests_[a.request];
