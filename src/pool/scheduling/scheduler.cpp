@@ -7,8 +7,6 @@
 
 namespace runsnack::pool::scheduling {
 
-using nlohmann::json;
-
 Scheduler::Scheduler(SchedulerConfig config, std::uint64_t seed)
     : config_(config), rng_(seed), est_(config.estimates), running_(config.max_copies) {}
 
@@ -41,7 +39,11 @@ void Scheduler::refresh(std::uint32_t d) {
 
 std::uint32_t Scheduler::workload(const std::string& name, double typical_work) {
   if (auto w = est_.find_workload(name)) return *w;
-  double mean_log_score = online_ > 0 ? sum_log_score_online_ / static_cast<double>(online_) : 0.0;
+  // Rare (a workload seen for the first time): a pass over the devices is fine.
+  double sum = 0;
+  for (std::uint32_t d = 0; d < devices_.size(); ++d)
+    if (devices_[d].online) sum += profile_log_score(d);
+  double mean_log_score = online_ > 0 ? sum / static_cast<double>(online_) : 0.0;
   auto w = est_.add_workload(name, typical_work, mean_log_score);
   grids_.resize(est_.workloads());
   for (std::uint32_t d = 0; d < devices_.size(); ++d) {
@@ -77,15 +79,12 @@ void Scheduler::device_joined(const DeviceProfile& profile, double now_s) {
     est_.add_device(d, profile.score);
   }
   auto& dev = devices_[d];
-  if (dev.online) {
-    sum_log_score_online_ -= std::log(std::max(dev.profile.score, 1e-12));
-  } else {
+  if (!dev.online) {
     dev.online = true;
     dev.since = now_s;
     ++online_;
   }
   dev.profile = profile;
-  sum_log_score_online_ += std::log(std::max(profile.score, 1e-12));
   est_.set_score(d, profile.score);
   refresh(d);
   mark_busy(d);
@@ -101,7 +100,6 @@ void Scheduler::device_left(const std::string& id, double now_s) {
   for (auto& g : grids_) g.erase(*d);
   dev.online = false;
   --online_;
-  sum_log_score_online_ -= std::log(std::max(dev.profile.score, 1e-12));
 }
 
 void Scheduler::forget_sessions(double now_s) {
@@ -115,7 +113,6 @@ void Scheduler::forget_sessions(double now_s) {
   }
   running_.clear();
   online_ = 0;
-  sum_log_score_online_ = 0;
 }
 
 void Scheduler::task_started(const TaskStart& s, double now_s) {

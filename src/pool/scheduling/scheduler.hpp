@@ -156,7 +156,6 @@ class Scheduler {
   std::vector<RunningTasks::Candidate> candidates_;  // scratch for backup()
   std::vector<double> per_work_, replica_per_work_;  // scratch for backup()
   std::size_t online_ = 0;
-  double sum_log_score_online_ = 0;
 };
 
 }  // namespace runsnack::pool::scheduling

@@ -75,7 +75,6 @@ Result<Scheduler> Scheduler::load(const json& state, SchedulerConfig config) {
     if (e["placed"].size() != s.grids_.size()) return bad("device placement does not match the workloads");
     s.devices_[d].online = true;
     ++s.online_;
-    s.sum_log_score_online_ += std::log(std::max(s.devices_[d].profile.score, 1e-12));
     for (std::uint32_t w = 0; w < s.grids_.size(); ++w) {
       const auto& m = e["placed"][w];
       if (!m.is_array() || m.size() != 5 || !std::all_of(m.begin(), m.end(), [](const json& x) { return x.is_number(); }))

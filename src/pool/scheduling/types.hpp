@@ -22,7 +22,8 @@ enum class Outcome {
   ok,         // a result came back (its verdict may follow, Scheduler::verdict)
   failed,     // the worker reported an error
   invalid,    // the result was checked at once (e.g. Freivalds) and is wrong
-  lost,       // lease expired or the worker went away
+  lost,       // its lease expired with the device still there (counts against its reliability;
+              //   for a device that went away call Scheduler::device_left instead)
   cancelled,  // the coordinator withdrew this copy (another copy won): no blame
 };
 std::optional<Outcome> parse_outcome(std::string_view s);
