@@ -72,7 +72,7 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http;
+  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "fastest";
   bool json = false;
 };
 
@@ -156,6 +156,7 @@ int serve(const ServeArgs& args) {
     dashboard.publish(ev);
   };
   pool::Coordinator coordinator(io.get_executor(), *store, emit_pool);
+  if (args.scheduler == "learned") coordinator.use_learned_scheduler();
   ServiceRouter router = default_services();
   coordinator.add_services(router);
   Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
@@ -280,7 +281,7 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_client(Session& session
 }
 
 struct SubmitArgs {
-  std::string link, workload, budget = "0", out;
+  std::string link, workload, budget = "0", out, prefer;
   bool wait = false, json = false;
   pool::SubmitOptions options;
   // Set once submitted: a reconnect after a lost session carries on waiting
@@ -323,8 +324,9 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   auto stream = co_await open_client(session);
   if (!stream) co_return args.job->empty() ? report(stream.error()) : lost_or_refused(stream.error());
   if (args.job->empty()) {
-    const json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
-                          {"budget", *budget}};
+    json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
+                    {"budget", *budget}};
+    if (!args.prefer.empty()) request["prefer"] = args.prefer;
     auto r = co_await call(**stream, request);
     if (!r) co_return report(r.error());
     *args.job = (*r)["job"].get<std::string>();
@@ -450,6 +452,10 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
   serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
+  serve_cmd->add_option("--scheduler", sa->scheduler,
+                        "fastest: the fastest free device first (default); learned: the multi-objective scheduler "
+                        "that learns each device's speed and reliability (docs/SCHEDULER.md)")
+      ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
                         "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");
   serve_cmd->add_flag("--json", sa->json, "One JSON event per line; the first is {\"event\":\"ready\",...}");
@@ -479,6 +485,8 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
   submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop")->required();
   submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
+  submit_cmd->add_option("--prefer", su->prefer, "fast | cheap | balanced: what the learned scheduler optimises")
+      ->check(CLI::IsMember({"fast", "cheap", "balanced"}));
   submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs (reconnecting if the coordinator goes away)");
   submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB); render: the image file, e.g. image.png");
   submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");

@@ -113,6 +113,13 @@ INSERT INTO balances (account, amount) SELECT account, SUM(amount) FROM ledger G
 -- Claims walk running jobs oldest first.
 CREATE INDEX jobs_by_state ON jobs (state, created);
 )sql"},
+    {4, R"sql(
+-- The learned scheduler's state (pool/scheduling/), so a restart keeps what it learned.
+CREATE TABLE scheduler_state (
+  id     INTEGER PRIMARY KEY CHECK (id = 1),
+  state  TEXT NOT NULL
+) STRICT;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -208,6 +215,12 @@ CREATE TABLE balances (
 );
 INSERT INTO balances (account, amount) SELECT account, SUM(amount) FROM ledger GROUP BY account;
 CREATE INDEX jobs_by_state ON jobs (state, created);
+)sql"},
+    {4, R"sql(
+CREATE TABLE scheduler_state (
+  id     BIGINT PRIMARY KEY CHECK (id = 1),
+  state  TEXT NOT NULL
+);
 )sql"},
 };
 
@@ -337,6 +350,24 @@ Result<void> PoolStore::set_device_online(const std::string& peer, bool online) 
   return st->bind(1, std::int64_t{online}).bind(2, std::string_view(peer)).run();
 }
 
+Result<void> PoolStore::save_scheduler_state(const nlohmann::json& state) {
+  auto st = db_.prepare(
+      "INSERT INTO scheduler_state (id, state) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET state = ?1");
+  if (!st) return st.error();
+  return st->bind(1, std::string_view(state.dump())).run();
+}
+
+Result<std::optional<nlohmann::json>> PoolStore::scheduler_state() {
+  auto st = db_.prepare("SELECT state FROM scheduler_state WHERE id = 1");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<nlohmann::json>{};
+  auto j = nlohmann::json::parse(st->column_text(0), nullptr, false);
+  if (j.is_discarded()) return std::optional<nlohmann::json>{};
+  return std::optional<nlohmann::json>(std::move(j));
+}
+
 Result<double> PoolStore::device_score(const std::string& device) {
   auto st = db_.prepare("SELECT CAST(score AS BIGINT) FROM devices WHERE id = ?");
   if (!st) return st.error();
@@ -430,8 +461,26 @@ Result<std::int64_t> PoolStore::pending_count(std::int64_t at_most) {
   return st->column_int64(0);
 }
 
+Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit) {
+  auto st = db_.prepare(
+      "SELECT j.id, j.workload, j.info, (SELECT COUNT(*) FROM (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
+      "AND t.job = j.id LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t "
+      "WHERE t.state = 'pending' AND t.job = j.id) ORDER BY j.created LIMIT ?1");
+  if (!st) return st.error();
+  st->bind(1, limit).bind(2, count_limit);
+  std::vector<PendingJobRow> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back({st->column_text(0), st->column_text(1), st->column_int64(3),
+                   nlohmann::json::parse(st->column_text(2), nullptr, false)});
+  }
+  return out;
+}
+
 Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
-                                                   std::int64_t now_ms) {
+                                                   std::int64_t now_ms, const std::optional<std::string>& only_job) {
   auto tx = db_.begin(/*shared=*/true);
   if (!tx) return tx.error();
   // One statement picks and leases: only a row still 'pending' can be taken.
@@ -442,13 +491,16 @@ Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, co
   const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
   auto st = db_.prepare(
       "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
-      "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = "
-      "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
-      "AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1) AND " + not_rejected +
+      "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
+      (only_job ? std::string("(SELECT j.id FROM jobs j WHERE j.id = ?5 AND j.state = 'running')")
+                : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t WHERE "
+                  "t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
+      " AND " + not_rejected +
       " ORDER BY t.shard LIMIT 1" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
       ") AND state = 'pending' RETURNING id, job, shard, attempts");
   if (!st) return st.error();
   st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
+  if (only_job) st->bind(5, std::string_view(*only_job));
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return std::optional<LeasedTask>{};

@@ -119,6 +119,9 @@ class PoolStore {
   Result<void> set_device_online(const std::string& peer, bool online);
   Result<std::vector<DeviceInfo>> devices();
   Result<double> device_score(const std::string& device);
+  // The learned scheduler's saved state (pool/scheduling/), if any.
+  Result<void> save_scheduler_state(const nlohmann::json& state);
+  Result<std::optional<nlohmann::json>> scheduler_state();
 
   // Escrows `budget` from the owner's balance; refused (with the balance in
   // the message) when it is too small.
@@ -143,8 +146,18 @@ class PoolStore {
   // Pending tasks of running jobs, counted up to `at_most` (the caller only
   // needs to know whether there are more than its waiting devices).
   Result<std::int64_t> pending_count(std::int64_t at_most = 1'000'000);
-  // Leases the next pending task to `device` of `peer`, or nothing.
-  Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms);
+  // Leases the next pending task to `device` of `peer` (of `job` only, when
+  // given), or nothing.
+  Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms,
+                                          const std::optional<std::string>& job = std::nullopt);
+  // Running jobs with pending tasks, oldest first (at most `limit`), with
+  // their pending count (counted up to `count_limit`) and their info.
+  struct PendingJobRow {
+    std::string id, workload;
+    std::int64_t pending = 0;
+    nlohmann::json info;
+  };
+  Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit);
   // Renews the deadlines of every lease `peer` holds.
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
   // Accepts a result for (task, attempt) from `peer` when that lease is the

@@ -103,6 +103,35 @@ class PoolTest(PoolBase):
         self.assertIn("time limit", done["reason"])
         self.assertLess(time.monotonic() - started, 50, "three 1 s attempts, not a 60 s sleep")
 
+    def test_learned_scheduler_runs_jobs_to_completion(self):
+        self.start_pool("--starting-credits", "100", "--scheduler", "learned")
+        workers = [self.start_worker("w%d" % i) for i in range(3)]
+        user = self.new_home("user")
+        out = os.path.join(self.tmp, "out")
+        shards = 40
+        cp, lines = self.submit(user, "--shards", str(shards), "--prefer", "fast", "--budget", "10", "--out", out,
+                                "--", "sh", "-c", "echo s{shard}")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", shards, 0))
+        for i in range(shards):
+            with open(os.path.join(out, "shard-%d" % i, "stdout")) as f:
+                self.assertEqual(f.read(), "s%d\n" % i)
+        busy = [w for w in workers if any(e.get("event") == "result_accepted" for e in w.events())]
+        self.assertGreaterEqual(len(busy), 2, "new devices get tried")
+        bad = self.run_cli(user, "pool", "submit", self.ready["submit"], "exec", "--prefer", "soon", "--", "true")
+        self.assertEqual(bad.returncode, 2)  # a usage error
+        self.assertIn("--prefer", bad.stderr)
+        self.audit_ok()
+        # What it learned is kept in the database across a restart.
+        self.coord.signal(signal.SIGTERM)
+        self.assertEqual(self.coord.wait(20), 0)
+        import sqlite3
+        con = sqlite3.connect(os.path.join(self.chome, "pool.db"))
+        (state,) = con.execute("SELECT state FROM scheduler_state").fetchone()
+        con.close()
+        for w in busy:
+            self.assertIn(self.peer_id(self.tmp + "/" + w.name), state)
+
     def test_too_little_credit_refused_with_balance(self):
         self.start_pool("--starting-credits", "5")
         user = self.new_home("user")
