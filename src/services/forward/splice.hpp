@@ -6,9 +6,10 @@
 //
 // Memory: each direction has a kSpliceSmallBytes buffer in its coroutine
 // frame, enough for requests, replies and streamed tokens; a sender that
-// keeps filling it gets a kSpliceBufferBytes buffer for as long as it does. Optional per-session rate limit
-// (a TokenBucket shared by all of a session's connections, both directions)
-// and Host header rewrite of the bytes going from the stream to the socket.
+// keeps filling it gets a kSpliceBufferBytes buffer for as long as it does.
+// Optional per-session rate limit (a TokenBucket shared by all of a
+// session's connections, both directions) and Host header rewrite of the
+// bytes going from the stream to the socket.
 // No idle timeout: long-lived idle connections are legitimate; a dead peer
 // is noticed by the session's keepalive and ends the stream.
 //
