@@ -4,6 +4,7 @@
 import base64
 import hashlib
 import os
+import signal
 import socket
 import socketserver
 import struct
@@ -342,6 +343,47 @@ class Forward(ForwardTestCase):
         self.fails(chome, "forward", plain.link, "11434", contains="--expose")
         exposed = self.start_provider(phome, "--expose", "web=%d" % free_port(), name="provider2")
         self.fails(chome, "forward", exposed.link, "nope", contains=["no target named", "web"])
+
+
+class Reconnect(ForwardTestCase):
+    def test_forward_reconnects_after_the_provider_is_killed_and_restarted(self):
+        _, port = start_server(self, EchoHandler)
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        listen = "127.0.0.1:%d" % free_port()  # the restarted provider must be where the link points
+        first = self.start_provider(phome, "--expose", "echo=%d" % port, listen=listen, name="provider1")
+        fwd = self.start(chome, "forward", "--json", first.link, "0:echo", name="forward")
+        fwd.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "forward ready")
+        local = [e["port"] for e in fwd.events() if e.get("event") == "listening"][0]
+
+        def round_trip(payload):
+            s = connect(local)
+            try:
+                s.sendall(payload)
+                s.shutdown(socket.SHUT_WR)
+                return recv_all(s, timeout=30)  # a connection made while the session is down waits for it
+            finally:
+                s.close()
+
+        self.assertEqual(round_trip(b"before"), b"before")
+        first.signal(signal.SIGKILL)
+        self.assertIsNotNone(first.wait(10), "the provider did not die")
+        fwd.wait_for(lambda e: e.get("event") == "session_lost", READY_DEADLINE, "session_lost")
+
+        second = self.start_provider(phome, "--serve-only", listen=listen, name="provider2")
+
+        def works():
+            try:
+                return round_trip(b"after") == b"after"
+            except OSError:
+                return False
+        self.poll_until(works, 60, "a request through the same forward after the provider restarted")
+        self.assertTrue(fwd.alive(), "runsnack forward exited: %s" % fwd.stderr())
+        self.assertTrue([e for e in fwd.events() if e.get("event") == "reconnected"], fwd.events())
+        self.assertEqual(len(second.events_named("session_open")), 1)
+        # The new provider logged the forwarded connection.
+        logged = self.poll_until(lambda: [e for e in self.forward_audit(phome) if e["decision"] == "accept"
+                                          and e["detail"]["bytes_to_target"] == 5], 20, "forward accept logged")
+        self.assertEqual(logged[0]["detail"]["target"], "echo")
 
 
 if __name__ == "__main__":
