@@ -337,6 +337,23 @@ class Forward(ForwardTestCase):
         measured = got / elapsed
         self.assertLess(abs(measured - rate) / rate, 0.10, "measured %.0f B/s against a limit of %d" % (measured, rate))
 
+    def test_audit_records_survive_a_clean_shutdown(self):
+        # Forward records are written in batches, a fraction of a second late: stopping the provider
+        # right after the last connection must still write every record.
+        _, port = start_server(self, EchoHandler)
+        phome, provider, fwd, ports = self.share_and_forward([str(port)], ["0:%d" % port])
+        n = 20
+        for i in range(n):
+            s = connect(ports[0])
+            s.sendall(b"x%02d" % i)
+            s.shutdown(socket.SHUT_WR)
+            self.assertEqual(recv_all(s), b"x%02d" % i)
+            s.close()
+        provider.signal(signal.SIGTERM)
+        self.assertEqual(provider.wait(30), 0, "provider did not exit 0 on SIGTERM: %s" % provider.stderr())
+        accepts = [e["detail"] for e in self.forward_audit(phome) if e["decision"] == "accept"]
+        self.assertEqual(sorted(d["bytes_to_target"] for d in accepts), [3] * n, accepts)
+
     def test_unknown_name_and_link_without_forward(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         plain = self.start_provider(phome)
