@@ -104,8 +104,9 @@ void Provider::audit_batched(AuditEvent ev) {
   if (audit_timer_armed_) return;
   audit_timer_armed_ = true;
   audit_timer_.expires_after(kAuditBatchDelay);
-  audit_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;  // cancelled: stop() or the destructor writes the queue; `this` may be gone
+  // An expiry already queued is not cancelled: `alive` tells whether `this` still is.
+  audit_timer_.async_wait([this, alive = std::weak_ptr<char>(audit_alive_)](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;  // stop() or the destructor wrote the queue
     audit_timer_armed_ = false;
     flush_audit();
   });

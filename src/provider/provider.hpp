@@ -107,6 +107,7 @@ class Provider {
   std::vector<AuditEvent> audit_queue_;  // audit_batched() records not yet written
   boost::asio::steady_timer audit_timer_;
   bool audit_timer_armed_ = false;
+  std::shared_ptr<char> audit_alive_ = std::make_shared<char>();  // expires with the Provider
   std::map<std::string, std::shared_ptr<LiveSession>> sessions_;
   std::size_t pending_ = 0;
   std::uint64_t closed_bytes_in_ = 0;
