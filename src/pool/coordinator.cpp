@@ -162,6 +162,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   };
   arm();
   on_event_({{"event", "worker_connected"}, {"peer", peer}});
+  ++workers_online_;
   std::string why = "stream closed";
   std::chrono::steady_clock::time_point last_renewal{};
   while (true) {
@@ -187,6 +188,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
     }
   }
   idle.cancel();
+  --workers_online_;
   if (!device.empty()) waiting_.erase(device);
   if (learned_ && !device.empty()) learned_->device_left(device, now_s());
   auto released = store_.release_worker(peer, now_ms());
@@ -263,6 +265,12 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     // their tasks are short).
     std::int64_t max = req.contains("max") && req["max"].is_number_integer() ? req["max"].get<std::int64_t>() : 1;
     max = std::clamp<std::int64_t>(max, 1, kMaxClaimBatch);
+    if (max > 1) {  // never more than a fair share of what is pending
+      const std::int64_t online = std::max<std::int64_t>(workers_online_, 1);
+      auto pending_now = store_.pending_count(kMaxClaimBatch * online);
+      if (!pending_now) return refuse(pending_now.error());
+      max = std::clamp<std::int64_t>(*pending_now / online, 1, max);
+    }
     json tasks = json::array();
     {
       auto batch = store_.batch(/*shared=*/true);

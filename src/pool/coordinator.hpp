@@ -83,6 +83,7 @@ class Coordinator {
   std::map<std::string, WaitingDevice> waiting_;
   std::optional<scheduling::Scheduler> learned_;
   std::uint64_t ticks_ = 0;  // maintenance rounds
+  std::int64_t workers_online_ = 0;  // open worker streams
   std::map<std::string, std::unique_ptr<ResultChecker>> checkers_;
   std::map<std::string, nlohmann::json> methods_;  // job -> its verification method (small)
   std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
