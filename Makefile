@@ -41,6 +41,9 @@ bench: release
 	bench/run.sh $(RELEASE)
 	bench/forward.sh $(RELEASE)
 	bench/run_bench.sh $(RELEASE)/src/cli/runsnack
+	bench/pool_bench.py $(RELEASE)/src/cli/runsnack
+	$(RELEASE)/bench/matmul_bench 4096 1024 10
+	$(RELEASE)/bench/poolsim
 
 clean:
 	rm -rf build

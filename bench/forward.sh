@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/forward.sh BUILD_DIR: `runsnack forward` next to a direct connection and
 # `ssh -L`, all on 127.0.0.1 and measured in this one run:
-#   - requests/s with wrk on a small HTTP response (keep-alive, 2 threads, 32 connections, 10 s)
+#   - requests/s with wrk on a small HTTP response (keep-alive, 2 threads, 32 connections, 10 s),
+#     and the same with a new connection per request (Connection: close: stream open, target
+#     connect and audit record each time)
 #   - transfer throughput and RTT p50 (bench/session_bench tcp: added latency = forward RTT - direct RTT)
 #   - memory per open idle forwarded connection (provider + consumer RSS, 1000 connections)
 # Needs wrk, python3, and for the ssh rows openssh-server and root (scripts/install-deps).
@@ -44,8 +46,10 @@ async def serve(r, w):
             buf += data
             n = buf.count(b"\r\n\r\n")
             if n:
+                close = b"connection: close" in buf.lower()
                 buf = buf[buf.rfind(b"\r\n\r\n") + 4:]
                 w.write(RESP * n)
+                if close: break
     except ConnectionError:
         pass
     w.close()
@@ -118,10 +122,18 @@ wrk_rps() {  # wrk_rps PORT LABEL
   echo "RESULT $2 rps $(awk '/Requests\/sec/{print $2}' <<<"$out")" >>"$RESULTS"
   echo "RESULT $2 wrk_p50 $(awk '$1=="50%"{print $2}' <<<"$out")" >>"$RESULTS"
 }
+wrk_close_rps() {  # wrk_close_rps PORT LABEL: a new connection per request
+  local out; out=$(wrk -t2 -c32 -d10s -H 'Connection: close' "http://127.0.0.1:$1/" 2>&1)
+  echo "RESULT $2 rps_close $(awk '/Requests\/sec/{print $2}' <<<"$out")" >>"$RESULTS"
+}
 echo "== wrk, small HTTP response" >&2
 wrk_rps "$HTTP_PORT" direct
 wrk_rps "$F_HTTP" runsnack-forward
 [[ -n $SSH_HTTP ]] && wrk_rps "$SSH_HTTP" ssh-aes128gcm
+echo "== wrk, a new connection per request" >&2
+wrk_close_rps "$HTTP_PORT" direct
+wrk_close_rps "$F_HTTP" runsnack-forward
+[[ -n $SSH_HTTP ]] && wrk_close_rps "$SSH_HTTP" ssh-aes128gcm
 if [[ -n $SINK_PORT ]]; then
   echo "== throughput and RTT (session_bench tcp)" >&2
   "$BENCH" tcp "$SINK_PORT" direct | grep '^RESULT' >>"$RESULTS"
@@ -151,13 +163,16 @@ awk '
   function get(k) { return (k in v) ? v[k] : "n/a" }
   function ratio(a, b) { return (a != "n/a" && b != "n/a" && b + 0 > 0) ? sprintf("%.2fx", a / b) : "n/a" }
   END {
-    printf "\nrunsnack forward bench, 127.0.0.1\n\n%-18s %12s %10s %10s %10s\n", "path", "wrk req/s", "wrk p50", "Gbit/s", "RTT p50 us"
+    printf "\nrunsnack forward bench, 127.0.0.1\n\n%-18s %12s %10s %14s %10s %10s\n", "path", "wrk req/s", "wrk p50",
+      "req/s new conn", "Gbit/s", "RTT p50 us"
     n = split("direct runsnack-forward ssh-aes128gcm", p, " ")
     for (i = 1; i <= n; i++)
-      printf "%-18s %12s %10s %10s %10s\n", p[i], get(p[i] ",rps"), get(p[i] ",wrk_p50"), get(p[i] ",throughput_gbps"), get(p[i] ",rtt_median_us")
+      printf "%-18s %12s %10s %14s %10s %10s\n", p[i], get(p[i] ",rps"), get(p[i] ",wrk_p50"), get(p[i] ",rps_close"),
+        get(p[i] ",throughput_gbps"), get(p[i] ",rtt_median_us")
     f = "runsnack-forward"; s = "ssh-aes128gcm"
     printf "\nreq/s forward/ssh %s (goal >= 1.5x)   throughput forward/ssh %s (goal >= 1.5x)\n",
       ratio(get(f ",rps"), get(s ",rps")), ratio(get(f ",throughput_gbps"), get(s ",throughput_gbps"))
+    printf "req/s with a new connection per request, forward/ssh %s\n", ratio(get(f ",rps_close"), get(s ",rps_close"))
     if (get(f ",rtt_median_us") != "n/a" && get("direct,rtt_median_us") != "n/a")
       printf "added latency per request (RTT p50 forward - direct): %.0f us (goal < 100)\n", get(f ",rtt_median_us") - get("direct,rtt_median_us")
     printf "memory per open idle forwarded connection (provider + consumer RSS): %s KiB (goal < 64)\n", get(f ",kib_per_idle_connection")

@@ -3,12 +3,16 @@
 // (a consumer, by the submit link) and audit-ledger (on the coordinator's
 // own database).
 #include "cli/command.hpp"
+#include "cli/gpu_arg.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/pool_dashboard.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
+#include "core/duration.hpp"
 #include "core/paths.hpp"
+#include "gpu/gpu_info.hpp"
+#include "services/exec/run_terms.hpp"
 #include "crypto/secret.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/pool_store.hpp"
@@ -68,7 +72,7 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http;
+  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "fastest";
   bool json = false;
 };
 
@@ -142,10 +146,17 @@ int serve(const ServeArgs& args) {
     if (auto r = dashboard.start(io.get_executor(), args.http, *store); !r) return report(r.error());
   // The coordinator's events (not the provider's, which name addresses) also go to the dashboard.
   auto emit_pool = [&emit, &dashboard](const json& ev) {
-    emit(ev);
+    if (ev.contains("png")) {  // a preview tile: the dashboard shows it; the log only notes it
+      json note = ev;
+      note.erase("png");
+      emit(note);
+    } else {
+      emit(ev);
+    }
     dashboard.publish(ev);
   };
   pool::Coordinator coordinator(io.get_executor(), *store, emit_pool);
+  if (args.scheduler == "learned") coordinator.use_learned_scheduler();
   ServiceRouter router = default_services();
   coordinator.add_services(router);
   Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
@@ -185,14 +196,42 @@ int serve(const ServeArgs& args) {
 }
 
 struct JoinArgs {
-  std::string link;
-  bool cpu = false;
+  std::string link, gpus, memory, task_timeout = "1h";
+  bool cpu = false, gpu_given = false;
   double price = 10;
-  std::int64_t max_tasks = 0;
+  std::int64_t max_tasks = 0, max_procs = 512;
 };
 
+// The device this worker offers: its GPUs (NVML) or, with --cpu, its CPU.
+Result<void> choose_device(const JoinArgs& args, pool::WorkerOptions& opt) {
+  if (args.cpu == args.gpu_given) return fail(errc::invalid_argument, "pool join: offer either --gpu LIST or --cpu");
+  if (args.cpu) return {};
+  auto indices = parse_gpu_list(args.gpus);
+  if (!indices) return indices.error();
+  GpuReport report = query_gpus(*indices);
+  if (report.gpus.empty())
+    return fail(errc::not_found, "pool join: no NVIDIA GPU to offer (" +
+                                     (report.note.empty() ? std::string("NVML found none") : report.note) +
+                                     "); offer the CPU with --cpu instead");
+  opt.device_kind = "gpu";
+  opt.device_name = (report.gpus.size() > 1 ? std::to_string(report.gpus.size()) + "x " : "") + report.gpus[0].name;
+  for (const auto& g : report.gpus) opt.limits.gpus.push_back(g.index);
+  return {};
+}
+
 int join(const JoinArgs& args) {
-  if (!args.cpu) return report("pool join: GPU devices are not implemented yet: pass --cpu");
+  pool::WorkerOptions opt;
+  if (auto d = choose_device(args, opt); !d) return report(d.error());
+  if (!args.memory.empty()) {
+    auto bytes = exec::parse_size(args.memory);
+    if (!bytes) return report(bytes.error());
+    opt.limits.memory_bytes = *bytes;
+  }
+  auto timeout = parse_duration(args.task_timeout);
+  if (!timeout) return report(timeout.error());
+  opt.limits.timeout = *timeout;
+  if (args.max_procs < 1) return report("--max-procs must be at least 1");
+  opt.limits.max_procs = static_cast<std::uint64_t>(args.max_procs);
   auto link = resolve_link(args.link);
   if (!link) return report(link.error());
   auto identity = open_identity();
@@ -201,7 +240,6 @@ int join(const JoinArgs& args) {
   if (!consumer) return report(consumer.error());
   auto work = state_path("pool-work");
   if (!work) return report(work.error());
-  pool::WorkerOptions opt;
   opt.link = *link;
   opt.price = args.price;
   opt.max_tasks = args.max_tasks;
@@ -243,10 +281,17 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_client(Session& session
 }
 
 struct SubmitArgs {
-  std::string link, workload, budget = "0", out;
+  std::string link, workload, budget = "0", out, prefer;
   bool wait = false, json = false;
   pool::SubmitOptions options;
+  // Set once submitted: a reconnect after a lost session carries on waiting
+  // for this job instead of submitting again (copies share it).
+  std::shared_ptr<std::string> job = std::make_shared<std::string>();
 };
+
+// After the job is in: a broken session means reconnect and carry on; a
+// refusal is final.
+int lost_or_refused(const Error& e) { return e.is(errc::refused) ? report(e) : kReconnect; }
 
 // `pool submit --wait`'s progress: on a terminal a bar redrawn in place,
 // "[#####.....] 40/80 done, 3 running, 0 failed, 0.12 credits spent".
@@ -277,19 +322,23 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   auto spec = workload->make_spec(args.options, input);
   if (!spec) co_return report(spec.error());
   auto stream = co_await open_client(session);
-  if (!stream) co_return report(stream.error());
-  const json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
-                        {"budget", *budget}};
-  auto r = co_await call(**stream, request);
-  if (!r) co_return report(r.error());
-  std::string job = (*r)["job"];
-  std::int64_t tasks = r->value("tasks", std::int64_t{0});
-  if (args.json) print_json({{"event", "submitted"}, {"job", job}, {"tasks", tasks}});
-  else std::cerr << "job " << job << " submitted (" << tasks << " tasks)" << std::endl;
-  if (!args.wait) {
-    if (!args.json) std::cout << job << std::endl;
-    co_return 0;
+  if (!stream) co_return args.job->empty() ? report(stream.error()) : lost_or_refused(stream.error());
+  if (args.job->empty()) {
+    json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
+                    {"budget", *budget}};
+    if (!args.prefer.empty()) request["prefer"] = args.prefer;
+    auto r = co_await call(**stream, request);
+    if (!r) co_return report(r.error());
+    *args.job = (*r)["job"].get<std::string>();
+    std::int64_t tasks = r->value("tasks", std::int64_t{0});
+    if (args.json) print_json({{"event", "submitted"}, {"job", *args.job}, {"tasks", tasks}});
+    else std::cerr << "job " << *args.job << " submitted (" << tasks << " tasks)" << std::endl;
+    if (!args.wait) {
+      if (!args.json) std::cout << *args.job << std::endl;
+      co_return 0;
+    }
   }
+  const std::string job = *args.job;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   json status;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -297,7 +346,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   while (true) {
     const json st_request = {{"op", "jobs"}, {"job", job}};
     auto st = co_await call(**stream, st_request);
-    if (!st) co_return report(st.error());
+    if (!st) co_return lost_or_refused(st.error());
     if ((*st)["jobs"].empty()) co_return report("job " + job + " vanished");
     status = (*st)["jobs"][0];
     if (!args.json) {
@@ -315,14 +364,17 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   // into one result and drop them.
   fs::path out = args.out.empty() ? fs::path("pool-" + job) : fs::path(args.out);
   const bool keep_shards = args.workload == "exec";
-  fs::path shards = keep_shards ? out : out / (".shards-" + job);
+  // --out may name a file (render: image.png); the tiles wait beside it.
+  const fs::path out_dir = out.has_extension() && !keep_shards ? (out.has_parent_path() ? out.parent_path() : ".") : out;
+  fs::path shards = keep_shards ? out : out_dir / (".shards-" + job);
   std::error_code ec;
   fs::create_directories(shards, ec);
   if (ec) co_return report("cannot create " + shards.string() + ": " + ec.message());
-  for (std::int64_t i = 0; i < status.value("tasks", std::int64_t{0}); ++i) {
+  const std::int64_t fetch = workload->has_results() ? status.value("tasks", std::int64_t{0}) : 0;
+  for (std::int64_t i = 0; i < fetch; ++i) {
     const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
     auto res = co_await call(**stream, rr);
-    if (!res) co_return report(res.error());
+    if (!res) co_return lost_or_refused(res.error());
     if ((*res)["result"].is_null()) continue;
     fs::path dir = shards / ("shard-" + std::to_string(i));
     auto so = pool::base64_decode((*res)["result"].value("stdout", ""));
@@ -400,6 +452,10 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
   serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
+  serve_cmd->add_option("--scheduler", sa->scheduler,
+                        "fastest: the fastest free device first (default); learned: the multi-objective scheduler "
+                        "that learns each device's speed and reliability (docs/SCHEDULER.md)")
+      ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
                         "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");
   serve_cmd->add_flag("--json", sa->json, "One JSON event per line; the first is {\"event\":\"ready\",...}");
@@ -409,6 +465,11 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   auto* join_cmd = pool->add_subcommand("join", "Lend this machine to a pool as a worker");
   join_cmd->add_option("link", ja->link, kLinkHelp);
   join_cmd->add_flag("--cpu", ja->cpu, "Offer this machine's CPU");
+  join_cmd->add_option("--gpu", ja->gpus, "Offer these GPUs (NVML indices: 0 or 0,1 or all); tasks see only them")
+      ->each([ja](const std::string&) { ja->gpu_given = true; });
+  join_cmd->add_option("--memory", ja->memory, "Memory limit per task, e.g. 8G (cgroup, else RLIMIT_AS)");
+  join_cmd->add_option("--max-procs", ja->max_procs, "Processes per task (default 512)");
+  join_cmd->add_option("--task-timeout", ja->task_timeout, "Wall-clock limit per task, e.g. 30m (default 1h)");
   join_cmd->add_option("--price", ja->price, "Credits per device-hour (default 10)");
   join_cmd->add_option("--max-tasks", ja->max_tasks, "Exit after this many accepted tasks");
   join_cmd->callback([&status, ja] { run_command(status, [&] { return join(*ja); }); });
@@ -418,20 +479,31 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       "submit",
       "Submit a job:\n"
       "  submit LINK exec --shards N [--input DIR] [--reduce CMD] -- CMD ARGS\n"
-      "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]");
+      "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]\n"
+      "  submit LINK render --scene FILE --width 3840 --height 2160 --tile 128 --overlap 8 --spp N --out image.png\n"
+      "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)");
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
-  submit_cmd->add_option("workload", su->workload, "exec | matmul")->required();
+  submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop")->required();
   submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
-  submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs");
-  submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB)");
+  submit_cmd->add_option("--prefer", su->prefer, "fast | cheap | balanced: what the learned scheduler optimises")
+      ->check(CLI::IsMember({"fast", "cheap", "balanced"}));
+  submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs (reconnecting if the coordinator goes away)");
+  submit_cmd->add_option("--out", su->out, "Output folder (default pool-JOB); render: the image file, e.g. image.png");
   submit_cmd->add_flag("--json", su->json, "JSON lines; the last is {\"event\":\"done\",...}");
   auto& o = su->options;
-  submit_cmd->add_option("--shards", o.shards, "exec: tasks to split into")->check(CLI::Range(1, 100000));
+  submit_cmd->add_option("--shards", o.shards, "exec, noop: tasks to split into")->check(CLI::Range(1, 100000));
   submit_cmd->add_option("--input", o.input_dir, "exec: a folder copied into every shard's workspace");
   submit_cmd->add_option("--reduce", o.reduce, "exec: run this in the output folder afterwards (default: concatenate stdout)");
   submit_cmd->add_option("--n", o.n, "matmul: multiply two seeded N x N matrices");
   submit_cmd->add_option("--block", o.block, "matmul: tile size of C, one task per tile (default min(N, 1024))");
-  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B (default 1)");
+  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B; render: of the samples (default 1)");
+  submit_cmd->add_option("--scene", o.scene_file, "render: the scene file (docs/SCENES.md)");
+  submit_cmd->add_option("--width", o.width, "render: image width in pixels (default 1920)");
+  submit_cmd->add_option("--height", o.height, "render: image height in pixels (default 1080)");
+  submit_cmd->add_option("--tile", o.tile, "render: tile side, one task per tile (default 128)");
+  submit_cmd->add_option("--overlap", o.overlap, "render: border rendered around each tile and blended (default 8)");
+  submit_cmd->add_option("--spp", o.spp, "render: samples per pixel (default 16)");
+  submit_cmd->add_option("--max-depth", o.max_depth, "render: bounces per path (default 8)");
   submit_cmd->add_option("--a", o.a_file, "matmul: A as a float32 .npy file (with --b; 4 MiB in all)");
   submit_cmd->add_option("--b", o.b_file, "matmul: B as a float32 .npy file");
   submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K (default 10)");

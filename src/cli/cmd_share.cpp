@@ -1,5 +1,6 @@
 // `runsnack share`: make a link and serve it until Ctrl-C.
 #include "cli/command.hpp"
+#include "cli/gpu_arg.hpp"
 #include "cli/qr.hpp"
 #include "cli/state.hpp"
 #include "core/duration.hpp"
@@ -81,26 +82,6 @@ Result<std::string> rendezvous_setting(const std::string& flag) {
 // serves its earlier links at the same address.
 constexpr PortRange kDefaultPorts{7443, 7463};
 
-Result<std::vector<int>> parse_gpu_list(const std::string& text) {
-  std::vector<int> out;
-  if (text.empty() || text == "all") return out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    auto end = text.find(',', start);
-    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    try {
-      std::size_t used = 0;
-      int v = std::stoi(item, &used);
-      if (used != item.size() || v < 0 || v > 63) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return fail(errc::invalid_argument, "bad --gpu list '" + text + "': expected e.g. 0 or 0,1 or all");
-    }
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 // "ADDR", "ADDR:PORT", "[V6]" or "[V6]:PORT" -> address and optional port
 // (0 meaning any free port).

@@ -13,9 +13,15 @@
 
 namespace runsnack::cli {
 
+// What a body returns when its session broke and it can carry on in a new
+// one (it keeps its own progress); the runner reconnects and calls it again.
+inline constexpr int kReconnect = -2;
+
 struct SessionCommand {
   std::string link_arg;                        // as the user gave it (see link_arg.hpp)
   std::chrono::milliseconds connect_timeout{10000};
+  // How long to keep trying to reconnect after a body returned kReconnect.
+  std::chrono::milliseconds reconnect_for{std::chrono::minutes(10)};
   // Returns the process exit code; report errors with report() first.
   std::function<boost::asio::awaitable<int>(Session&)> body;
 };

@@ -85,7 +85,54 @@ void Coordinator::add_services(ServiceRouter& router) {
                               kServiceClient, true});
 }
 
+void Coordinator::use_learned_scheduler() {
+  // What it learned before a restart: device speeds and reliabilities.
+  if (auto saved = store_.scheduler_state(); saved && *saved) {
+    if (auto loaded = scheduling::Scheduler::load(**saved)) {
+      learned_.emplace(std::move(*loaded));
+      learned_->forget_sessions(now_s());
+      return;
+    }
+    spdlog::warn("pool: the saved scheduler state does not load; starting afresh");
+  }
+  learned_.emplace();
+}
+
+void Coordinator::save_learned() {
+  if (!learned_) return;
+  if (auto r = store_.save_scheduler_state(learned_->save()); !r) spdlog::warn("pool: {}", r.error().what());
+}
+
+double Coordinator::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::variant<std::string, json> Coordinator::learned_choice(const std::string& device) {
+  auto rows = store_.pending_jobs(64, 100'000);
+  if (!rows) return refuse(rows.error());
+  std::vector<scheduling::PendingJob> jobs;
+  for (const auto& r : *rows) {
+    scheduling::PendingJob j;
+    j.id = r.id, j.workload = r.workload, j.pending = r.pending;
+    if (r.info.is_object() && r.info.contains("prefer") && r.info["prefer"].is_string())
+      j.preference = scheduling::parse_preference(r.info["prefer"].get<std::string>()).value_or(scheduling::Preference::balanced);
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty()) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
+  auto d = learned_->decide(device, jobs, now_s());
+  if (d.kind == scheduling::Decision::Kind::run) return d.job;
+  // A backup copy needs a second live lease of one task, which the store
+  // does not hold yet: wait instead.
+  auto retry = static_cast<std::int64_t>(std::clamp(d.retry_after_s, 0.2, 5.0) * 1000);
+  return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", retry}};
+}
+
+void Coordinator::learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome) {
+  if (learned_) learned_->task_finished({task, device, outcome, -1}, now_s());
+}
+
 void Coordinator::stop() {
+  save_learned();
   stopping_ = true;
   maintenance_timer_.cancel();
 }
@@ -96,6 +143,7 @@ asio::awaitable<void> Coordinator::run_maintenance() {
     boost::system::error_code ec;
     co_await maintenance_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (stopping_) break;
+    if (++ticks_ % 40 == 0) save_learned();  // every ~10 s
     auto n = store_.expire_leases(now_ms());
     if (!n) spdlog::warn("pool: lease expiry: {}", n.error().what());
     else if (*n > 0) on_event_({{"event", "leases_expired"}, {"count", *n}});
@@ -114,7 +162,9 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   };
   arm();
   on_event_({{"event", "worker_connected"}, {"peer", peer}});
+  ++workers_online_;
   std::string why = "stream closed";
+  std::chrono::steady_clock::time_point last_renewal{};
   while (true) {
     auto req = co_await read_stream_message(*stream, kMaxPoolMessageBytes);
     if (!req) {
@@ -122,7 +172,14 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
       break;
     }
     arm();
-    if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
+    // Any message renews the worker's leases; at most once a second, so a
+    // busy worker's claims and results do not each cost a write.
+    const auto now = std::chrono::steady_clock::now();
+    const bool explicit_heartbeat = req->value("op", "") == "heartbeat";
+    if (explicit_heartbeat || now - last_renewal >= std::chrono::seconds(1)) {
+      last_renewal = now;
+      if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
+    }
     json answer = handle_worker(*req, context, device, public_key);
     auto w = co_await write_stream_message(*stream, answer);
     if (!w) {
@@ -131,7 +188,9 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
     }
   }
   idle.cancel();
+  --workers_online_;
   if (!device.empty()) waiting_.erase(device);
+  if (learned_ && !device.empty()) learned_->device_left(device, now_s());
   auto released = store_.release_worker(peer, now_ms());
   on_event_({{"event", "worker_gone"}, {"peer", peer}, {"reason", why},
              {"requeued", released ? *released : 0}});
@@ -160,6 +219,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto id = store_.register_device(peer, kind, name, score, price, now);
     if (!id) return refuse(id.error());
     device = *id;
+    if (learned_) learned_->device_joined({device, peer, peer, std::max(score, 1.0), price}, now_s());
     // Leases this worker holds but does not know of (a coordinator that died
     // between granting a claim and answering it) would otherwise be renewed
     // by its heartbeats forever: requeue all but the ones it has results for.
@@ -178,16 +238,19 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   if (op == "claim") {
     if (auto excluded = store_.exclusion(device); excluded && *excluded)
       return refuse("this device is excluded from the pool: " + **excluded);
-    auto pending = store_.pending_count();
+    std::optional<std::string> from_job;
+    if (learned_) {
+      auto choice = learned_choice(device);
+      if (auto* wait = std::get_if<json>(&choice)) return *wait;
+      from_job = std::get<std::string>(choice);
+    }
+    auto pending = store_.pending_count(static_cast<std::int64_t>(waiting_.size()) + 1);
     if (!pending) return refuse(pending.error());
     auto& me = waiting_[device];
     if (me.id.empty()) {
       me.id = device;
       me.since = std::chrono::system_clock::now();
-      auto devs = store_.devices();
-      if (devs)
-        for (const auto& d : *devs)
-          if (d.id == device) me.score = d.score;
+      if (auto score = store_.device_score(device)) me.score = *score;
     }
     // Forget devices that stopped asking (they are busy or gone).
     auto cutoff = std::chrono::system_clock::now() - std::chrono::seconds(2);
@@ -196,16 +259,50 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       if (it->second.since < cutoff && it->first != device) it = waiting_.erase(it);
       else waiting.push_back((it++)->second);
     }
-    if (!may_claim(device, waiting, static_cast<std::size_t>(*pending)))
+    if (!learned_ && !may_claim(device, waiting, static_cast<std::size_t>(*pending)))
       return {{"ok", true}, {"task", nullptr}, {"retry_ms", 200}};
-    auto task = store_.claim(device, peer, now);
-    if (!task) return refuse(task.error());
-    if (!*task) return {{"ok", true}, {"task", nullptr}, {"retry_ms", 200}};
+    // Up to `max` tasks in one transaction (workers ask for several when
+    // their tasks are short).
+    std::int64_t max = req.contains("max") && req["max"].is_number_integer() ? req["max"].get<std::int64_t>() : 1;
+    max = std::clamp<std::int64_t>(max, 1, kMaxClaimBatch);
+    if (max > 1) {  // never more than a fair share of what is pending
+      const std::int64_t online = std::max<std::int64_t>(workers_online_, 1);
+      auto pending_now = store_.pending_count(kMaxClaimBatch * online);
+      if (!pending_now) return refuse(pending_now.error());
+      max = std::clamp<std::int64_t>(*pending_now / online, 1, max);
+    }
+    json tasks = json::array();
+    {
+      auto batch = store_.batch(/*shared=*/true);
+      if (!batch) return refuse(batch.error());
+      for (std::int64_t i = 0; i < max; ++i) {
+        auto task = store_.claim(device, peer, now, from_job);
+        if (!task) return refuse(task.error());
+        if (!*task) break;
+        const auto& t = **task;
+        if (learned_) learned_->task_started({t.id, device, t.job, t.workload, scheduling::Preference::balanced, 1}, now_s());
+        tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
+                         {"workload", t.workload}, {"spec", t.spec}});
+      }
+      if (auto c = batch->commit(); !c) return refuse(c.error());
+    }
+    if (tasks.empty()) return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
     waiting_.erase(device);
-    const auto& t = **task;
-    return {{"ok", true},
-            {"task", {{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
-                      {"workload", t.workload}, {"spec", t.spec}}}};
+    return {{"ok", true}, {"tasks", tasks}};
+  }
+  if (op == "results") {  // several results (or failures) in one message and one transaction
+    if (!req.contains("results") || !req["results"].is_array() || req["results"].size() > kMaxClaimBatch)
+      return refuse("results must be a list of at most " + std::to_string(kMaxClaimBatch));
+    auto batch = store_.batch(/*shared=*/false);
+    if (!batch) return refuse(batch.error());
+    json answers = json::array();
+    for (const auto& one : req["results"]) {
+      const std::string inner = one.is_object() ? one.value("op", "") : "";
+      answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
+                                                               : refuse("a batch holds results and failures only"));
+    }
+    if (auto c = batch->commit(); !c) return refuse(c.error());
+    return {{"ok", true}, {"answers", answers}};
   }
   if (op == "input") {
     auto input = store_.job_input(req.value("job", ""));
@@ -217,6 +314,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   if (op == "failed") {
     std::string reason = req.value("reason", "failed");
     if (reason.size() > 1000) reason.resize(1000);
+    learned_finished(task, device, scheduling::Outcome::failed);
     auto r = store_.fail_attempt(task, attempt, peer, "worker: " + reason, now);
     if (!r) return refuse(r.error());
     on_event_({{"event", "task_failed"}, {"task", task}, {"peer", peer}, {"reason", reason}});
@@ -252,6 +350,11 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
         if (ctx.audit) ctx.audit("pool_device_excluded", "refuse", **excluded, {{"device", device}});
       }
     }
+    if (learned_) {
+      learned_finished(task, device, bad.empty() ? scheduling::Outcome::ok
+                                                 : (verdict ? scheduling::Outcome::invalid : scheduling::Outcome::failed));
+      if (verdict) learned_->verdict(device, verdict->accepted);
+    }
     if (!bad.empty()) {
       if (auto r = store_.fail_attempt(task, attempt, peer, bad, now); !r) return refuse(r.error());
       on_event_({{"event", "result_rejected"}, {"task", task}, {"peer", peer}, {"reason", bad}});
@@ -259,7 +362,8 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     }
     auto outcome = store_.complete(task, attempt, peer, *result, now);
     if (!outcome) return refuse(outcome.error());
-    forget_finished_checker(task);
+    if (outcome->accepted) publish_progress(task, *result);
+    if (outcome->job_finished) forget_job(task);
     on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
                {"paid", format_credits(outcome->paid)}, {"why", outcome->why}});
     return {{"ok", true}, {"accepted", outcome->accepted}, {"why", outcome->why}, {"paid", format_credits(outcome->paid)}};
@@ -290,11 +394,28 @@ json Coordinator::verification_method(const std::string& job) {
   return methods_[job] = method;
 }
 
-void Coordinator::forget_finished_checker(const std::string& task) {
+void Coordinator::publish_progress(const std::string& task, const TaskResult& result) {
   auto ref = store_.task_ref(task);
-  if (!ref || !*ref || !checkers_.count((*ref)->job)) return;
-  auto st = store_.job_status((*ref)->job);
-  if (st && st->state != "running") checkers_.erase((*ref)->job);  // its matrices can be large
+  if (!ref || !*ref) return;
+  auto it = specs_.find((*ref)->job);
+  if (it == specs_.end()) {
+    auto def = store_.job_definition((*ref)->job);
+    if (!def) return;
+    it = specs_.emplace((*ref)->job, std::make_pair(find_workload(def->workload), def->spec)).first;
+  }
+  const auto& [workload, spec] = it->second;
+  if (!workload) return;
+  if (auto event = workload->on_accepted(spec, (*ref)->shard, result)) {
+    (*event)["job"] = (*ref)->job;
+    on_event_(*event);
+  }
+}
+
+void Coordinator::forget_job(const std::string& task) {
+  auto ref = store_.task_ref(task);
+  if (!ref || !*ref) return;
+  checkers_.erase((*ref)->job);  // its matrices can be large
+  specs_.erase((*ref)->job);
 }
 
 std::optional<Verdict> Coordinator::verify(const std::string& task, const TaskResult& result) {
@@ -334,6 +455,11 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     if (!plan) return refuse(plan.error());
     const json input = req.value("input", json::object());
     if (!input.is_object()) return refuse("bad input");
+    if (req.contains("prefer")) {  // what the learned scheduler optimises for this job
+      const std::string prefer = req["prefer"].is_string() ? req["prefer"].get<std::string>() : "";
+      if (!scheduling::parse_preference(prefer)) return refuse("prefer must be fast, cheap or balanced");
+      plan->info["prefer"] = prefer;
+    }
     std::int64_t budget = req.contains("budget") && req["budget"].is_number_integer() ? req["budget"].get<std::int64_t>() : 0;
     auto job = store_.create_job(peer, name, spec, input, plan->info, plan->tasks, budget, now);
     if (!job) return refuse(job.error());

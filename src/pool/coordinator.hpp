@@ -14,6 +14,7 @@
 
 #include "pool/pool_store.hpp"
 #include "pool/scheduler.hpp"
+#include "pool/scheduling/scheduler.hpp"
 #include "pool/workload.hpp"
 #include "provider/service_router.hpp"
 
@@ -25,6 +26,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <variant>
 
 namespace runsnack::pool {
 
@@ -32,6 +35,8 @@ inline constexpr const char* kServiceWorker = "pool-worker";
 inline constexpr const char* kServiceClient = "pool-client";
 // Workers send a message at least every few seconds (claim polls, heartbeats).
 inline constexpr std::chrono::milliseconds kWorkerIdleTimeout{20000};
+// Tasks one claim may lease, results one message may carry.
+inline constexpr std::int64_t kMaxClaimBatch = 64;
 
 class Coordinator {
  public:
@@ -40,6 +45,9 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   void add_services(ServiceRouter& router);
+  // Claims decided by the learned multi-objective scheduler
+  // (pool/scheduling/) instead of fastest-free-device first.
+  void use_learned_scheduler();
   // Expires leases every 250 ms until stop().
   boost::asio::awaitable<void> run_maintenance();
   void stop();
@@ -57,14 +65,28 @@ class Coordinator {
   nlohmann::json verification_method(const std::string& job);
   // Checks a result by computation when its workload can (else nothing); counts the cost.
   std::optional<Verdict> verify(const std::string& task, const TaskResult& result);
-  void forget_finished_checker(const std::string& task);
+  // The job of `task` ended: drop what was kept for it.
+  void forget_job(const std::string& task);
+  // The workload's event for an accepted result (the render preview's tiles).
+  void publish_progress(const std::string& task, const TaskResult& result);
 
   boost::asio::any_io_executor ex_;
   PoolStore& store_;
   std::function<void(const nlohmann::json&)> on_event_;
+  double now_s() const;
+  // The learned policy's answer for a claim: the job to claim from, or a
+  // reply telling the worker to wait.
+  std::variant<std::string, nlohmann::json> learned_choice(const std::string& device);
+  void learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome);
+  void save_learned();
+
   std::map<std::string, WaitingDevice> waiting_;
+  std::optional<scheduling::Scheduler> learned_;
+  std::uint64_t ticks_ = 0;  // maintenance rounds
+  std::int64_t workers_online_ = 0;  // open worker streams
   std::map<std::string, std::unique_ptr<ResultChecker>> checkers_;
   std::map<std::string, nlohmann::json> methods_;  // job -> its verification method (small)
+  std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
 };

@@ -3,14 +3,21 @@
 #include "pool/wire.hpp"
 #include "services/exec/sandbox.hpp"
 
+#include "services/exec/child_process.hpp"
+#include "services/exec/launch.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <fstream>
 #include <sstream>
@@ -71,7 +78,26 @@ Result<nlohmann::json> collect_out(const fs::path& out_dir) {
 
 }  // namespace
 
+namespace {
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Reads what is there; false once the pipe is closed.
+bool drain(int fd, std::string& into, std::size_t keep, bool& over) {
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (into.size() + static_cast<std::size_t>(n) > keep) over = true;
+    into.append(buf, std::min(static_cast<std::size_t>(n), keep - std::min(keep, into.size())));
+  }
+}
+
+}  // namespace
+
 asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::function<asio::awaitable<void>()> tick) {
+  using namespace asio::experimental::awaitable_operators;
   std::error_code ec;
   fs::path ws = req.task_dir / "workspace";
   fs::create_directories(ws, ec);
@@ -82,64 +108,67 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
   }
   fs::create_directories(ws / "out", ec);
 
+  exec::RunTerms terms;
+  terms.memory_bytes = req.limits.memory_bytes;
+  terms.max_procs = req.limits.max_procs;
+  static std::atomic<std::uint64_t> counter{0};
+  exec::LaunchLimits launch = exec::prepare_limits(terms, "runsnack-pool-" + std::to_string(::getpid()) + "-" +
+                                                              std::to_string(++counter));
   exec::SandboxSpec spec;
   spec.workspace = ws;
   spec.argv = req.argv;
   spec.env = {{"RUNSNACK_SHARD", std::to_string(req.shard)}, {"RUNSNACK_SHARDS", std::to_string(req.shards)}};
+  spec.limits = {terms.memory_bytes, terms.max_procs, std::nullopt};
+  spec.gpus = req.limits.gpus;
   spec.hidden = req.hidden;
   exec::Sandbox sandbox(spec);
-  std::vector<std::string> argv = sandbox.argv(), envp = sandbox.envp();
-  std::vector<char*> cargv, cenvp;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : envp) cenvp.push_back(e.data());
-  cenvp.push_back(nullptr);
-
-  std::string out_path = (req.task_dir / "stdout").string(), err_path = (req.task_dir / "stderr").string();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), cenvp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) co_return fail(errc::io_error, std::string("cannot start bwrap: ") + std::strerror(rc));
+  exec::SpawnOptions opts{sandbox.argv(), sandbox.envp(), {}, launch.rlimits, -1};
+  if (launch.cgroup) opts.cgroup_procs_fds = launch.cgroup->procs_fds();
+  auto child = exec::ChildProcess::spawn(opts);
+  if (!child) co_return child.error();
 
   auto ex = co_await asio::this_coro::executor;
+  auto out_fd = child->take_stdout();
+  auto err_fd = child->take_stderr();
+  set_nonblocking(out_fd.get());
+  set_nonblocking(err_fd.get());
+  asio::posix::stream_descriptor out(ex, out_fd.release()), err(ex, err_fd.release());
   asio::steady_timer timer(ex);
-  auto start = std::chrono::steady_clock::now(), last_tick = start;
-  int status = 0;
-  while (true) {
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
+  auto rd = asio::posix::stream_descriptor::wait_read;
+  auto tok = asio::as_tuple(asio::use_awaitable);
+  const auto start = std::chrono::steady_clock::now();
+  auto last_tick = start;
+  std::string stdout_data, stderr_tail;
+  bool out_open = true, err_open = true, stdout_over = false, stderr_over = false, timed_out = false;
+  while (out_open || err_open) {
+    timer.expires_after(std::chrono::milliseconds(250));
+    if (out_open && err_open) co_await (out.async_wait(rd, tok) || err.async_wait(rd, tok) || timer.async_wait(tok));
+    else if (out_open) co_await (out.async_wait(rd, tok) || timer.async_wait(tok));
+    else co_await (err.async_wait(rd, tok) || timer.async_wait(tok));
+    if (out_open) out_open = drain(out.native_handle(), stdout_data, kMaxStdoutBytes, stdout_over);
+    if (err_open) err_open = drain(err.native_handle(), stderr_tail, 4096, stderr_over);
     auto now = std::chrono::steady_clock::now();
-    if (now - start > req.timeout) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      co_return fail(errc::timeout, "the shard ran past its time limit");
+    if (now - start > req.timeout && !timed_out) {
+      timed_out = true;  // the command and all it started, then the pipes close
+      if (launch.cgroup) launch.cgroup->kill_all();
+      child->kill(SIGKILL);
     }
     if (now - last_tick > std::chrono::seconds(1)) {
       last_tick = now;
       co_await tick();
     }
-    timer.expires_after(std::chrono::milliseconds(10));
-    co_await timer.async_wait(asio::use_awaitable);
   }
-  TaskOutput out;
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto data = read_bounded(out_path, kMaxStdoutBytes, "stdout");
-  if (!data) co_return data.error();
-  out.stdout_data = std::move(*data);
+  exec::ExitInfo exit = co_await child->wait();
+  launch.cgroup.reset();  // kills any straggler, removes the group
+  if (timed_out) co_return fail(errc::timeout, "the shard ran past its time limit");
+  if (stdout_over) co_return fail(errc::too_large, "stdout is over " + std::to_string(kMaxStdoutBytes) + " bytes");
+  TaskOutput result;
+  result.exit_code = exit.status;
+  result.stdout_data = std::move(stdout_data);
   auto files = collect_out(ws / "out");
   if (!files) co_return files.error();
-  out.files = std::move(*files);
-  co_return out;
+  result.files = std::move(*files);
+  co_return result;
 }
 
 }  // namespace runsnack::pool

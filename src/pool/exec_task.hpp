@@ -29,11 +29,14 @@ struct ExecTaskRequest {
   std::filesystem::path task_dir;   // created; removed afterwards by the caller
   std::vector<std::filesystem::path> hidden;
   std::chrono::milliseconds timeout{600000};
+  TaskLimits limits;
 };
 
-// Runs the shard; `tick` is called about every second while it runs (the
-// worker heartbeats from there). Errors: the sandbox could not start, the
-// timeout passed, or the outputs are over their limits.
+// Runs the shard in a cgroup of its own with the worker's limits (rlimits
+// where no cgroup can be made, as for `runsnack run`); `tick` is called
+// about every second while it runs (the worker heartbeats from there).
+// Errors: the sandbox could not start, the timeout passed (everything it
+// started is killed), or the outputs are over their limits.
 boost::asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest request,
                                                              std::function<boost::asio::awaitable<void>()> tick);
 

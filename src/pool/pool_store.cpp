@@ -101,6 +101,25 @@ CREATE TABLE rejections (                                            -- wrong re
 ) STRICT;
 CREATE INDEX rejections_by_task ON rejections (task, peer);
 )sql"},
+    {3, R"sql(
+-- Each account's balance, kept in step with the ledger in the same
+-- transaction (the ledger stays the record; audit-ledger checks they agree):
+-- a balance is one lookup, not a sum over a job's whole history.
+CREATE TABLE balances (
+  account  TEXT PRIMARY KEY,
+  amount   INTEGER NOT NULL
+) STRICT;
+INSERT INTO balances (account, amount) SELECT account, SUM(amount) FROM ledger GROUP BY account;
+-- Claims walk running jobs oldest first.
+CREATE INDEX jobs_by_state ON jobs (state, created);
+)sql"},
+    {4, R"sql(
+-- The learned scheduler's state (pool/scheduling/), so a restart keeps what it learned.
+CREATE TABLE scheduler_state (
+  id     INTEGER PRIMARY KEY CHECK (id = 1),
+  state  TEXT NOT NULL
+) STRICT;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -189,6 +208,20 @@ CREATE TABLE rejections (
 );
 CREATE INDEX rejections_by_task ON rejections (task, peer);
 )sql"},
+    {3, R"sql(
+CREATE TABLE balances (
+  account  TEXT PRIMARY KEY,
+  amount   BIGINT NOT NULL
+);
+INSERT INTO balances (account, amount) SELECT account, SUM(amount) FROM ledger GROUP BY account;
+CREATE INDEX jobs_by_state ON jobs (state, created);
+)sql"},
+    {4, R"sql(
+CREATE TABLE scheduler_state (
+  id     BIGINT PRIMARY KEY CHECK (id = 1),
+  state  TEXT NOT NULL
+);
+)sql"},
 };
 
 std::string hex(std::span<const std::uint8_t> bytes) {
@@ -243,11 +276,17 @@ Result<void> PoolStore::entry(std::int64_t txn, const std::string& account, Micr
                               const std::optional<std::string>& task, const std::string& job) {
   auto st = db_.prepare("INSERT INTO ledger (txn, account, amount, kind, task, job) VALUES (?, ?, ?, ?, ?, ?)");
   if (!st) return st.error();
-  return st->bind(1, txn).bind(2, std::string_view(account)).bind(3, amount).bind(4, std::string_view(kind)).bind(5, task).bind(6, std::string_view(job)).run();
+  if (auto r = st->bind(1, txn).bind(2, std::string_view(account)).bind(3, amount).bind(4, std::string_view(kind)).bind(5, task).bind(6, std::string_view(job)).run(); !r)
+    return r;
+  auto bal = db_.prepare(
+      "INSERT INTO balances (account, amount) VALUES (?1, ?2) "
+      "ON CONFLICT (account) DO UPDATE SET amount = balances.amount + ?2");
+  if (!bal) return bal.error();
+  return bal->bind(1, std::string_view(account)).bind(2, amount).run();
 }
 
 Result<Micro> PoolStore::balance(const std::string& account) {
-  auto st = db_.prepare("SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE account = ?");
+  auto st = db_.prepare("SELECT COALESCE((SELECT amount FROM balances WHERE account = ?), 0)");
   if (!st) return st.error();
   st->bind(1, std::string_view(account));
   auto row = st->step();
@@ -309,6 +348,34 @@ Result<void> PoolStore::set_device_online(const std::string& peer, bool online) 
   auto st = db_.prepare("UPDATE devices SET online = ? WHERE peer = ?");
   if (!st) return st.error();
   return st->bind(1, std::int64_t{online}).bind(2, std::string_view(peer)).run();
+}
+
+Result<void> PoolStore::save_scheduler_state(const nlohmann::json& state) {
+  auto st = db_.prepare(
+      "INSERT INTO scheduler_state (id, state) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET state = ?1");
+  if (!st) return st.error();
+  return st->bind(1, std::string_view(state.dump())).run();
+}
+
+Result<std::optional<nlohmann::json>> PoolStore::scheduler_state() {
+  auto st = db_.prepare("SELECT state FROM scheduler_state WHERE id = 1");
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<nlohmann::json>{};
+  auto j = nlohmann::json::parse(st->column_text(0), nullptr, false);
+  if (j.is_discarded()) return std::optional<nlohmann::json>{};
+  return std::optional<nlohmann::json>(std::move(j));
+}
+
+Result<double> PoolStore::device_score(const std::string& device) {
+  auto st = db_.prepare("SELECT CAST(score AS BIGINT) FROM devices WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(device));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::not_found, "no device " + device);
+  return static_cast<double>(st->column_int64(0));
 }
 
 Result<std::vector<DeviceInfo>> PoolStore::devices() {
@@ -383,30 +450,57 @@ Result<nlohmann::json> PoolStore::job_input(const std::string& job) {
   return nlohmann::json::parse(st->column_text(0), nullptr, false);
 }
 
-Result<std::int64_t> PoolStore::pending_count() {
+Result<std::int64_t> PoolStore::pending_count(std::int64_t at_most) {
   auto st = db_.prepare(
-      "SELECT COUNT(*) FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.state = 'pending' AND j.state = 'running'");
+      "SELECT COUNT(*) FROM (SELECT 1 FROM jobs j JOIN tasks t ON t.job = j.id AND t.state = 'pending' "
+      "WHERE j.state = 'running' LIMIT ?) AS x");
   if (!st) return st.error();
+  st->bind(1, at_most);
   auto row = st->step();
   if (!row) return row.error();
   return st->column_int64(0);
 }
 
+Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit) {
+  auto st = db_.prepare(
+      "SELECT j.id, j.workload, j.info, (SELECT COUNT(*) FROM (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
+      "AND t.job = j.id LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t "
+      "WHERE t.state = 'pending' AND t.job = j.id) ORDER BY j.created LIMIT ?1");
+  if (!st) return st.error();
+  st->bind(1, limit).bind(2, count_limit);
+  std::vector<PendingJobRow> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back({st->column_text(0), st->column_text(1), st->column_int64(3),
+                   nlohmann::json::parse(st->column_text(2), nullptr, false)});
+  }
+  return out;
+}
+
 Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
-                                                   std::int64_t now_ms) {
+                                                   std::int64_t now_ms, const std::optional<std::string>& only_job) {
   auto tx = db_.begin(/*shared=*/true);
   if (!tx) return tx.error();
   // One statement picks and leases: only a row still 'pending' can be taken.
   // On PostgreSQL concurrent claims skip each other's rows instead of waiting.
-  auto st = db_.prepare(std::string(
+  // The oldest running job with a task this peer may take, then that job's
+  // lowest pending shard: two index walks (jobs by (state, created), tasks by
+  // (state, job, shard)), never a sort of every pending task.
+  const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
+  auto st = db_.prepare(
       "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
-      "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t JOIN jobs j ON j.id = t.job "
-      "WHERE t.state = 'pending' AND j.state = 'running' "
-      "AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2) "
-      "ORDER BY j.created, t.shard LIMIT 1") +
-      (db_.postgres() ? " FOR UPDATE OF t SKIP LOCKED" : "") + ") AND state = 'pending' RETURNING id, job, shard, attempts");
+      "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
+      (only_job ? std::string("(SELECT j.id FROM jobs j WHERE j.id = ?5 AND j.state = 'running')")
+                : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t WHERE "
+                  "t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
+      " AND " + not_rejected +
+      " ORDER BY t.shard LIMIT 1" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
+      ") AND state = 'pending' RETURNING id, job, shard, attempts");
   if (!st) return st.error();
   st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
+  if (only_job) st->bind(5, std::string_view(*only_job));
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return std::optional<LeasedTask>{};
@@ -476,20 +570,27 @@ Result<CompleteOutcome> PoolStore::complete(const std::string& task, std::int64_
     if (auto r = entry(*txn, escrow_account(job), -charge, "payment", task, job); !r) return r.error();
     if (auto r = entry(*txn, peer_account(peer), charge, "payment", task, job); !r) return r.error();
   }
-  if (auto r = maybe_finish(job, now_ms); !r) return r.error();
+  auto finished = maybe_finish(job, now_ms);
+  if (!finished) return finished.error();
+  out.job_finished = *finished;
   if (auto r = tx->commit(); !r) return r.error();
   out.accepted = true;
   out.paid = charge;
   return out;
 }
 
-Result<void> PoolStore::maybe_finish(const std::string& job, std::int64_t now_ms) {
-  auto st = db_.prepare("SELECT COUNT(*) FROM tasks WHERE job = ? AND state <> 'done'");
+Result<bool> PoolStore::maybe_finish(const std::string& job, std::int64_t now_ms) {
+  // Index lookups on (state, job): not a count over the job's tasks.
+  auto st = db_.prepare(
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND job = ?1) OR "
+      "EXISTS (SELECT 1 FROM tasks WHERE state = 'leased' AND job = ?1) OR "
+      "EXISTS (SELECT 1 FROM tasks WHERE state = 'failed' AND job = ?1) THEN 1 ELSE 0 END");
   if (!st) return st.error();
   st->bind(1, std::string_view(job));
   if (auto row = st->step(); !row) return row.error();
-  if (st->column_int64(0) == 0) return finish_job(job, "done", "", now_ms);
-  return {};
+  if (st->column_int64(0) != 0) return false;
+  if (auto r = finish_job(job, "done", "", now_ms); !r) return r.error();
+  return true;
 }
 
 Result<void> PoolStore::finish_job(const std::string& job, const std::string& state, const std::string& reason,
@@ -775,7 +876,26 @@ Result<AuditReport> PoolStore::audit() {
     if (!*row) break;
     finisher[ts->column_text(0)] = ts->column_text(1);
   }
-  return audit_ledger(entries, finisher);
+  AuditReport report = audit_ledger(entries, finisher);
+  // The kept balances must be the ledger's sums.
+  std::map<std::string, Micro> sums;
+  for (const auto& e : entries) sums[e.account] += e.amount;
+  auto bs = db_.prepare("SELECT account, amount FROM balances");
+  if (!bs) return bs.error();
+  std::map<std::string, Micro> kept;
+  while (true) {
+    auto row = bs->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    kept[bs->column_text(0)] = bs->column_int64(1);
+  }
+  for (const auto& [account, sum] : sums)
+    if (kept[account] != sum) {
+      report.ok = false;
+      report.problems.push_back("balance of " + account + " is kept as " + format_credits(kept[account]) +
+                                " but its entries sum to " + format_credits(sum));
+    }
+  return report;
 }
 
 // --- read-only views for the dashboard -----------------------------------------------

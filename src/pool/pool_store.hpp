@@ -91,6 +91,7 @@ struct LedgerTotals {
 
 struct CompleteOutcome {
   bool accepted = false;
+  bool job_finished = false;  // this result was the job's last
   std::string why;   // when not accepted
   Micro paid = 0;
 };
@@ -107,12 +108,20 @@ class PoolStore {
   // Mints the starting credits once per peer (no-op when zero or done before).
   Result<void> ensure_peer(const std::string& peer, std::int64_t now_ms);
   Result<Micro> balance(const std::string& account);
+  // One transaction around several operations (their own transactions
+  // become savepoints): a claim of several tasks, a batch of results.
+  // shared: claims only (PostgreSQL's shared lock).
+  Result<SqlTxn> batch(bool shared) { return db_.begin(shared); }
   Result<std::vector<LedgerEntry>> entries_for(const std::string& account);
 
   Result<std::string> register_device(const std::string& peer, const std::string& kind, const std::string& name,
                                       double score, double price, std::int64_t now_ms);
   Result<void> set_device_online(const std::string& peer, bool online);
   Result<std::vector<DeviceInfo>> devices();
+  Result<double> device_score(const std::string& device);
+  // The learned scheduler's saved state (pool/scheduling/), if any.
+  Result<void> save_scheduler_state(const nlohmann::json& state);
+  Result<std::optional<nlohmann::json>> scheduler_state();
 
   // Escrows `budget` from the owner's balance; refused (with the balance in
   // the message) when it is too small.
@@ -134,9 +143,21 @@ class PoolStore {
   // Counts one result checked by computation (and its cost) on the job.
   Result<void> record_verification(const std::string& job, bool accepted, std::int64_t verify_us,
                                    std::int64_t compute_us);
-  Result<std::int64_t> pending_count();
-  // Leases the next pending task to `device` of `peer`, or nothing.
-  Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms);
+  // Pending tasks of running jobs, counted up to `at_most` (the caller only
+  // needs to know whether there are more than its waiting devices).
+  Result<std::int64_t> pending_count(std::int64_t at_most = 1'000'000);
+  // Leases the next pending task to `device` of `peer` (of `job` only, when
+  // given), or nothing.
+  Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms,
+                                          const std::optional<std::string>& job = std::nullopt);
+  // Running jobs with pending tasks, oldest first (at most `limit`), with
+  // their pending count (counted up to `count_limit`) and their info.
+  struct PendingJobRow {
+    std::string id, workload;
+    std::int64_t pending = 0;
+    nlohmann::json info;
+  };
+  Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit);
   // Renews the deadlines of every lease `peer` holds.
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
   // Accepts a result for (task, attempt) from `peer` when that lease is the
@@ -176,7 +197,7 @@ class PoolStore {
                                const std::string& reason, std::int64_t now_ms);
   Result<void> finish_job(const std::string& job, const std::string& state, const std::string& reason,
                           std::int64_t now_ms);
-  Result<void> maybe_finish(const std::string& job, std::int64_t now_ms);
+  Result<bool> maybe_finish(const std::string& job, std::int64_t now_ms);  // true: it just finished
   Result<int> release_leases(const std::string& peer, const std::vector<std::string>* keep, const std::string& reason,
                              std::int64_t now_ms);
 

@@ -217,6 +217,50 @@ TEST(ResultSigning, SignatureCoversStdoutAndFiles) {
 namespace runsnack::pool {
 namespace {
 
+TEST(Ledger, KeptBalancesMatchTheEntriesAndTheAuditChecksThem) {
+  PoolPolicy policy;
+  policy.starting_credits = 100 * kMicroPerCredit;
+  auto store = PoolStore::open(":memory:", policy).value();
+  std::int64_t now = 1'800'000'000'000;
+  auto dev = store.register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  auto job = store.create_job("carol", "exec", {}, {}, {}, 3, 5 * kMicroPerCredit, now).value();
+  for (int i = 0; i < 3; ++i) {
+    auto t = store.claim(dev, "bob", now).value();
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(store.complete(t->id, t->attempt, "bob", TaskResult{}, now + 1000).value().accepted);
+  }
+  EXPECT_EQ(store.job_status(job).value().state, "done");
+  auto report = store.audit().value();
+  EXPECT_TRUE(report.ok) << (report.problems.empty() ? "" : report.problems[0]);
+  EXPECT_EQ(store.balance(escrow_account(job)).value(), 0);
+  EXPECT_EQ(store.balance(peer_account("carol")).value() + store.balance(peer_account("bob")).value(),
+            100 * kMicroPerCredit);
+}
+
+TEST(Batch, InnerPartsCommitOrUndoOnTheirOwnInsideOneTransaction) {
+  PoolPolicy policy;
+  policy.starting_credits = 10 * kMicroPerCredit;
+  auto store = PoolStore::open(":memory:", policy).value();
+  std::int64_t now = 1'800'000'000'000;
+  auto dev = store.register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  {
+    auto batch = store.batch(false).value();
+    EXPECT_FALSE(store.create_job("carol", "exec", {}, {}, {}, 2, 50 * kMicroPerCredit, now));  // refused: undone alone
+    EXPECT_TRUE(store.create_job("carol", "exec", {}, {}, {}, 2, 5 * kMicroPerCredit, now));
+    ASSERT_TRUE(batch.commit());
+  }
+  EXPECT_EQ(store.jobs(std::nullopt).value().size(), 1u);
+  {
+    auto batch = store.batch(true).value();
+    EXPECT_TRUE(store.claim(dev, "bob", now).value());
+    EXPECT_TRUE(store.claim(dev, "bob", now).value());
+    EXPECT_FALSE(store.claim(dev, "bob", now).value());
+    // not committed: both leases are undone
+  }
+  EXPECT_EQ(store.jobs(std::nullopt).value()[0].pending, 2);
+  EXPECT_TRUE(store.audit().value().ok);
+}
+
 TEST(Reputation, WrongResultsGoElsewhereAndExcludeTheDevice) {
   PoolPolicy policy;
   policy.lease_ms = 1000;

@@ -190,13 +190,25 @@ std::optional<std::string> SqlStmt::column_optional_text(int column) const {
 
 // --- transactions ----------------------------------------------------------------
 
-SqlTxn::SqlTxn(SqlTxn&& o) noexcept : lite_(std::move(o.lite_)), conn_(std::exchange(o.conn_, nullptr)) {}
+SqlTxn::SqlTxn(SqlTxn&& o) noexcept
+    : lite_(std::move(o.lite_)), conn_(std::exchange(o.conn_, nullptr)), db_(std::exchange(o.db_, nullptr)),
+      savepoint_(std::exchange(o.savepoint_, 0)) {}
 
 SqlTxn::~SqlTxn() {
-  if (conn_) PQclear(PQexec(conn_, "ROLLBACK"));
+  if (savepoint_) {  // a nested scope that did not commit: undo just its part
+    std::string name = "s" + std::to_string(savepoint_);
+    (void)db_->exec_sql("ROLLBACK TO " + name + "; RELEASE " + name);
+  } else if (conn_) {
+    PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+  if (db_) --db_->depth_;
 }
 
 Result<void> SqlTxn::commit() {
+  if (savepoint_) {
+    int n = std::exchange(savepoint_, 0);
+    return db_->exec_sql("RELEASE s" + std::to_string(n));
+  }
   if (lite_) return lite_->commit();
   pg_conn* conn = std::exchange(conn_, nullptr);
   if (!conn) return fail(errc::internal, "transaction already ended");
@@ -244,6 +256,15 @@ Result<SqlDb> SqlDb::open_postgres(const std::string& url, std::span<const Migra
   out.pg_ = PQconnectdb(url.c_str());
   if (!out.pg_ || PQstatus(out.pg_) != CONNECTION_OK) return pg_error(out.pg_, "cannot connect to PostgreSQL");
   if (auto r = out.pg_exec("SET client_min_messages = warning"); !r) return r.error();
+  // Commits do not wait for the WAL flush: each would otherwise cost a disk
+  // sync (milliseconds) on the coordinator's one thread. A PostgreSQL crash
+  // can then lose the last fraction of a second of commits, each whole
+  // (a lease or an accepted result with its payment): those tasks run
+  // again; nothing is paid twice or half. A coordinator crash loses nothing.
+  // A URL's options=-csynchronous_commit=on takes precedence for those who
+  // prefer waiting.
+  if (url.find("synchronous_commit") == std::string::npos)
+    if (auto r = out.pg_exec("SET synchronous_commit = off"); !r) return r.error();
   // Migrations: one transaction under the exclusive lock, so two coordinators
   // starting together apply each exactly once.
   auto tx = out.begin();
@@ -282,8 +303,23 @@ Result<SqlStmt> SqlDb::prepare(std::string_view sql) {
   return st;
 }
 
+Result<void> SqlDb::exec_sql(const std::string& sql) {
+  if (lite_) return lite_->exec(sql);
+  return pg_exec(sql);
+}
+
 Result<SqlTxn> SqlDb::begin(bool shared) {
   SqlTxn tx;
+  if (depth_ > 0) {
+    // Inside a batch: a savepoint, so this part commits or undoes on its own
+    // while the batch commits once. The batch took the lock it needs.
+    if (auto r = exec_sql("SAVEPOINT s" + std::to_string(depth_ + 1)); !r) return r.error();
+    tx.savepoint_ = ++depth_;
+    tx.db_ = this;
+    return tx;
+  }
+  ++depth_;
+  tx.db_ = this;
   if (lite_) {
     auto t = Transaction::begin(*lite_);
     if (!t) return t.error();

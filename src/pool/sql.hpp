@@ -29,6 +29,8 @@ struct pg_result;
 
 namespace runsnack::pool {
 
+class SqlDb;
+
 class SqlStmt {
  public:
   SqlStmt(SqlStmt&&) noexcept;
@@ -75,6 +77,7 @@ class SqlStmt {
   bool executed_ = false;
 };
 
+// A transaction guard; begun inside another (a batch), a savepoint.
 class SqlTxn {
  public:
   SqlTxn(SqlTxn&& other) noexcept;
@@ -87,6 +90,8 @@ class SqlTxn {
   SqlTxn() = default;
   std::optional<Transaction> lite_;
   pg_conn* conn_ = nullptr;  // null once committed or rolled back
+  SqlDb* db_ = nullptr;      // for the nesting depth and savepoints
+  int savepoint_ = 0;        // nested: savepoint number; 0 for the outermost
 };
 
 class SqlDb {
@@ -102,13 +107,17 @@ class SqlDb {
   bool postgres() const { return pg_ != nullptr; }
   Result<SqlStmt> prepare(std::string_view sql);
   // shared: a claim (PostgreSQL: shared advisory lock; SQLite: no difference).
+  // Inside an open transaction: a savepoint (the outer one's lock applies).
   Result<SqlTxn> begin(bool shared = false);
+  Result<void> exec_sql(const std::string& sql);
 
  private:
   SqlDb() = default;
   Result<void> pg_exec(const std::string& sql);
+  friend class SqlTxn;
   std::optional<Database> lite_;
   pg_conn* pg_ = nullptr;
+  int depth_ = 0;  // open transactions (outermost plus savepoints)
 };
 
 // SQLite's `?` and `?N` parameters as PostgreSQL's `$N` (quoted text kept).

@@ -58,7 +58,7 @@ struct Worker {
   WorkerOptions opt;
   const Identity* identity = nullptr;
   double score = 0;
-  std::deque<json> unsent;        // finished results not yet acknowledged
+  std::vector<json> unsent;       // finished results not yet acknowledged
   std::set<std::string> inputs;   // jobs whose inputs are on disk
   std::int64_t accepted = 0;
 };
@@ -107,7 +107,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
   auto pub = w.identity->public_key_raw();
   json reg = {{"op", "register"},
               {"public_key", hex_encode({reinterpret_cast<const char*>(pub.data()), pub.size()})},
-              {"device", {{"kind", "cpu"}, {"name", "cpu"}, {"score", w.score}, {"price", w.opt.price}}},
+              {"device", {{"kind", w.opt.device_kind}, {"name", w.opt.device_name}, {"score", w.score}, {"price", w.opt.price}}},
               {"holding", json::array()}};
   for (const auto& u : w.unsent) reg["holding"].push_back(u["task"]);  // the leases we still answer for
   auto r = co_await call(stream, reg);
@@ -116,32 +116,49 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     co_return std::optional<int>{};
   }
   std::cout << json{{"event", "registered"}, {"device", (*r)["device"]}, {"score", w.score}}.dump() << std::endl;
+  // Leased tasks not yet run: short tasks are claimed several at a time
+  // (and their results returned together), so the pool's own cost per task
+  // stays small; long ones one at a time, so no device hoards work.
+  std::deque<json> queue;
+  std::int64_t prefetch = 1;
   while (true) {
-    while (!w.unsent.empty()) {
-      const json pending = w.unsent.front();
-      auto ack = co_await call(stream, pending);
+    if (!w.unsent.empty() && (queue.empty() || w.unsent.size() >= 64)) {
+      const json batch = w.unsent.size() == 1 ? w.unsent.front() : json{{"op", "results"}, {"results", w.unsent}};
+      auto ack = co_await call(stream, batch);
       if (!ack) co_return std::optional<int>{};
-      bool ok = ack->value("accepted", false);
-      std::cout << json{{"event", ok ? "result_accepted" : "result_refused"}, {"task", w.unsent.front()["task"]},
-                        {"why", ack->value("why", "")}, {"paid", ack->value("paid", "0")}}
-                       .dump()
-                << std::endl;
-      if (ok) ++w.accepted;
-      w.unsent.pop_front();
+      const json answers = w.unsent.size() == 1 ? json::array({*ack}) : ack->value("answers", json::array());
+      for (std::size_t i = 0; i < w.unsent.size(); ++i) {
+        const json& a = i < answers.size() ? answers[i] : json::object();
+        bool ok = a.value("accepted", false);
+        std::cout << json{{"event", ok ? "result_accepted" : "result_refused"}, {"task", w.unsent[i]["task"]},
+                          {"why", a.value("why", a.value("error", ""))}, {"paid", a.value("paid", "0")}}
+                         .dump()
+                  << std::endl;
+        if (ok) ++w.accepted;
+      }
+      w.unsent.clear();
     }
     if (w.opt.max_tasks > 0 && w.accepted >= w.opt.max_tasks) co_return 0;
-    const json claim_request = {{"op", "claim"}};
-    auto claim = co_await call(stream, claim_request);
-    if (!claim && claim.error().what().find("excluded") != std::string::npos) {
-      std::cerr << "runsnack: " << claim.error().what() << std::endl;
-      co_return 1;
+    if (queue.empty()) {
+      std::int64_t want = prefetch;
+      if (w.opt.max_tasks > 0) want = std::max<std::int64_t>(1, std::min(want, w.opt.max_tasks - w.accepted));
+      const json claim_request = {{"op", "claim"}, {"max", want}};
+      auto claim = co_await call(stream, claim_request);
+      if (!claim && claim.error().what().find("excluded") != std::string::npos) {
+        std::cerr << "runsnack: " << claim.error().what() << std::endl;
+        co_return 1;
+      }
+      if (!claim) co_return std::optional<int>{};
+      for (const auto& t : claim->value("tasks", json::array()))
+        if (t.is_object()) queue.push_back(t);
+      if (queue.empty()) {
+        co_await sleep_for(std::chrono::milliseconds(claim->value("retry_ms", 200)));
+        continue;
+      }
     }
-    if (!claim) co_return std::optional<int>{};
-    const json& task = (*claim)["task"];
-    if (task.is_null()) {
-      co_await sleep_for(std::chrono::milliseconds(claim->value("retry_ms", 200)));
-      continue;
-    }
+    const json task = queue.front();
+    queue.pop_front();
+    const auto task_start = std::chrono::steady_clock::now();
     std::string job = task.value("job", "");
     if (job.empty() || job.find('/') != std::string::npos || job.find("..") != std::string::npos)
       co_return std::optional<int>{};
@@ -169,6 +186,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     work.input_dir = input_dir;
     work.task_dir = w.opt.work_dir / ("task-" + task["id"].get<std::string>() + "-" + std::to_string(task["attempt"].get<std::int64_t>()));
     work.hidden = w.opt.hidden;
+    work.limits = w.opt.limits;
     std::cout << json{{"event", "task_started"}, {"task", task["id"]}}.dump() << std::endl;
     bool stream_ok = true;
     work.tick = [&stream, &stream_ok]() -> asio::awaitable<void> {
@@ -191,6 +209,8 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
       w.unsent.push_back(sign_result(w, task, *out));
     }
     if (!stream_ok) co_return std::optional<int>{};
+    const auto took = std::chrono::steady_clock::now() - task_start;
+    prefetch = took < std::chrono::milliseconds(20) ? std::min<std::int64_t>(prefetch * 2, 64) : 1;
   }
 }
 
@@ -200,7 +220,7 @@ asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, Wo
   Worker w;
   w.opt = std::move(options);
   w.identity = identity;
-  w.score = calibrate_cpu();
+  w.score = w.opt.score > 0 ? w.opt.score : calibrate_cpu();
   std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
   while (true) {
     auto session = co_await consumer->connect(w.opt.link);

@@ -13,6 +13,7 @@
 #include "consumer/consumer.hpp"
 #include "crypto/identity.hpp"
 #include "link/link.hpp"
+#include "pool/workload.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -29,6 +30,9 @@ struct WorkerOptions {
   std::filesystem::path work_dir;
   std::vector<std::filesystem::path> hidden;  // kept out of the sandbox
   std::string fault;            // test-only, see above
+  TaskLimits limits;            // per task; limits.gpus are the devices offered
+  std::string device_kind = "cpu", device_name = "cpu";
+  double score = 0;             // 0: calibrate at start
 };
 
 // ops/s of a fixed integer loop, about 0.2 s.

@@ -7,11 +7,13 @@ namespace runsnack::pool {
 const Workload* find_workload(std::string_view name) {
   static const auto exec = make_exec_workload();
   static const auto matmul = make_matmul_workload();
-  if (name == exec->name()) return exec.get();
-  if (name == matmul->name()) return matmul.get();
+  static const auto noop = make_noop_workload();
+  static const auto render = make_render_workload();
+  for (const Workload* w : {exec.get(), matmul.get(), render.get(), noop.get()})
+    if (name == w->name()) return w;
   return nullptr;
 }
 
-std::string workload_names() { return "exec, matmul"; }
+std::string workload_names() { return "exec, matmul, render, noop"; }
 
 }  // namespace runsnack::pool

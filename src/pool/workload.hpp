@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,14 @@ struct JobPlan {
   nlohmann::json info = nlohmann::json::object();  // shown with the job (e.g. the image size)
 };
 
+// What a worker allows one task (pool join --memory/--max-procs/--task-timeout, --gpu).
+struct TaskLimits {
+  std::optional<std::uint64_t> memory_bytes;
+  std::uint64_t max_procs = 512;
+  std::chrono::milliseconds timeout{3600 * 1000};
+  std::vector<int> gpus;  // the worker's GPUs (device nodes and CUDA_VISIBLE_DEVICES)
+};
+
 // One task as the worker runs it.
 struct TaskWork {
   nlohmann::json spec;                    // the job's spec, as submitted
@@ -38,6 +47,7 @@ struct TaskWork {
   std::filesystem::path task_dir;         // a fresh folder for this task, removed afterwards
   std::vector<std::filesystem::path> hidden;  // kept out of any sandbox
   std::function<boost::asio::awaitable<void>()> tick;  // call about every second (heartbeats)
+  TaskLimits limits;
 };
 
 struct TaskOutput {
@@ -69,6 +79,8 @@ struct SubmitOptions {
   std::int64_t n = 0, block = 0;               // matmul
   std::uint64_t seed = 1;                      // matmul, render
   std::string a_file, b_file;                  // matmul
+  std::string scene_file;                      // render
+  int width = 1920, height = 1080, tile = 128, overlap = 8, spp = 16, max_depth = 8;  // render
   int rounds = 10;                             // matmul: Freivalds rounds
   double tolerance = 0;                        // matmul: 0 = the workload's default
 };
@@ -88,6 +100,15 @@ class Workload {
     (void)spec, (void)input;
     return std::unique_ptr<ResultChecker>{};
   }
+  // Coordinator: an event to publish when a task's result is accepted (the
+  // render preview's tile), or nothing.
+  virtual std::optional<nlohmann::json> on_accepted(const nlohmann::json& spec, std::int64_t index,
+                                                    const TaskResult& result) const {
+    (void)spec, (void)index, (void)result;
+    return std::nullopt;
+  }
+  // Whether the submitter fetches task results at the end (noop: nothing to fetch).
+  virtual bool has_results() const { return true; }
   // How results are checked, for the job's "verification" summary.
   virtual nlohmann::json verification_method(const nlohmann::json& spec) const {
     (void)spec;

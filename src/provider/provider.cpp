@@ -62,9 +62,11 @@ Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database&
       grants_(db),
       audit_(db),
       acceptor_(ex),
-      watch_timer_(ex) {}
+      watch_timer_(ex),
+      audit_timer_(ex) {}
 
-Provider::~Provider() = default;
+// Records queued after stop() (connections ending as their sessions close).
+Provider::~Provider() { flush_audit(); }
 
 Result<void> Provider::listen() {
   auto acceptor = listen_tcp(ex_, options_.listen_address, options_.ports);
@@ -93,6 +95,33 @@ void Provider::audit(AuditEvent ev) {
   if (auto r = audit_.append(ev); !r) spdlog::error("audit log: {}", r.error().what());
 }
 
+void Provider::audit_batched(AuditEvent ev) {
+  audit_queue_.push_back(std::move(ev));
+  if (audit_queue_.size() >= kAuditBatchMax || stopping_) {
+    flush_audit();
+    return;
+  }
+  if (audit_timer_armed_) return;
+  audit_timer_armed_ = true;
+  audit_timer_.expires_after(kAuditBatchDelay);
+  // An expiry already queued is not cancelled: `alive` tells whether `this` still is.
+  audit_timer_.async_wait([this, alive = std::weak_ptr<char>(audit_alive_)](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;  // stop() or the destructor wrote the queue
+    audit_timer_armed_ = false;
+    flush_audit();
+  });
+}
+
+void Provider::flush_audit() {
+  if (audit_queue_.empty()) return;
+  if (auto r = audit_.append(std::span<const AuditEvent>(audit_queue_)); !r) {
+    // The database is busy or broken: one at a time keeps what can be kept.
+    spdlog::warn("audit log: batch of {}: {}; writing one by one", audit_queue_.size(), r.error().what());
+    for (const auto& ev : audit_queue_) audit(ev);
+  }
+  audit_queue_.clear();
+}
+
 void Provider::refused(const std::string& address, const std::string& peer, const std::string& reason) {
   if (on_event_) on_event_({{"event", "refused"}, {"address", address}, {"peer", peer}, {"reason", reason}});
 }
@@ -106,6 +135,9 @@ void Provider::stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   watch_timer_.cancel();
+  audit_timer_.cancel();
+  audit_timer_armed_ = false;
+  flush_audit();
   for (auto& [id, live] : sessions_) live->mux->close();
 }
 
@@ -281,10 +313,12 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     co_return;
   }
   ServiceContext context{live->id, live->consumer, live->grant, {}};
-  context.audit = [this, live](const std::string& kind, const std::string& decision, const std::string& reason,
-                               const nlohmann::json& detail) {
-    audit({std::chrono::system_clock::now(), kind, live->grant.id, live->consumer.str(), live->address, decision,
-           reason, detail});
+  context.audit = [this, live, batch = entry->batch_audit](const std::string& kind, const std::string& decision,
+                                                          const std::string& reason, const nlohmann::json& detail) {
+    AuditEvent ev{std::chrono::system_clock::now(), kind, live->grant.id, live->consumer.str(), live->address,
+                  decision, reason, detail};
+    if (batch) audit_batched(std::move(ev));
+    else audit(std::move(ev));
   };
   co_await entry->handler(stream, header->args, context);
 }

@@ -8,6 +8,11 @@
 // session is watched every `watch_interval`: a `runsnack revoke` from another
 // process, or the expiry time passing, ends it within about that long.
 //
+// Audit records of services that ask for it (ServiceEntry::batch_audit) are
+// queued and written together, one transaction per kAuditBatchDelay or
+// kAuditBatchMax records; stop() and the destructor write what is queued, so
+// a clean shutdown loses none (a crash may lose the last kAuditBatchDelay).
+//
 // Threading: one executor (single-threaded io_context); not thread-safe.
 
 #include "crypto/identity.hpp"
@@ -29,8 +34,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace runsnack {
+
+inline constexpr std::chrono::milliseconds kAuditBatchDelay{100};
+inline constexpr std::size_t kAuditBatchMax = 256;
 
 struct ProviderOptions {
   std::string listen_address = "0.0.0.0";
@@ -83,6 +92,8 @@ class Provider {
   void end_session(LiveSession& live, const std::string& reason);
   void refused(const std::string& address, const std::string& peer, const std::string& reason);
   void audit(AuditEvent ev);
+  void audit_batched(AuditEvent ev);
+  void flush_audit();
 
   boost::asio::any_io_executor ex_;
   ProviderOptions options_;
@@ -93,6 +104,10 @@ class Provider {
   AuditLog audit_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer watch_timer_;
+  std::vector<AuditEvent> audit_queue_;  // audit_batched() records not yet written
+  boost::asio::steady_timer audit_timer_;
+  bool audit_timer_armed_ = false;
+  std::shared_ptr<char> audit_alive_ = std::make_shared<char>();  // expires with the Provider
   std::map<std::string, std::shared_ptr<LiveSession>> sessions_;
   std::size_t pending_ = 0;
   std::uint64_t closed_bytes_in_ = 0;

@@ -23,7 +23,7 @@ ServiceRouter default_services() {
                                  const nlohmann::json& args, const ServiceContext& ctx) {
                                 return serve_forward(forward, std::move(stream), args, {ctx.session_id, ctx.grant, ctx.audit});
                               },
-                              kServiceForward, false});
+                              kServiceForward, false, true});
   // run (sync, exec, pull) and cp: services/exec/exec_service.hpp; they audit each command themselves.
   router.add(exec::kServiceRun, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                     const ServiceContext& ctx) {

@@ -40,6 +40,11 @@ struct ServiceEntry {
   // The grant service that must be allowed for this stream ("probe" rides on "info").
   std::string requires_grant_service;
   bool audited = true;  // write each use to the audit log
+  // ServiceContext::audit's records are written in batches, a fraction of a
+  // second late (Provider::audit_batched): for services that log every
+  // connection, at rates where a transaction per record would cost more
+  // than the connection.
+  bool batch_audit = false;
 };
 
 class ServiceRouter {

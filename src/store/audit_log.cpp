@@ -18,6 +18,23 @@ std::string detail_text(const json& detail) {
   return text;
 }
 
+constexpr std::string_view kInsertSql =
+    "INSERT INTO audit (time, kind, grant_id, peer, address, decision, reason, detail)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+Result<void> insert(Statement& stmt, const AuditEvent& e) {
+  stmt.reset();
+  stmt.bind(1, to_unix(e.time))
+      .bind(2, std::string_view(bounded_text(e.kind, kAuditFieldMaxBytes)))
+      .bind(3, std::string_view(bounded_text(e.grant_id, kAuditFieldMaxBytes)))
+      .bind(4, std::string_view(bounded_text(e.peer, kAuditFieldMaxBytes)))
+      .bind(5, std::string_view(bounded_text(e.address, kAuditFieldMaxBytes)))
+      .bind(6, std::string_view(bounded_text(e.decision, kAuditFieldMaxBytes)))
+      .bind(7, std::string_view(bounded_text(e.reason, kAuditReasonMaxBytes)))
+      .bind(8, std::string_view(detail_text(e.detail)));
+  return stmt.run();
+}
+
 }  // namespace
 
 json to_json(const AuditEvent& e) {
@@ -33,19 +50,20 @@ void to_json(json& j, const AuditEvent& e) {
 }
 
 Result<void> AuditLog::append(const AuditEvent& e) {
-  auto stmt = db_.prepare(
-      "INSERT INTO audit (time, kind, grant_id, peer, address, decision, reason, detail)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  auto stmt = db_.prepare(kInsertSql);
   if (!stmt) return stmt.error();
-  stmt->bind(1, to_unix(e.time))
-      .bind(2, std::string_view(bounded_text(e.kind, kAuditFieldMaxBytes)))
-      .bind(3, std::string_view(bounded_text(e.grant_id, kAuditFieldMaxBytes)))
-      .bind(4, std::string_view(bounded_text(e.peer, kAuditFieldMaxBytes)))
-      .bind(5, std::string_view(bounded_text(e.address, kAuditFieldMaxBytes)))
-      .bind(6, std::string_view(bounded_text(e.decision, kAuditFieldMaxBytes)))
-      .bind(7, std::string_view(bounded_text(e.reason, kAuditReasonMaxBytes)))
-      .bind(8, std::string_view(detail_text(e.detail)));
-  return stmt->run();
+  return insert(*stmt, e);
+}
+
+Result<void> AuditLog::append(std::span<const AuditEvent> events) {
+  if (events.empty()) return {};
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto stmt = db_.prepare(kInsertSql);
+  if (!stmt) return stmt.error();
+  for (const auto& e : events)
+    if (auto r = insert(*stmt, e); !r) return r;
+  return tx->commit();
 }
 
 Result<std::vector<AuditEvent>> AuditLog::query(std::optional<TimePoint> since, std::size_t limit) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ class AuditLog {
   explicit AuditLog(Database& db) : db_(db) {}
 
   Result<void> append(const AuditEvent& event);
+  // All of `events`, in order, in one transaction (one commit, one prepared
+  // statement): all are written or none.
+  Result<void> append(std::span<const AuditEvent> events);
 
   // The latest `limit` events at or after `since` (all times when none), in
   // the order they were appended (oldest first).

@@ -73,6 +73,22 @@ TEST_F(AuditLogTest, SinceAndLimitKeepTheLatestInOrder) {
   EXPECT_EQ(log->query(std::nullopt, std::size_t(-1))->size(), 10u);
 }
 
+TEST_F(AuditLogTest, BatchAppendWritesAllInOrder) {
+  ASSERT_TRUE(log->append(event(kT0, "first")));
+  std::vector<AuditEvent> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(event(kT0 + std::chrono::seconds(i), "b" + std::to_string(i), "accept"));
+  batch[2].detail = {{"bytes", 42}};
+  ASSERT_TRUE(log->append(std::span<const AuditEvent>(batch)));
+  ASSERT_TRUE(log->append(std::span<const AuditEvent>()));  // nothing to write is fine
+  auto got = log->query(std::nullopt, 100);
+  ASSERT_TRUE(got);
+  std::vector<std::string> kinds;
+  for (const auto& e : *got) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"first", "b0", "b1", "b2", "b3", "b4"}));
+  EXPECT_EQ((*got)[3].detail, (nlohmann::json{{"bytes", 42}}));
+  EXPECT_EQ((*got)[3].decision, "accept");
+}
+
 TEST_F(AuditLogTest, PeerTextIsBounded) {
   AuditEvent e = event(kT0, "connect");
   e.peer = std::string(10'000, 'p');

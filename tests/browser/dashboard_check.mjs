@@ -1,21 +1,22 @@
 // Drives the pool dashboard in headless Debian chromium (tests/e2e/test_dashboard.py runs it).
 //
-//   node dashboard_check.mjs URL SCREENSHOT DEVICES
+//   node dashboard_check.mjs URL SCREENSHOT DEVICES RENDER_JSON
 //
 // Page 1 (as a user opens it): waits until DEVICES device rows are shown and
 // prints {"stage":"ready"}; the caller then submits a job. It samples the
 // job's done count in the page until the job is done (the page only listens
 // to its WebSocket), saves SCREENSHOT mid-job, and records every request and
-// WebSocket frame. Page 2: the render preview, with tile_done events (PNG
-// tiles made in the browser) injected into the page's WebSocket alongside
-// the server's messages, then reads the canvas pixels back.
+// WebSocket frame. Page 2: the live preview of a real render job (submitted
+// by the caller after {"stage":"preview-ready"}): tiles must appear as they
+// finish and the canvas must show the pixels of the final stitched image.
 // Prints one JSON object per line; the last is {"stage":"result",...}.
 import { chromium } from "playwright-core";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
-const [url, screenshot, devicesWanted] = process.argv.slice(2);
+const [url, screenshot, devicesWanted, renderJson] = process.argv.slice(2);
+const render = JSON.parse(renderJson);  // {"width","height","tile","image"}: the render job the caller submits
 const wanted = Number(devicesWanted || 1);
 const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -80,57 +81,51 @@ try {
   result.audit = await page.textContent("#audit");
   result.events_shown = await page.$$eval("#events li .name", (els) => els.map((e) => e.textContent));
 
-  // Page 2: the render preview, fed tiles through its WebSocket.
+  // Page 2: the render preview of a real render job, which the caller
+  // submits once this page is live; its canvas is compared with the
+  // stitched image the job writes to IMAGE.
   const preview = await context.newPage();
   preview.on("console", (m) => { if (m.type() === "error") result.console_errors.push(m.text()); });
   preview.on("pageerror", (e) => result.page_errors.push(String(e)));
-  let toPage = null;
-  await preview.routeWebSocket(/\/ws$/, (ws) => {
-    ws.connectToServer();  // the server's messages still reach the page
-    toPage = ws;
-  });
   await preview.goto(url);
   await preview.waitForFunction(() => document.querySelector("#conn").dataset.state === "live", null,
                                 { timeout: 20000 });
-  const colors = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0], [0, 255, 255], [255, 0, 255],
-                  [255, 128, 0], [128, 0, 255]];
-  const tile = 64;
-  const pngs = await preview.evaluate(async ({ colors, tile }) => {
-    const out = [];
-    for (const [r, g, b] of colors) {
-      const canvas = new OffscreenCanvas(tile, tile);
-      const ctx = canvas.getContext("2d");
-      ctx.fillStyle = `rgb(${r},${g},${b})`;
-      ctx.fillRect(0, 0, tile, tile);
-      const bytes = new Uint8Array(await (await canvas.convertToBlob({ type: "image/png" })).arrayBuffer());
-      let binary = "";
-      for (const x of bytes) binary += String.fromCharCode(x);
-      out.push(btoa(binary));
-    }
-    return out;
-  }, { colors, tile });
-  const job = "preview-check";
-  toPage.send(JSON.stringify({ event: "job_submitted", job, image: { width: 4 * tile, height: 2 * tile } }));
-  pngs.forEach((png, i) => {
-    const x = (i % 4) * tile, y = Math.floor(i / 4) * tile;
-    toPage.send(JSON.stringify({ event: "tile_done", job, x, y, w: tile, h: tile, png }));
-  });
-  await preview.waitForFunction((n) => {
-    const c = document.querySelector('canvas[data-job="preview-check"]');
-    return c && Number(c.dataset.tiles) >= n;
-  }, pngs.length, { timeout: 10000 });
-  result.preview = await preview.evaluate(({ tile }) => {
-    const canvas = document.querySelector('canvas[data-job="preview-check"]');
+  say({ stage: "preview-ready" });
+  const tilesWanted = Math.ceil(render.width / render.tile) * Math.ceil(render.height / render.tile);
+  // Tiles appear one by one while the job runs (sampled), then all of them.
+  const counts = [];
+  const until = Date.now() + 90000;
+  while (Date.now() < until) {
+    const n = await preview.evaluate(() => {
+      const c = document.querySelector("canvas[data-job]");
+      return c ? Number(c.dataset.tiles) : 0;
+    });
+    if (!counts.length || counts.at(-1) !== n) counts.push(n);
+    if (n >= tilesWanted) break;
+    await sleep(50);
+  }
+  while (!fs.existsSync(render.image) && Date.now() < until) await sleep(100);
+  const imageB64 = fs.readFileSync(render.image).toString("base64");
+  result.preview = await preview.evaluate(async ({ render, imageB64 }) => {
+    const canvas = document.querySelector("canvas[data-job]");
+    const bytes = Uint8Array.from(atob(imageB64), (c) => c.charCodeAt(0));
+    const bitmap = await createImageBitmap(new Blob([bytes], { type: "image/png" }));
+    const final = new OffscreenCanvas(bitmap.width, bitmap.height).getContext("2d");
+    final.drawImage(bitmap, 0, 0);
     const ctx = canvas.getContext("2d");
-    const pixels = [];
-    for (let i = 0; i < 8; i++) {
-      const x = (i % 4) * tile + tile / 2, y = Math.floor(i / 4) * tile + tile / 2;
-      pixels.push(Array.from(ctx.getImageData(x, y, 1, 1).data.slice(0, 3)));
-    }
-    return { width: canvas.width, height: canvas.height, tiles: Number(canvas.dataset.tiles), pixels,
+    const shown = [], expected = [];
+    for (let y = 0; y < render.height; y += render.tile)
+      for (let x = 0; x < render.width; x += render.tile) {
+        // A tile's core centre lies in no other tile's overlap border.
+        const cx = Math.min(x + (render.tile >> 1), render.width - 1), cy = Math.min(y + (render.tile >> 1), render.height - 1);
+        shown.push(Array.from(ctx.getImageData(cx, cy, 1, 1).data.slice(0, 3)));
+        expected.push(Array.from(final.getImageData(cx, cy, 1, 1).data.slice(0, 3)));
+      }
+    return { width: canvas.width, height: canvas.height, tiles: Number(canvas.dataset.tiles), shown, expected,
              section_visible: !document.querySelector("#preview-section").hidden };
-  }, { tile });
-  result.preview.expected = colors;
+  }, { render, imageB64 });
+  result.preview.counts = counts;
+  await preview.screenshot({ path: screenshot.replace(/\.png$/, "-preview.png"), fullPage: true });
 } catch (e) {
   result.error = String(e && e.stack || e);
 } finally {

@@ -36,6 +36,9 @@ def ensure_playwright():
     return None if cp.returncode == 0 else "npm ci in tests/browser failed: " + cp.stderr[-500:]
 
 
+SCENE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "scenes", "spheres.json")
+
+
 class NodeScript:
     """The browser driver: stdout JSON lines read by a thread."""
 
@@ -103,7 +106,9 @@ class DashboardBrowserTest(E2ETestCase):
             self.assertEqual(len(json.loads(r.read())["devices"]), 2)
 
         screenshot = os.path.join(self.tmp, "dashboard.png")
-        browser = NodeScript([url, screenshot, "2"])
+        image = os.path.join(self.tmp, "render.png")
+        render = {"width": 160, "height": 96, "tile": 32, "image": image}
+        browser = NodeScript([url, screenshot, "2", json.dumps(render)])
         try:
             ready_line = browser.wait_stage("ready", 40)
             self.assertIsNotNone(ready_line, "the page did not show the devices")
@@ -114,7 +119,14 @@ class DashboardBrowserTest(E2ETestCase):
                              "sleep %s; echo {shard}" % SHARD_SECONDS, name="submit")
             done = sub.wait_for(lambda e: e.get("event") == "done", 60, "the job to finish")
             self.assertEqual(done["state"], "done", done)
-            result = browser.wait_stage("result", 40)
+            self.assertIsNotNone(browser.wait_stage("preview-ready", 60), "the preview page did not open")
+            rsub = self.start(user, "pool", "submit", ready["submit"], "render", "--scene", SCENE, "--width",
+                              str(render["width"]), "--height", str(render["height"]), "--tile", str(render["tile"]),
+                              "--overlap", "4", "--spp", "24", "--budget", "10", "--wait", "--json", "--out", image,
+                              name="render")
+            rdone = rsub.wait_for(lambda e: e.get("event") == "done", 120, "the render job to finish")
+            self.assertEqual(rdone["state"], "done", rdone)
+            result = browser.wait_stage("result", 60)
         finally:
             stderr = browser.finish(30)
         self.assertIsNotNone(result, "no result from the browser script: " + stderr[-2000:])
@@ -150,12 +162,15 @@ class DashboardBrowserTest(E2ETestCase):
         self.assertGreater(result["ledger_rows"], 0)
         self.assertEqual(result["audit"], "audit OK")
 
-        # The render preview draws each tile where its event says
+        # The render preview gained tiles as they finished and shows the final image's pixels
         preview = result["preview"]
         self.assertTrue(preview["section_visible"])
-        self.assertEqual((preview["width"], preview["height"]), (256, 128))
-        self.assertEqual(preview["tiles"], 8)
-        self.assertEqual(preview["pixels"], preview["expected"])
+        self.assertEqual((preview["width"], preview["height"]), (160, 96))
+        self.assertEqual(preview["tiles"], 15)
+        self.assertGreaterEqual(len([c for c in preview["counts"] if 0 < c < 15]), 1,
+                                "tiles should appear one by one: %r" % preview["counts"])
+        self.assertEqual(preview["shown"], preview["expected"])
+        self.assertGreater(len(set(map(tuple, preview["shown"]))), 3, "a real image, not a flat colour")
 
         with open(screenshot, "rb") as f:
             png = f.read()
@@ -163,6 +178,7 @@ class DashboardBrowserTest(E2ETestCase):
         keep = os.environ.get("RUNSNACK_DASHBOARD_SCREENSHOT")
         if keep:
             shutil.copyfile(screenshot, keep)
+            shutil.copyfile(screenshot.replace(".png", "-preview.png"), keep.replace(".png", "-render.png"))
 
 
 class DashboardSnapshotPostgresTest(E2ETestCase):

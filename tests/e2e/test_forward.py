@@ -4,6 +4,7 @@
 import base64
 import hashlib
 import os
+import signal
 import socket
 import socketserver
 import struct
@@ -336,12 +337,70 @@ class Forward(ForwardTestCase):
         measured = got / elapsed
         self.assertLess(abs(measured - rate) / rate, 0.10, "measured %.0f B/s against a limit of %d" % (measured, rate))
 
+    def test_audit_records_survive_a_clean_shutdown(self):
+        # Forward records are written in batches, a fraction of a second late: stopping the provider
+        # right after the last connection must still write every record.
+        _, port = start_server(self, EchoHandler)
+        phome, provider, fwd, ports = self.share_and_forward([str(port)], ["0:%d" % port])
+        n = 20
+        for i in range(n):
+            s = connect(ports[0])
+            s.sendall(b"x%02d" % i)
+            s.shutdown(socket.SHUT_WR)
+            self.assertEqual(recv_all(s), b"x%02d" % i)
+            s.close()
+        provider.signal(signal.SIGTERM)
+        self.assertEqual(provider.wait(30), 0, "provider did not exit 0 on SIGTERM: %s" % provider.stderr())
+        accepts = [e["detail"] for e in self.forward_audit(phome) if e["decision"] == "accept"]
+        self.assertEqual(sorted(d["bytes_to_target"] for d in accepts), [3] * n, accepts)
+
     def test_unknown_name_and_link_without_forward(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         plain = self.start_provider(phome)
         self.fails(chome, "forward", plain.link, "11434", contains="--expose")
         exposed = self.start_provider(phome, "--expose", "web=%d" % free_port(), name="provider2")
         self.fails(chome, "forward", exposed.link, "nope", contains=["no target named", "web"])
+
+
+class Reconnect(ForwardTestCase):
+    def test_forward_reconnects_after_the_provider_is_killed_and_restarted(self):
+        _, port = start_server(self, EchoHandler)
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        listen = "127.0.0.1:%d" % free_port()  # the restarted provider must be where the link points
+        first = self.start_provider(phome, "--expose", "echo=%d" % port, listen=listen, name="provider1")
+        fwd = self.start(chome, "forward", "--json", first.link, "0:echo", name="forward")
+        fwd.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "forward ready")
+        local = [e["port"] for e in fwd.events() if e.get("event") == "listening"][0]
+
+        def round_trip(payload):
+            s = connect(local)
+            try:
+                s.sendall(payload)
+                s.shutdown(socket.SHUT_WR)
+                return recv_all(s, timeout=30)  # a connection made while the session is down waits for it
+            finally:
+                s.close()
+
+        self.assertEqual(round_trip(b"before"), b"before")
+        first.signal(signal.SIGKILL)
+        self.assertIsNotNone(first.wait(10), "the provider did not die")
+        fwd.wait_for(lambda e: e.get("event") == "session_lost", READY_DEADLINE, "session_lost")
+
+        second = self.start_provider(phome, "--serve-only", listen=listen, name="provider2")
+
+        def works():
+            try:
+                return round_trip(b"after") == b"after"
+            except OSError:
+                return False
+        self.poll_until(works, 60, "a request through the same forward after the provider restarted")
+        self.assertTrue(fwd.alive(), "runsnack forward exited: %s" % fwd.stderr())
+        self.assertTrue([e for e in fwd.events() if e.get("event") == "reconnected"], fwd.events())
+        self.assertEqual(len(second.events_named("session_open")), 1)
+        # The new provider logged the forwarded connection.
+        logged = self.poll_until(lambda: [e for e in self.forward_audit(phome) if e["decision"] == "accept"
+                                          and e["detail"]["bytes_to_target"] == 5], 20, "forward accept logged")
+        self.assertEqual(logged[0]["detail"]["target"], "echo")
 
 
 if __name__ == "__main__":

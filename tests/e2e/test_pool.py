@@ -69,6 +69,69 @@ class PoolTest(PoolBase):
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
         self.audit_ok()
 
+    def test_gpu_worker_offers_its_gpus_and_tasks_see_only_them(self):
+        fake = os.environ.get("RUNSNACK_FAKE_NVML")
+        if not fake:
+            self.skipTest("RUNSNACK_FAKE_NVML (the stand-in NVML built with gpu_test) is not set")
+        self.start_pool("--starting-credits", "100")
+        home = self.new_home("gpuworker")
+        w = self.start(home, "pool", "join", self.ready["join"], "--gpu", "1", name="gpuworker",
+                       env_extra={"RUNSNACK_NVML_LIBRARY": fake})
+        w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration")
+        user = self.new_home("user")
+        out = os.path.join(self.tmp, "out")
+        cp, lines = self.submit(user, "--shards", "2", "--out", out, "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        for i in range(2):
+            with open(os.path.join(out, "shard-%d" % i, "stdout")) as f:
+                self.assertEqual(f.read(), "1\n")
+        status = json.loads(self.ok(user, "pool", "status", self.ready["submit"], "--json").stdout.strip().splitlines()[-1])
+        self.assertEqual([(d["kind"], d["name"]) for d in status["devices"]], [("gpu", "Fake GPU 1")])
+        # Without a GPU to offer, join says so and what to do instead.
+        self.fails(self.new_home("nogpu"), "pool", "join", self.ready["join"], "--gpu", "all", contains="--cpu",
+                   env_extra={"RUNSNACK_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+
+    def test_task_time_limit_stops_the_shard_and_fails_the_job_with_the_reason(self):
+        self.start_pool("--starting-credits", "100", "--lease", "5")
+        self.start_worker("w", "--task-timeout", "1s")
+        user = self.new_home("user")
+        started = time.monotonic()
+        cp, lines = self.submit(user, "--shards", "1", "--", "sleep", "60")
+        self.assertNotEqual(cp.returncode, 0)
+        done = lines[-1]
+        self.assertEqual(done["state"], "failed", done)
+        self.assertIn("time limit", done["reason"])
+        self.assertLess(time.monotonic() - started, 50, "three 1 s attempts, not a 60 s sleep")
+
+    def test_learned_scheduler_runs_jobs_to_completion(self):
+        self.start_pool("--starting-credits", "100", "--scheduler", "learned")
+        workers = [self.start_worker("w%d" % i) for i in range(3)]
+        user = self.new_home("user")
+        out = os.path.join(self.tmp, "out")
+        shards = 40
+        cp, lines = self.submit(user, "--shards", str(shards), "--prefer", "fast", "--budget", "10", "--out", out,
+                                "--", "sh", "-c", "echo s{shard}")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", shards, 0))
+        for i in range(shards):
+            with open(os.path.join(out, "shard-%d" % i, "stdout")) as f:
+                self.assertEqual(f.read(), "s%d\n" % i)
+        busy = [w for w in workers if any(e.get("event") == "result_accepted" for e in w.events())]
+        self.assertGreaterEqual(len(busy), 2, "new devices get tried")
+        bad = self.run_cli(user, "pool", "submit", self.ready["submit"], "exec", "--prefer", "soon", "--", "true")
+        self.assertEqual(bad.returncode, 2)  # a usage error
+        self.assertIn("--prefer", bad.stderr)
+        self.audit_ok()
+        # What it learned is kept in the database across a restart.
+        self.coord.signal(signal.SIGTERM)
+        self.assertEqual(self.coord.wait(20), 0)
+        import sqlite3
+        con = sqlite3.connect(os.path.join(self.chome, "pool.db"))
+        (state,) = con.execute("SELECT state FROM scheduler_state").fetchone()
+        con.close()
+        for w in busy:
+            self.assertIn(self.peer_id(self.tmp + "/" + w.name), state)
+
     def test_too_little_credit_refused_with_balance(self):
         self.start_pool("--starting-credits", "5")
         user = self.new_home("user")
@@ -148,6 +211,12 @@ class PoolTest(PoolBase):
         cp = self.ok(user, "pool", "submit", submit_link, "exec", "--shards", str(shards), "--budget", "10", "--json",
                      "--", "sh", "-c", "sleep 0.3; echo shard {shard}")
         job = json.loads(cp.stdout.strip().splitlines()[-1])["job"]
+        # A second user waits for a small job across the restart: --wait reconnects by itself.
+        waiter_home = self.new_home("waiter")
+        waiter = self.start(waiter_home, "pool", "submit", submit_link, "exec", "--shards", "6", "--budget", "5",
+                            "--wait", "--json", "--out", os.path.join(self.tmp, "waiter-out"), "--",
+                            "sh", "-c", "sleep 0.5; echo w{shard}", name="waiter")
+        waiter.wait_for(lambda e: e.get("event") == "submitted", READY_DEADLINE, "the waiter's submission")
         self.coord.wait_for(lambda e: e.get("event") == "task_done" and
                             len([x for x in self.coord.events() if x.get("event") == "task_done"]) >= 5,
                             60, "a few tasks to finish")
@@ -168,14 +237,23 @@ class PoolTest(PoolBase):
         self.assertEqual(st["state"], "done", st)
         self.assertEqual(st["done"], shards)
         self.assertEqual(st["failed"], 0)
+        self.assertEqual(waiter.wait(120), 0, waiter.stderr())
+        waited = [e for e in waiter.events() if e.get("event") == "done"]
+        self.assertEqual(len(waited), 1)
+        self.assertEqual((waited[0]["state"], waited[0]["tasks"]), ("done", 6))
+        self.assertEqual(len([e for e in waiter.events() if e.get("event") == "submitted"]), 1, "submitted once")
+        self.assertIn("reconnecting", waiter.stderr())
+        with open(os.path.join(self.tmp, "waiter-out", "stdout")) as f:
+            self.assertEqual(f.read(), "".join("w%d\n" % i for i in range(6)))
         spent = float(st["credits_spent"])
         self.assertGreater(spent, 0)
         # No credit lost or doubled: what the user paid is exactly what the workers earned.
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
+        spent += float(waited[0]["credits_spent"])
         earned = sum(float(self.credits(self.tmp + "/" + n)["balance"]) - 100 for n in names)
         self.assertAlmostEqual(earned, spent, places=5)
         accepted = sum(len([e for e in w.events() if e.get("event") == "result_accepted"]) for w in workers)
-        self.assertLessEqual(accepted, shards)
+        self.assertLessEqual(accepted, shards + 6)  # both jobs, each task at most once
         report = self.audit_ok()
         self.assertEqual(report["problems"], [])
 

@@ -102,11 +102,26 @@ Matrix transpose(const Matrix& m) {
 }
 
 namespace {
+// The check's vector work is plain loops the compiler vectorises: BLAS
+// would spread calls this small over threads and lose more than it gains.
+void add_to(float* acc, const float* row, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) acc[c] += row[c];
+}
+float dot(const float* a, const float* b, std::int64_t n) {
+  float lanes[16] = {};
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += a[i + j] * b[i + j];
+  float sum = 0;
+  for (float l : lanes) sum += l;
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
 // out (s.cols x width) += s' * rows, for 0/1 s: each row is added to the
 // sums its bits select, so a pass over the rows costs additions only.
 void add_selected_row(Matrix& out, const Matrix& s, std::int64_t r, const float* row) {
   for (std::int64_t p = 0; p < s.cols; ++p)
-    if (s.at(r, p) != 0.0f) cblas_saxpy(static_cast<int>(out.cols), 1.0f, row, 1, &out.data[static_cast<std::size_t>(p * out.cols)], 1);
+    if (s.at(r, p) != 0.0f) add_to(&out.data[static_cast<std::size_t>(p * out.cols)], row, out.cols);
 }
 Matrix selected_row_sums(const Matrix& s, const Matrix& rows) {
   Matrix out{s.cols, rows.cols, std::vector<float>(static_cast<std::size_t>(s.cols * rows.cols))};
@@ -115,8 +130,7 @@ Matrix selected_row_sums(const Matrix& s, const Matrix& rows) {
 }
 // One row of B_j * R_j: that row of B_j against every column of R_j (given as R_j').
 void row_times(const float* row, const Matrix& rt, float* out) {
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(rt.rows), static_cast<int>(rt.cols), 1.0f, rt.data.data(),
-              static_cast<int>(rt.cols), row, 1, 0.0f, out, 1);
+  for (std::int64_t p = 0; p < rt.rows; ++p) out[p] = dot(&rt.data[static_cast<std::size_t>(p * rt.cols)], row, rt.cols);
 }
 }  // namespace
 

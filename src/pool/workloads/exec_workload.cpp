@@ -46,6 +46,8 @@ class ExecWorkload final : public Workload {
     req.input_dir = work.input_dir;
     req.task_dir = work.task_dir;
     req.hidden = work.hidden;
+    req.limits = work.limits;
+    req.timeout = work.limits.timeout;
     auto running = run_exec_task(std::move(req), work.tick);  // named: GCC 12 and temporaries around co_await
     co_return co_await std::move(running);
   }

@@ -86,6 +86,7 @@ std::vector<std::string> Sandbox::envp() const {
   for (int g : spec_.gpus) cuda += (cuda.empty() ? "" : ",") + std::to_string(g);
   for (const auto& [k, v] : spec_.env) env[k] = v;
   env["CUDA_VISIBLE_DEVICES"] = cuda;  // empty: no GPU visible; the consumer cannot widen it
+  env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";  // so CUDA numbers GPUs as NVML (and our indices) do
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;

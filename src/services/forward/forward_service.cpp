@@ -24,16 +24,25 @@ namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 
-// Resolves and connects within kForwardConnectTimeout.
+// Resolves (unless the host is an IP address, the usual case: no resolver
+// thread to wake) and connects within kForwardConnectTimeout.
 asio::awaitable<Result<tcp::socket>> connect_target(const ForwardTarget& target) {
   auto ex = co_await asio::this_coro::executor;
-  tcp::resolver resolver(ex);
   asio::steady_timer deadline(ex, kForwardConnectTimeout);
-  const std::string port = std::to_string(target.port);
-  auto resolved = co_await (resolver.async_resolve(target.host, port, kTuple) || deadline.async_wait(kTuple));
-  if (resolved.index() == 1) co_return fail(errc::timeout, "resolving " + target.host + " timed out");
-  auto [rec, endpoints] = std::get<0>(resolved);
-  if (rec) co_return fail(errc::io_error, "cannot resolve " + target.host + ": " + rec.message());
+  std::vector<tcp::endpoint> endpoints;
+  boost::system::error_code not_ip;
+  const auto ip = asio::ip::make_address(target.host, not_ip);
+  if (!not_ip) {
+    endpoints.emplace_back(ip, target.port);
+  } else {
+    tcp::resolver resolver(ex);
+    const std::string port = std::to_string(target.port);
+    auto resolved = co_await (resolver.async_resolve(target.host, port, kTuple) || deadline.async_wait(kTuple));
+    if (resolved.index() == 1) co_return fail(errc::timeout, "resolving " + target.host + " timed out");
+    auto [rec, results] = std::get<0>(resolved);
+    if (rec) co_return fail(errc::io_error, "cannot resolve " + target.host + ": " + rec.message());
+    for (const auto& r : results) endpoints.push_back(r.endpoint());
+  }
   tcp::socket socket(ex);
   auto connected = co_await (asio::async_connect(socket, endpoints, kTuple) || deadline.async_wait(kTuple));
   if (connected.index() == 1)

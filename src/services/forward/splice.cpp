@@ -37,20 +37,19 @@ void abort_socket(tcp::socket& socket) {
 
 asio::awaitable<void> socket_to_stream(tcp::socket& socket, MuxStream& stream, const SpliceOptions& options,
                                        SpliceResult& result) {
-  std::unique_ptr<std::uint8_t[]> buffer;  // only while bytes flow
-  std::size_t limit = kSpliceBufferBytes;
-  if (options.bucket) limit = std::min<std::size_t>(limit, static_cast<std::size_t>(options.bucket->burst()));
+  // Small messages (requests, replies, tokens) go through `small`, part of
+  // this frame; a read that fills it switches to `big` until reads come
+  // back short again. Not zeroed: every byte sent was read into it first.
+  std::array<std::uint8_t, kSpliceSmallBytes> small;
+  std::unique_ptr<std::uint8_t[]> big;
+  std::size_t big_limit = kSpliceBufferBytes;
+  if (options.bucket) big_limit = std::min<std::size_t>(big_limit, static_cast<std::size_t>(options.bucket->burst()));
   for (;;) {
-    if (!buffer) {
-      auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kTuple);
-      if (ec) {
-        if (!result.error) result.error = "local socket: " + ec.message();
-        stream.reset();
-        co_return;
-      }
-      buffer = std::make_unique<std::uint8_t[]>(kSpliceBufferBytes);
-    }
-    auto [ec, n] = co_await socket.async_read_some(asio::buffer(buffer.get(), limit), kTuple);
+    // A plain read, not a wait for readability then a read: asio re-arms
+    // epoll (epoll_ctl) for every wait, while after a short read it parks
+    // the next read until epoll says there is more, at no syscall.
+    asio::mutable_buffer target = big ? asio::buffer(big.get(), big_limit) : asio::buffer(small);
+    auto [ec, n] = co_await socket.async_read_some(target, kTuple);
     if (ec == asio::error::eof) {
       (void)co_await stream.close_write();  // half-close: the other way keeps flowing
       co_return;
@@ -61,19 +60,20 @@ asio::awaitable<void> socket_to_stream(tcp::socket& socket, MuxStream& stream, c
       co_return;
     }
     co_await pace(options.bucket.get(), n);
-    if (auto w = co_await stream.write(asio::buffer(buffer.get(), n)); !w) {
+    if (auto w = co_await stream.write(asio::buffer(target.data(), n)); !w) {
       if (!result.error) result.error = "stream: " + w.error().what();
       abort_socket(socket);
       co_return;
     }
     result.socket_to_stream += n;
-    if (n < limit) buffer.reset();  // drained: go idle without holding the buffer
+    if (!big && n == small.size()) big = std::make_unique_for_overwrite<std::uint8_t[]>(kSpliceBufferBytes);
+    else if (big && n < small.size()) big.reset();  // drained: go idle without holding it
   }
 }
 
 asio::awaitable<void> stream_to_socket(tcp::socket& socket, MuxStream& stream, const SpliceOptions& options,
                                        SpliceResult& result) {
-  std::array<std::uint8_t, 1024> small{};
+  std::array<std::uint8_t, kSpliceSmallBytes> small;
   std::unique_ptr<std::uint8_t[]> big;  // while a fast sender keeps filling `small`
   std::string rewritten;
   std::size_t big_limit = kSpliceBufferBytes;
@@ -108,7 +108,7 @@ asio::awaitable<void> stream_to_socket(tcp::socket& socket, MuxStream& stream, c
       }
     }
     result.stream_to_socket += *n;
-    if (!big && *n == small.size()) big = std::make_unique<std::uint8_t[]>(kSpliceBufferBytes);
+    if (!big && *n == small.size()) big = std::make_unique_for_overwrite<std::uint8_t[]>(kSpliceBufferBytes);
     else if (big && *n < small.size()) big.reset();
     if (rewritten.capacity() > kSpliceBufferBytes * 2) std::string().swap(rewritten);
   }

@@ -4,11 +4,12 @@
 // becomes a FIN on the other while the opposite direction keeps flowing.
 // An error on either side (reset, session ended) aborts both.
 //
-// Memory: a direction holds a buffer only while bytes flow (an idle
-// connection holds none on the socket side and 1 KiB on the stream side);
-// at most kSpliceBufferBytes per direction. Optional per-session rate limit
-// (a TokenBucket shared by all of a session's connections, both directions)
-// and Host header rewrite of the bytes going from the stream to the socket.
+// Memory: each direction has a kSpliceSmallBytes buffer in its coroutine
+// frame, enough for requests, replies and streamed tokens; a sender that
+// keeps filling it gets a kSpliceBufferBytes buffer for as long as it does.
+// Optional per-session rate limit (a TokenBucket shared by all of a
+// session's connections, both directions) and Host header rewrite of the
+// bytes going from the stream to the socket.
 // No idle timeout: long-lived idle connections are legitimate; a dead peer
 // is noticed by the session's keepalive and ends the stream.
 //
@@ -29,6 +30,7 @@
 
 namespace runsnack {
 
+inline constexpr std::size_t kSpliceSmallBytes = 2 * 1024;
 inline constexpr std::size_t kSpliceBufferBytes = 64 * 1024;
 
 struct SpliceOptions {

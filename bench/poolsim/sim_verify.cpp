@@ -1,0 +1,149 @@
+#include "sim_state.hpp"
+
+#include "pool/scheduling/quorum.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace poolsim::detail {
+
+void Sim::adopt(int id, int replica) {
+  auto& a = attempts_[id];
+  auto& primary = requests_[a.request];
+  primary.attempts.erase(std::find(primary.attempts.begin(), primary.attempts.end(), id));
+  const auto& dev = devices_[a.device];
+  const auto& job = jobs_[primary.job];
+  policy_.task_finished({primary.id, dev.spec.id, Outcome::cancelled, now_ - a.start}, now_);
+  a.request = replica;
+  a.purpose = Purpose::replica;
+  a.backup = false;
+  auto& q = requests_[replica];
+  q.attempts.push_back(id);
+  auto& verify = jobs_[q.job].verify;
+  verify.erase(std::find(verify.begin(), verify.end(), replica));
+  policy_.task_started({q.id, dev.spec.id, job.verify_id, workload_name(job.spec.workload),
+                        *sch::parse_preference(job.spec.preference), job.spec.mean_work},
+                       now_);
+}
+
+void Sim::requeue(int r) {
+  auto& q = requests_[r];
+  if (q.purpose == Purpose::known_answer) return;
+  auto& job = jobs_[q.job];
+  if (q.purpose == Purpose::primary) job.queue.push_front(r);
+  else job.verify.push_back(r);
+}
+
+int Sim::new_request(int t, Purpose p, std::vector<int> producers) {
+  auto& task = tasks_[t];
+  auto& job = jobs_[task.job];
+  Request q;
+  q.task = t;
+  q.job = task.job;
+  q.purpose = p;
+  q.producers = std::move(producers);
+  q.work = task.work;
+  int seq = task.seq++;
+  q.id = job.spec.id + ":" + std::to_string(task.index) + (p == Purpose::primary ? "" : "/v" + std::to_string(seq));
+  q.key = mix(c_.seed, 0x4e9, static_cast<std::uint64_t>(task.job) * 1000003ULL + task.index,
+              p == Purpose::primary ? 0 : seq + 1);
+  requests_.push_back(std::move(q));
+  int id = static_cast<int>(requests_.size() - 1);
+  request_by_id_[requests_.back().id] = id;
+  return id;
+}
+
+void Sim::deliver(int r, int attempt) {
+  // Judging can add requests (audits), so nothing here holds a reference into requests_.
+  const Purpose purpose = requests_[r].purpose;
+  const int ti = requests_[r].task;
+  const int device = attempts_[attempt].device;
+  const std::uint64_t value = attempts_[attempt].value;
+  if (purpose == Purpose::known_answer) {
+    attempts_[attempt].valid = value == 0;
+    judge(device, nullptr, value == 0 ? Verdict::valid : Verdict::invalid);
+    return;
+  }
+  tasks_[ti].results.push_back({device, attempt, value});
+  if (purpose == Purpose::primary) {
+    if (trust_.replicate(devices_[device].spec.id)) {
+      tasks_[ti].open += 1;
+      int req = new_request(ti, Purpose::replica, {device});
+      jobs_[tasks_[ti].job].verify.push_back(req);
+      open_replica_of_[r] = req;
+    } else {
+      judge(device, &tasks_[ti].results.back(), Verdict::unchecked);
+      devices_[device].unchecked.push_back(ti);
+      accept(ti, value);
+    }
+    return;
+  }
+  tasks_[ti].open -= 1;
+  resolve(ti);
+}
+
+void Sim::resolve(int ti) {
+  auto& t = tasks_[ti];
+  auto rs = t.results;  // judging may exclude devices and touch tasks_, keep a copy of what to judge
+  auto q = sch::quorum(rs.size(), 2, [&](std::size_t i, std::size_t j) { return rs[i].value == rs[j].value; });
+  if (!q.decided) {
+    std::vector<int> producers;
+    for (const auto& r : rs) producers.push_back(r.device);
+    tasks_[ti].open += 1;
+    int req = new_request(ti, Purpose::tiebreak, std::move(producers));
+    jobs_[tasks_[ti].job].verify.push_back(req);
+    return;
+  }
+  std::uint64_t value = rs[q.winner].value;
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    auto& res = tasks_[ti].results[i];
+    bool agrees = res.value == value;
+    if (agrees && (res.judged == Result::Judged::no)) judge(res.device, &res, Verdict::valid);
+    if (!agrees && res.judged != Result::Judged::invalid) judge(res.device, &tasks_[ti].results[i], Verdict::invalid);
+  }
+  accept(ti, value);
+}
+
+void Sim::judge(int device, Result* result, Verdict v) {
+  if (result) {
+    result->judged = v == Verdict::valid     ? Result::Judged::valid
+                     : v == Verdict::invalid ? Result::Judged::invalid
+                                             : Result::Judged::unchecked;
+    if (v == Verdict::valid) attempts_[result->attempt].valid = true;
+  }
+  auto& dev = devices_[device];
+  auto out = trust_.record(dev.spec.id, v);
+  if (v == Verdict::invalid) policy_.verdict(dev.spec.id, false);
+  if (dev.known) policy_.verification(dev.spec.id, trust_.replica_probability(dev.spec.id));
+  if (out.audit) {
+    // Its results accepted without a check are checked now (jobs still open).
+    for (int ti : std::exchange(dev.unchecked, {})) {
+      auto& t = tasks_[ti];
+      auto& job = jobs_[t.job];
+      if (job.done || !t.accepted) continue;
+      t.open += 1;
+      if (t.final) {
+        t.final = false;
+        job.open += 1;
+      }
+      job.verify.push_back(new_request(ti, Purpose::audit, {device}));
+    }
+  }
+  if (out.excluded) exclude(device);
+}
+
+void Sim::accept(int ti, std::uint64_t value) {
+  auto& t = tasks_[ti];
+  t.accepted = true;
+  t.value = value;
+  if (t.open > 0 || t.final) return;
+  t.final = true;
+  auto& job = jobs_[t.job];
+  if (--job.open == 0 && !job.done) {
+    job.done = true;
+    job.done_at = now_;
+    job.verify.clear();
+  }
+}
+
+}  // namespace poolsim::detail
