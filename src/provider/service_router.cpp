@@ -48,7 +48,7 @@ ServiceRouter default_services() {
   router.add(cuda::kServiceCuda, {[sessions = std::make_shared<cuda::CudaSessions>()](
                                       std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                       const ServiceContext& ctx) {
-                                    return cuda::serve_cuda(sessions, std::move(stream), args,
+                                    return cuda::serve_cuda_stream(sessions, std::move(stream), args,
                                                             {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
                                   },
                                   cuda::kServiceCuda, false});

@@ -153,7 +153,7 @@ nlohmann::json cuda_availability() {
   return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + where}};
 }
 
-asio::awaitable<void> serve_cuda(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
+asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
                                  nlohmann::json args, CudaContext context) {
   auto audit = [&](const std::string& kind, const std::string& decision, const std::string& reason,
                    nlohmann::json detail) {

@@ -70,7 +70,7 @@ struct CudaSessions {
 nlohmann::json cuda_availability();
 
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
-boost::asio::awaitable<void> serve_cuda(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
+boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
                                         nlohmann::json args, CudaContext context);
 
 // Consumer halves. Both fail with errc::refused and the provider's reason

@@ -83,7 +83,7 @@ struct Fixture {
     for (;;) {
       auto s = co_await server->accept_stream();
       if (!s) co_return;
-      asio::co_spawn(io, serve_cuda(sessions, *s, args, context()), asio::detached);
+      asio::co_spawn(io, serve_cuda_stream(sessions, *s, args, context()), asio::detached);
     }
   }
 
@@ -227,7 +227,8 @@ TEST(CudaRelay, BothWaysKeepsHalfClose) {
       EXPECT_EQ(std::string_view(buf, 4), "pong");
     };
     asio::co_spawn(f.io, app_side(), asio::detached);
-    auto result = co_await relay(ours, **s, RelayOptions{});
+    const RelayOptions options;
+    auto result = co_await relay(ours, **s, options);
     EXPECT_FALSE(result.error) << *result.error;
     EXPECT_EQ(result.socket_to_stream, 4u);
     EXPECT_EQ(result.stream_to_socket, 4u);

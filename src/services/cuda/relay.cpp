@@ -108,7 +108,7 @@ asio::awaitable<void> stream_to_socket(stream_protocol::socket& socket, MuxStrea
 
 }  // namespace
 
-asio::awaitable<RelayResult> relay(stream_protocol::socket& socket, MuxStream& stream, RelayOptions options) {
+asio::awaitable<RelayResult> relay(stream_protocol::socket& socket, MuxStream& stream, const RelayOptions& options) {
   RelayResult result;
   if (options.mode == RelayMode::socket_leads)
     co_await (socket_to_stream(socket, stream, options, result) || stream_to_socket(socket, stream, options, result));

@@ -17,7 +17,7 @@
 //                 server has closed its end, nothing more can come or go).
 // An error on either side (reset, session ended, socket error) aborts both.
 //
-// `socket` and `stream` must outlive the call; one executor.
+// `socket`, `stream` and `options` must outlive the call; one executor.
 
 #include "net/mux_stream.hpp"
 #include "services/forward/token_bucket.hpp"
@@ -49,7 +49,7 @@ struct RelayResult {
 };
 
 boost::asio::awaitable<RelayResult> relay(boost::asio::local::stream_protocol::socket& socket, MuxStream& stream,
-                                          RelayOptions options);
+                                          const RelayOptions& options);
 
 // Larger socket buffers: fewer wake-ups per large copy. Best effort.
 void widen_socket_buffers(int fd);
