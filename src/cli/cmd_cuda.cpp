@@ -98,7 +98,8 @@ Result<std::unique_ptr<SocketDir>> make_socket_dir() {
   // A unix socket path must fit sun_path (108 bytes): fall back to /tmp for a long TMPDIR.
   if (templ.size() + 10 >= sizeof(sockaddr_un::sun_path)) templ = "/tmp/runsnack-cuda-XXXXXX";
   if (!::mkdtemp(templ.data()))
-    return fail(errc::io_error, "cannot make a private folder for the CUDA socket: " + std::string(std::strerror(errno)));
+    return fail(errc::io_error,
+                "cannot make a private folder for the CUDA socket: " + std::string(std::strerror(errno)));
   auto dir = std::make_unique<SocketDir>();
   dir->dir = templ;
   return dir;
@@ -216,7 +217,8 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
   state->bytes_from_provider += result.stream_to_socket;
 }
 
-asio::awaitable<void> accept_loop(std::shared_ptr<CudaState> state, std::shared_ptr<stream_protocol::acceptor> acceptor) {
+asio::awaitable<void> accept_loop(std::shared_ptr<CudaState> state,
+                                  std::shared_ptr<stream_protocol::acceptor> acceptor) {
   auto ex = co_await asio::this_coro::executor;
   while (!state->finishing) {
     auto [ec, socket] = co_await acceptor->async_accept(kTuple);

@@ -154,7 +154,7 @@ nlohmann::json cuda_availability() {
 }
 
 asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
-                                 nlohmann::json args, CudaContext context) {
+                                        nlohmann::json args, CudaContext context) {
   auto audit = [&](const std::string& kind, const std::string& decision, const std::string& reason,
                    nlohmann::json detail) {
     detail["session"] = context.session_id;

@@ -70,8 +70,9 @@ struct CudaSessions {
 nlohmann::json cuda_availability();
 
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
-boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
-                                        nlohmann::json args, CudaContext context);
+boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions,
+                                               std::shared_ptr<MuxStream> stream, nlohmann::json args,
+                                               CudaContext context);
 
 // Consumer halves. Both fail with errc::refused and the provider's reason
 // when the link does not allow cuda or the server cannot start.

@@ -78,7 +78,7 @@ struct Fixture {
     return c;
   }
 
-  // Accepts the client's streams and serves each with serve_cuda, as the provider's router would.
+  // Accepts the client's streams and serves each with serve_cuda_stream, as the provider's router would.
   awaitable<void> provider(nlohmann::json args) {
     for (;;) {
       auto s = co_await server->accept_stream();
