@@ -187,6 +187,15 @@ struct CudaState {
   std::optional<std::string> first_refusal;
 };
 
+// Says once, when it is first noticed, that the session ended under CMD.
+void note_session_end(CudaState& state) {
+  if (state.session_lost || !state.session->mux().is_closed()) return;
+  state.session_lost = true;
+  auto why = state.session->mux().close_reason();
+  std::cerr << "runsnack: the session to the provider ended (" << (why ? why->what() : std::string("closed"))
+            << "): " << state.program << "'s CUDA calls fail from now on" << std::endl;
+}
+
 asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor, d);
   co_await timer.async_wait(kTuple);
@@ -215,6 +224,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
   cuda::RelayResult result = co_await cuda::relay(socket, **stream, options);
   state->bytes_to_provider += result.socket_to_stream;
   state->bytes_from_provider += result.stream_to_socket;
+  if (result.stream_failed) note_session_end(*state);
 }
 
 asio::awaitable<void> accept_loop(std::shared_ptr<CudaState> state,
@@ -232,16 +242,10 @@ asio::awaitable<void> accept_loop(std::shared_ptr<CudaState> state,
   }
 }
 
-// Says once, when it happens, that the session ended under CMD.
+// Notices a session that ends while no connection is open.
 asio::awaitable<void> watch_session(std::shared_ptr<CudaState> state) {
-  while (!state->finishing) {
-    if (state->session->mux().is_closed()) {
-      state->session_lost = true;
-      auto why = state->session->mux().close_reason();
-      std::cerr << "runsnack: the session to the provider ended (" << (why ? why->what() : std::string("closed"))
-                << "): " << state->program << "'s CUDA calls fail from now on" << std::endl;
-      break;
-    }
+  while (!state->finishing && !state->session_lost) {
+    note_session_end(*state);
     co_await sleep_for(kPoll);
   }
   --state->active;
@@ -318,6 +322,7 @@ asio::awaitable<int> cuda_body(const CudaArgs& args, const std::string& program,
 
   const auto [status, killed_by] = co_await wait_program(*pid);
   *reaped = true;
+  note_session_end(*state);
   state->finishing = true;
   acceptor->close(ec);
   signal_pipe->close(ec);

@@ -76,6 +76,15 @@ if mode == "wait-int":
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         sys.exit(42)
+if mode == "read":
+    # Reads until the connection ends, as the shim waits for a reply.
+    try:
+        while s.recv(65536):
+            pass
+    except OSError:
+        pass
+    print("connection ended", flush=True)
+    sys.exit(3)
 if mode == "sleep":
     time.sleep(600)
 """
@@ -182,6 +191,20 @@ class Plumbing(CudaBase):
                         interval=0.1)
         ends = self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the cuda_end audit record")
         self.assertIn("went away", ends[0]["reason"])
+
+    def test_lost_session_ends_connections_and_is_reported(self):
+        self.pair()
+        proc = self.start(self.chome, "cuda", self.provider.link, "--", sys.executable, self.client, "read",
+                          env_extra=self.consumer_env(), name="cuda")
+        self.poll_until(lambda: any("connected" in l for l in proc.lines), 30, "the program's connection")
+        self.extra_pids.append(int([l for l in proc.lines if "connected" in l][0].split("pid=")[1]))
+        pid = self.poll_until(lambda: self.cuda_events("cuda_start"), 10, "cuda_start")[0]["detail"]["pid"]
+        self.provider.signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(30), 3, proc.stderr())
+        self.assertIn("connection ended", proc.lines)
+        self.assertIn("session to the provider ended", proc.stderr())
+        # The server outlived its provider only until its socket's EOF.
+        self.poll_until(lambda: not pid_alive(pid), 15, "the orphaned cuda-server %d gone" % pid, interval=0.1)
 
     def test_info_shows_cuda(self):
         self.pair()
