@@ -217,45 +217,50 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     asio::co_spawn(ex, kill_at(deadline, child, reason, "the wall-clock limit was reached"), asio::detached);
   }
 
+  // The consumer's FIN is the server's EOF: from then on it has kServerExitGrace to exit.
+  auto grace = std::make_shared<std::shared_ptr<asio::steady_timer>>();
+  auto arm_grace = [ex, grace, child, reason] {
+    if (*grace) return;
+    *grace = std::make_shared<asio::steady_timer>(ex, kServerExitGrace);
+    asio::co_spawn(ex, kill_at(*grace, child, reason, "did not exit after its input ended"), asio::detached);
+  };
+  relay_options.on_stream_fin = arm_grace;
+
   stream_protocol::socket socket(ex, stream_protocol(), started->socket.release());
   const auto begun = std::chrono::steady_clock::now();
   const nlohmann::json ok = {{"ok", true}, {"pid", pid}, {"backend", backend}};
-  RelayResult relayed;
-  if (co_await write_stream_message(*stream, ok)) {
-    relayed = co_await relay(socket, *stream, relay_options);
-  } else {
-    relayed.stream_failed = true;
-    relayed.error = "the consumer went away before the server started";
-  }
+  auto greeted = co_await write_stream_message(*stream, ok);
+  if (!greeted) stream->reset();  // the relay then ends at once, as for a consumer that left
+  RelayResult relayed = co_await relay(socket, *stream, relay_options);
   deadline->cancel();
   boost::system::error_code ignored;
   socket.close(ignored);
-  // A lost consumer: kill now. Otherwise its input ended (the consumer's FIN)
-  // or it closed its end: let it finish, briefly.
-  auto grace = std::make_shared<asio::steady_timer>(ex, relayed.stream_failed ? std::chrono::milliseconds(0)
-                                                                               : kServerExitGrace);
-  if (relayed.stream_failed && reason->empty())
-    *reason = "the consumer went away (" + relayed.error.value_or("stream closed") + ")";
-  const std::string late = "did not exit after its input ended";
-  asio::co_spawn(ex, kill_at(grace, child, reason, late), asio::detached);
-  const exec::ExitInfo exit = co_await child->wait();
-  grace->cancel();
+  // A lost consumer: kill now. Otherwise the server closed its end (it quit,
+  // or its input ended): let it finish, briefly.
+  if (relayed.stream_failed) {
+    if (reason->empty()) *reason = "the consumer went away (" + relayed.error.value_or("stream closed") + ")";
+    child->kill(SIGKILL);
+  } else {
+    arm_grace();
+  }
+  const exec::ExitInfo ended = co_await child->wait();
+  if (*grace) (*grace)->cancel();
   std::optional<std::uint64_t> peak = started->cgroup ? started->cgroup->peak_memory() : std::nullopt;
   started->cgroup.reset();  // kills any straggler, removes the group
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
   if (reason->empty() && relayed.error) *reason = *relayed.error;
-  spdlog::info("session {}: cuda-server {} ended, status {}{}", context.session_id, pid, exit.status,
+  spdlog::info("session {}: cuda-server {} ended, status {}{}", context.session_id, pid, ended.status,
                reason->empty() ? "" : " (" + *reason + ")");
   audit("cuda_end", "", *reason,
         {{"pid", pid},
-         {"exit_status", exit.status},
-         {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
+         {"exit_status", ended.status},
+         {"signal", ended.signal ? nlohmann::json(*ended.signal) : nlohmann::json(nullptr)},
          {"seconds", seconds},
          {"bytes_to_server", relayed.stream_to_socket},
          {"bytes_from_server", relayed.socket_to_stream},
-         {"cpu_user_s", exit.cpu_user_s},
-         {"cpu_sys_s", exit.cpu_sys_s},
-         {"peak_memory_bytes", peak.value_or(exit.max_rss_bytes)}});
+         {"cpu_user_s", ended.cpu_user_s},
+         {"cpu_sys_s", ended.cpu_sys_s},
+         {"peak_memory_bytes", peak.value_or(ended.max_rss_bytes)}});
 }
 
 asio::awaitable<Result<nlohmann::json>> check_cuda(Session& session) {

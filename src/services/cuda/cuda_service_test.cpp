@@ -1,6 +1,7 @@
 // The cuda service over a real Mux on loopback TCP, with this test binary
 // as the server: the provider starts `/proc/self/exe cuda-server --fd 3`,
-// and main() below turns that into an echo server that exits with 7 at EOF.
+// and main() below turns that into an echo server that exits with 7 at EOF
+// (or hangs at EOF, to be killed).
 // So the spawn, relay, kill and reap paths run for real without CUDA.
 #include "services/cuda/cuda_service.hpp"
 #include "services/cuda/relay.hpp"
@@ -177,6 +178,30 @@ TEST(CudaService, LostSessionKillsTheServer) {
   EXPECT_TRUE(process_gone(pid));
 }
 
+TEST(CudaService, ServerThatIgnoresEofIsKilledAfterTheGrace) {
+  Fixture f;
+  f.run([&]() -> awaitable<void> {
+    asio::co_spawn(f.io, f.provider(nlohmann::json::object()), asio::detached);
+    auto s = co_await f.client->open_stream();
+    EXPECT_TRUE(s);
+    if (!s) co_return;
+    auto reply = co_await read_reply(**s);
+    EXPECT_TRUE(reply);
+    EXPECT_TRUE(co_await (*s)->write(asio::buffer("HANG", 4)));
+    EXPECT_TRUE(co_await (*s)->close_write());
+    char buf[16];
+    auto echoed = co_await (*s)->read_exact(asio::buffer(buf, 4));
+    EXPECT_TRUE(echoed);
+    auto fin = co_await (*s)->read_some(asio::buffer(buf));  // the server's end closes when it is killed
+    EXPECT_TRUE(fin && *fin == 0);
+    for (int i = 0; i < 500 && !f.find("cuda_end"); ++i) co_await sleep(20ms);
+  });
+  const Record* end = f.find("cuda_end");
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->detail["signal"], SIGKILL);
+  EXPECT_EQ(end->reason, "did not exit after its input ended");
+}
+
 TEST(CudaService, CheckReportsTheBackendWithoutStartingAServer) {
   ::setenv("RUNSNACK_CUDA_BACKEND", "host", 1);
   Fixture f;
@@ -240,19 +265,24 @@ TEST(CudaRelay, BothWaysKeepsHalfClose) {
 
 namespace {
 
-// The stand-in cuda-server: echoes descriptor 3 until EOF, then exits kFakeServerExit.
+// The stand-in cuda-server: echoes descriptor 3 until EOF, then exits
+// kFakeServerExit; or, when the input began with "HANG", never exits.
 int fake_server() {
   std::vector<char> buf(1 << 16);
+  bool first = true, hang = false;
   for (;;) {
     ssize_t n = ::read(3, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
+    if (first) hang = n >= 4 && std::memcmp(buf.data(), "HANG", 4) == 0;
+    first = false;
     for (ssize_t off = 0; off < n;) {
       ssize_t w = ::write(3, buf.data() + off, static_cast<std::size_t>(n - off));
       if (w <= 0) return 1;
       off += w;
     }
   }
+  while (hang) ::pause();
   return runsnack::cuda::kFakeServerExit;
 }
 

@@ -88,6 +88,7 @@ asio::awaitable<void> stream_to_socket(stream_protocol::socket& socket, MuxStrea
     if (*n == 0) {
       boost::system::error_code ignored;
       socket.shutdown(stream_protocol::socket::shutdown_send, ignored);
+      if (options.on_stream_fin) options.on_stream_fin();
       break;
     }
     co_await pace(options.bucket.get(), *n);

@@ -26,6 +26,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,7 @@ enum class RelayMode { both_ways, socket_leads };
 struct RelayOptions {
   RelayMode mode = RelayMode::both_ways;
   std::shared_ptr<TokenBucket> bucket;  // null: no bandwidth limit
+  std::function<void()> on_stream_fin;  // called when the stream's FIN has been passed on to the socket
 };
 
 struct RelayResult {
