@@ -73,7 +73,9 @@ class HostBackend : public Backend {
   mutable std::mutex mutex_;
   std::vector<std::string> calls_;
   std::map<u64, std::vector<std::uint8_t>> memory_;  // fake device address -> bytes
-  u64 next_address_ = 0x7f0000000000;
+  // Far from where Linux maps a process's heap, stack and libraries, so the
+  // shim can reserve the same range in the client.
+  u64 next_address_ = 0x5e0000000000;
   u64 used_ = 0;
   u64 next_handle_ = 0xd0000;
   bool initialised_ = false;
