@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -633,6 +634,9 @@ API cuLibraryGetGlobal(CUdeviceptr* p, size_t* size, CUlibrary lib, const char* 
   if (rc != 0) return R(rc);
   if (p != nullptr) *p = read_u64(reply);
   if (size != nullptr) *size = read_u64(reply, 8);
+  auto& l = local();
+  std::lock_guard lock(l.mutex);
+  l.allocations[read_u64(reply)] = read_u64(reply, 8);  // a global is device memory too
   return CUDA_SUCCESS;
 }
 API cuKernelGetFunction(CUfunction* f, CUkernel k) {
@@ -673,6 +677,55 @@ API cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size)
   if (offset != nullptr) *offset = it->second[index].offset;
   if (size != nullptr) *size = it->second[index].size;
   return CUDA_SUCCESS;
+}
+
+// The dynamic shared memory a block can still get when `blocks` blocks of
+// `block_size` threads share one multiprocessor: computed here from the
+// cached device attributes and the function's static shared memory.
+API cuOccupancyAvailableDynamicSMemPerBlock(size_t* out, CUfunction f, int blocks, int block_size) {
+  if (out == nullptr || blocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  int dev = device_of(shim::current_ctx());
+  int per_sm = 0, per_block = 0, reserved = 0, fixed = 0;
+  if (auto rc = cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev); rc) return rc;
+  if (auto rc = cuDeviceGetAttribute(&per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev); rc) return rc;
+  cuDeviceGetAttribute(&reserved, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, dev);
+  if (auto rc = cuFuncGetAttribute(&fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f); rc) return rc;
+  long long share = static_cast<long long>(per_sm) / blocks - reserved - fixed;
+  long long cap = static_cast<long long>(per_block) - fixed;
+  *out = static_cast<size_t>(std::max(0LL, std::min(share, cap)));
+  return CUDA_SUCCESS;
+}
+
+API cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction f, int block_size, size_t smem,
+                                                          unsigned int flags) {
+  if (blocks == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::uint8_t> reply;
+  int rc = shim::call(Op::Occupancy, [&](wire::Writer& w) { w.u64(u(f)), w.i32(block_size), w.u64(smem), w.u32(flags); },
+                      &reply);
+  if (rc == 0 && reply.size() >= 4) std::memcpy(blocks, reply.data(), 4);
+  return R(rc);
+}
+API cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size, size_t smem) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, smem, 0);
+}
+
+API cuOccupancyMaxActiveClusters(int* clusters, CUfunction f, const CUlaunchConfig* c) {
+  if (clusters == nullptr || c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::uint32_t dims[10] = {c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                            c->sharedMemBytes, 0, 0, 0};
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      dims[7] = c->attrs[i].value.clusterDim.x, dims[8] = c->attrs[i].value.clusterDim.y;
+      dims[9] = c->attrs[i].value.clusterDim.z;
+    }
+  }
+  std::vector<std::uint8_t> reply;
+  int rc = shim::call(Op::OccupancyClusters, [&](wire::Writer& w) {
+    w.u64(u(f));
+    for (auto d : dims) w.u32(d);
+  }, &reply);
+  if (rc == 0 && reply.size() >= 4) std::memcpy(clusters, reply.data(), 4);
+  return R(rc);
 }
 
 // ---- launches ----

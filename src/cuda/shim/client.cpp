@@ -172,7 +172,9 @@ int call(wire::Op op, const Fill& fill, std::vector<std::uint8_t>* reply) {
   fill(w);
   w.finish();
   if (!flush_locked(c)) return kErrUnknown;
-  return await_locked(c, seq, reply);
+  int rc = await_locked(c, seq, reply);
+  if (rc != 0 && trace()) std::fprintf(stderr, "runsnack cuda trace: %s -> %d\n", wire::op_name(op), rc);
+  return rc;
 }
 
 int post(wire::Op op, const Fill& fill) {
