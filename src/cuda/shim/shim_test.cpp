@@ -100,7 +100,7 @@ ProgramRun run_with_shim(const std::string& program, const std::string& socket) 
     env.emplace_back(*e);
   }
   env.push_back(std::string("LD_LIBRARY_PATH=") + RUNSNACK_CUDA_SHIM_DIR);
-  env.push_back("RUNSNACK_CUDA_SOCKET=" + socket);
+  if (!socket.empty()) env.push_back("RUNSNACK_CUDA_SOCKET=" + socket);
   env.push_back("RUNSNACK_CUDA_STRICT=1");  // any unknown name or table aborts the program
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
@@ -245,6 +245,29 @@ TEST(CudaShim, CublasCreateGetsThroughItsInitialisation) {
   EXPECT_EQ(r.output.find("unknown"), std::string::npos);
   EXPECT_NE(r.output.find("cublasCreate: CUBLAS_STATUS_SUCCESS"), std::string::npos);
   EXPECT_EQ(r.status, 0);
+}
+
+TEST(CudaShim, NvmlAnswersFromTheRemoteDevice) {
+  HostServer server;
+  ProgramRun r = run_with_shim(RUNSNACK_CUDA_NVML_QUERY, server.path());
+  server.stop();
+  SCOPED_TRACE(r.output);
+  EXPECT_NE(r.output.find(std::string("nvml rc 0 count 1 name ") + HostBackend::kDeviceName +
+                          " uuid GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf total " +
+                          std::to_string(HostBackend::kTotalMemory)),
+            std::string::npos);
+  EXPECT_EQ(r.status, 0);
+}
+
+TEST(CudaShim, WithoutASocketCuInitSaysHowToRunTheProgram) {
+  NEED_NVCC();
+  ProgramRun r = run_with_shim(kPrograms + "/vector_add", "");
+  EXPECT_NE(r.output.find("runsnack cuda: no remote GPU (RUNSNACK_CUDA_SOCKET is not set); run the program with "
+                          "`runsnack cuda LINK -- CMD`"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("device count: cudaErrorNoDevice"), std::string::npos) << r.output;
+  EXPECT_EQ(r.status, 1);
 }
 
 }  // namespace
