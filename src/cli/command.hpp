@@ -37,6 +37,7 @@ void add_share_command(CLI::App& app, ExitStatus& status);
 void add_grant_commands(CLI::App& app, ExitStatus& status);   // links, revoke, log
 void add_remote_command(CLI::App& app, ExitStatus& status);
 void add_info_command(CLI::App& app, ExitStatus& status);
+void add_cuda_server_command(CLI::App& app, ExitStatus& status);  // hidden
 void add_gpus_command(CLI::App& app, ExitStatus& status);
 void add_forward_command(CLI::App& app, ExitStatus& status);     // cmd_forward.cpp
 void add_cuda_command(CLI::App& app, ExitStatus& status);        // cmd_cuda.cpp

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_id_command(app, status);
   add_rendezvous_command(app, status);
   add_pool_command(app, status);
+  add_cuda_server_command(app, status);
 
   try {
     app.parse(argc, argv);

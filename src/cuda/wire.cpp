@@ -41,6 +41,8 @@ const char* op_name(Op op) {
     case Op::EventSynchronize: return "EventSynchronize";
     case Op::EventQuery: return "EventQuery";
     case Op::EventElapsedTime: return "EventElapsedTime";
+    case Op::Occupancy: return "Occupancy";
+    case Op::OccupancyClusters: return "OccupancyClusters";
     case Op::Sync: return "Sync";
     case Op::CtxDestroy: return "CtxDestroy";
     case Op::PrimaryCtxRelease: return "PrimaryCtxRelease";

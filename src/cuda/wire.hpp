@@ -55,6 +55,8 @@ enum class Op : std::uint16_t {
   EventSynchronize,   // [u64 event]
   EventQuery,         // [u64 event]
   EventElapsedTime,   // [u64 start][u64 end] -> [f32 ms]
+  Occupancy,          // [u64 fn][i32 block size][u64 dynamic smem][u32 flags] -> [i32 blocks per SM]
+  OccupancyClusters,  // [u64 fn][u32 grid xyz][u32 block xyz][u32 smem][u32 cluster xyz] -> [i32 clusters]
   Sync,               // nothing: returns the latched error (flush barrier)
   // fire-and-forget
   CtxDestroy = 100,   // [u64 ctx]

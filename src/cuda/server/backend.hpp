@@ -64,6 +64,9 @@ class Backend {
   virtual int param_info(u64 fn, bool is_kernel, std::vector<wire::Param>& out) = 0;
   virtual int func_get_attribute(u64 fn, int attrib, int& value) = 0;
   virtual int func_set_attribute(u64 fn, int attrib, int value) = 0;
+  virtual int occupancy(u64 fn, int block_size, u64 dynamic_smem, unsigned flags, int& blocks) = 0;
+  // dims: grid xyz, block xyz, shared memory, cluster xyz (cluster 0: none given).
+  virtual int occupancy_clusters(u64 fn, const std::uint32_t dims[10], int& clusters) = 0;
   // `params` is the packed argument buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).
   virtual int launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t shmem,
                      u64 stream, const void* params, std::size_t params_size) = 0;

@@ -12,6 +12,24 @@ using CUres = int;
 using H = void*;  // CUcontext, CUmodule, CUfunction, CUstream, ... are pointers
 using Dptr = unsigned long long;
 
+// cuda.h's CUlaunchAttribute and CUlaunchConfig (a stable ABI), so the
+// server builds without the toolkit.
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    unsigned cluster[3];
+    char bytes[64];
+  } value;
+};
+struct LaunchConfig {
+  unsigned grid[3], block[3], shared_mem;
+  H stream;
+  LaunchAttribute* attrs;
+  unsigned num_attrs;
+};
+constexpr int kLaunchAttributeClusterDimension = 4;
+
 template <class T>
 H h(T v) {
   return reinterpret_cast<H>(static_cast<std::uintptr_t>(v));
@@ -57,6 +75,8 @@ u64 v(H p) { return reinterpret_cast<std::uintptr_t>(p); }
   X(cuKernelGetParamInfo, CUres(H, std::size_t, std::size_t*, std::size_t*))                 \
   X(cuFuncGetAttribute, CUres(int*, int, H))                                                 \
   X(cuFuncSetAttribute, CUres(H, int, int))                                                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, CUres(int*, H, int, std::size_t, unsigned))  \
+  X(cuOccupancyMaxActiveClusters, CUres(int*, H, const LaunchConfig*))                           \
   X(cuLaunchKernel, CUres(H, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, H, void**, void**)) \
   X(cuStreamCreateWithPriority, CUres(H*, unsigned, int))                                    \
   X(cuStreamDestroy_v2, CUres(H))                                                            \
@@ -269,6 +289,17 @@ int DriverBackend::func_get_attribute(u64 fn, int attrib, int& value) {
 }
 int DriverBackend::func_set_attribute(u64 fn, int attrib, int value) {
   return CALL(cuFuncSetAttribute, h(fn), attrib, value);
+}
+int DriverBackend::occupancy(u64 fn, int block_size, u64 dynamic_smem, unsigned flags, int& blocks) {
+  return CALL(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &blocks, h(fn), block_size, dynamic_smem, flags);
+}
+int DriverBackend::occupancy_clusters(u64 fn, const std::uint32_t dims[10], int& clusters) {
+  LaunchAttribute cluster{};
+  cluster.id = kLaunchAttributeClusterDimension;
+  for (int i = 0; i < 3; ++i) cluster.value.cluster[i] = dims[7 + i];
+  LaunchConfig c{{dims[0], dims[1], dims[2]}, {dims[3], dims[4], dims[5]}, dims[6], nullptr, &cluster,
+                 dims[7] != 0 ? 1u : 0u};
+  return CALL(cuOccupancyMaxActiveClusters, &clusters, h(fn), &c);
 }
 int DriverBackend::launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t shmem,
                           u64 stream, const void* params, std::size_t params_size) {

@@ -42,6 +42,8 @@ class DriverBackend : public Backend {
   int param_info(u64 fn, bool is_kernel, std::vector<wire::Param>& out) override;
   int func_get_attribute(u64 fn, int attrib, int& value) override;
   int func_set_attribute(u64 fn, int attrib, int value) override;
+  int occupancy(u64 fn, int block_size, u64 dynamic_smem, unsigned flags, int& blocks) override;
+  int occupancy_clusters(u64 fn, const std::uint32_t dims[10], int& clusters) override;
   int launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t shmem, u64 stream,
              const void* params, std::size_t params_size) override;
   int stream_create(unsigned flags, int priority, u64& stream) override;

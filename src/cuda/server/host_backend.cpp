@@ -1,11 +1,12 @@
 #include "cuda/server/host_backend.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace runsnack::cuda {
 namespace {
 constexpr u64 kPrimaryContext = 0xc0000;
-constexpr std::uint64_t kAlign = 256;
+constexpr u64 kAlign = 256;
 
 // The attributes cudart and libraries read at start-up; an sm_90-like device.
 std::vector<std::int32_t> attributes() {
@@ -174,10 +175,25 @@ int HostBackend::module_get_function(u64 module, const std::string& name, u64& f
   record("module_get_function " + name);
   return 0;
 }
-int HostBackend::module_get_global(u64 module, const std::string& name, u64&, u64&) {
+int HostBackend::module_get_global(u64 module, const std::string& name, u64& dptr, u64& size) {
   if (!modules_.count(module)) return kErrInvalidHandle;
   record("module_get_global " + name);
-  return kErrNotFound;  // the double keeps no module contents
+  return global(module, name, dptr, size);
+}
+// The double reads no module contents, so it cannot know a global's size:
+// each (module, name) gets one zeroed buffer of kGlobalSize bytes.
+int HostBackend::global(u64 owner, const std::string& name, u64& dptr, u64& size) {
+  auto key = std::to_string(owner) + "/" + name;
+  auto it = globals_.find(key);
+  if (it == globals_.end()) {
+    u64 p = next_address_;
+    next_address_ += kGlobalSize + kAlign;
+    memory_.emplace(p, std::vector<std::uint8_t>(kGlobalSize));
+    it = globals_.emplace(key, p).first;
+  }
+  dptr = it->second;
+  size = kGlobalSize;
+  return 0;
 }
 int HostBackend::library_load(const void*, std::size_t size, u64& library) {
   library = new_handle(libraries_, "library");
@@ -191,10 +207,10 @@ int HostBackend::library_get_kernel(u64 library, const std::string& name, u64& k
   record("library_get_kernel " + name);
   return 0;
 }
-int HostBackend::library_get_global(u64 library, const std::string& name, u64&, u64&) {
+int HostBackend::library_get_global(u64 library, const std::string& name, u64& dptr, u64& size) {
   if (!libraries_.count(library)) return kErrInvalidHandle;
   record("library_get_global " + name);
-  return kErrNotFound;
+  return global(library, name, dptr, size);
 }
 int HostBackend::kernel_get_function(u64 kernel, u64& fn) {
   auto it = kernels_.find(kernel);
@@ -213,6 +229,17 @@ int HostBackend::func_get_attribute(u64 fn, int, int& value) {
 }
 int HostBackend::func_set_attribute(u64 fn, int, int) {
   if (!functions_.count(fn) && !kernels_.count(fn)) return kErrInvalidHandle;
+  return 0;
+}
+int HostBackend::occupancy(u64 fn, int block_size, u64, unsigned, int& blocks) {
+  if (!functions_.count(fn) && !kernels_.count(fn)) return kErrInvalidHandle;
+  if (block_size <= 0) return kErrInvalidValue;
+  blocks = std::max(1, 2048 / block_size);  // threads per SM of the described device
+  return 0;
+}
+int HostBackend::occupancy_clusters(u64 fn, const std::uint32_t*, int& clusters) {
+  if (!functions_.count(fn) && !kernels_.count(fn)) return kErrInvalidHandle;
+  clusters = 1;
   return 0;
 }
 int HostBackend::launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t, u64,

@@ -17,6 +17,7 @@ class HostBackend : public Backend {
  public:
   static constexpr const char* kDeviceName = "RunSnack HostBackend (test double, runs no kernels)";
   static constexpr std::uint64_t kTotalMemory = 1ull << 30;
+  static constexpr std::uint64_t kGlobalSize = 64 * 1024;
 
   // One line per call, e.g. "mem_alloc 4096", for tests to check the order.
   std::vector<std::string> calls() const;
@@ -49,6 +50,8 @@ class HostBackend : public Backend {
   int param_info(u64 fn, bool is_kernel, std::vector<wire::Param>& out) override;
   int func_get_attribute(u64 fn, int attrib, int& value) override;
   int func_set_attribute(u64 fn, int attrib, int value) override;
+  int occupancy(u64 fn, int block_size, u64 dynamic_smem, unsigned flags, int& blocks) override;
+  int occupancy_clusters(u64 fn, const std::uint32_t dims[10], int& clusters) override;
   int launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t shmem, u64 stream,
              const void* params, std::size_t params_size) override;
   int stream_create(unsigned flags, int priority, u64& stream) override;
@@ -67,17 +70,21 @@ class HostBackend : public Backend {
   void record(std::string line);
   // The host bytes behind [p, p + n) inside one allocation, or nullptr.
   std::uint8_t* span(u64 p, u64 n);
+  int global(u64 owner, const std::string& name, u64& dptr, u64& size);
   u64 new_handle(std::map<u64, std::string>& into, std::string what);
   int drop(std::map<u64, std::string>& from, u64 h, const char* what);
 
   mutable std::mutex mutex_;
   std::vector<std::string> calls_;
   std::map<u64, std::vector<std::uint8_t>> memory_;  // fake device address -> bytes
-  u64 next_address_ = 0x7f0000000000;
+  // Far from where Linux maps a process's heap, stack and libraries, so the
+  // shim can reserve the same range in the client.
+  u64 next_address_ = 0x5e0000000000;
   u64 used_ = 0;
   u64 next_handle_ = 0xd0000;
   bool initialised_ = false;
   int primary_retains_ = 0;
+  std::map<std::string, u64> globals_;  // "owner/name" -> address
   std::map<u64, std::string> contexts_, modules_, functions_, libraries_, kernels_, streams_, events_;
 };
 

@@ -373,6 +373,30 @@ class Session {
         w.i32(value);
         return 0;
       }
+      case Op::Occupancy: {
+        std::uint64_t h = r.u64(), fn = 0;
+        int block_size = r.i32(), blocks = 0;
+        std::uint64_t smem = r.u64();
+        unsigned flags = r.u32();
+        bool is_kernel = false;
+        if (r.failed()) return 0;
+        if (int rc = function(h, fn, is_kernel); rc != 0) return rc;
+        if (int rc = b_.occupancy(fn, block_size, smem, flags, blocks); rc != 0) return rc;
+        w.i32(blocks);
+        return 0;
+      }
+      case Op::OccupancyClusters: {
+        std::uint64_t h = r.u64(), fn = 0;
+        std::uint32_t dims[10];
+        for (auto& d : dims) d = r.u32();
+        int clusters = 0;
+        bool is_kernel = false;
+        if (r.failed()) return 0;
+        if (int rc = function(h, fn, is_kernel); rc != 0) return rc;
+        if (int rc = b_.occupancy_clusters(fn, dims, clusters); rc != 0) return rc;
+        w.i32(clusters);
+        return 0;
+      }
       case Op::FuncSetAttribute: {
         std::uint64_t h = r.u64(), fn = 0;
         int attrib = r.i32(), value = r.i32();
