@@ -11,7 +11,7 @@
 #     and remote. A remote issue time far below the RTT means launches take no
 #     round trip.
 # Round trips per launch / per training step as counted by the shim: the shim
-# has no counters yet (no RUNSNACK_CUDA_STATS; checked against the cuda
+# has no counters yet (no RUNSNACK_CUDA_STATS; RUNSNACK_CUDA_TRACE=1 prints only failed calls; checked against the cuda
 # branch at the time of writing); the script runs the program with
 # RUNSNACK_CUDA_STATS=1 and prints whatever the shim says on stderr, so the
 # figure shows up here once the shim reports it.
