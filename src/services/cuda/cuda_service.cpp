@@ -139,18 +139,22 @@ nlohmann::json cuda_availability() {
   if (host_backend())
     return {{"available", true}, {"backend", "host"},
             {"note", "host-RAM test double (RUNSNACK_CUDA_BACKEND=host): no GPU, kernels do not run"}};
-  void* lib = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!lib)
-    return {{"available", false}, {"backend", "driver"}, {"note", "no CUDA driver (libcuda.so.1) on the provider"}};
-  std::string where;
-  struct link_map* map = nullptr;
-  if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) where = map->l_name;
-  ::dlclose(lib);
-  const std::string folder = sfs::path(where).parent_path().string();
-  if (strip_shim_dirs(folder, configured_shim_dir()).empty() && !folder.empty())
-    return {{"available", false}, {"backend", "driver"},
-            {"note", "the provider's library path finds RunSnack's CUDA shim (" + where + "), not a driver"}};
-  return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + where}};
+  // As the server looks for it (cuda/server/driver_backend.cpp): RUNSNACK_CUDA_DRIVER, then the
+  // loader's search; a library with the shim's marker symbol is RunSnack's own, not a driver.
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("RUNSNACK_CUDA_DRIVER"); env && *env) candidates.emplace_back(env);
+  candidates.emplace_back("libcuda.so.1");
+  for (const auto& name : candidates) {
+    void* lib = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) continue;
+    std::string where = name;
+    struct link_map* map = nullptr;
+    if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) where = map->l_name;
+    const bool shim = ::dlsym(lib, "runsnack_cuda_shim_marker") != nullptr;
+    ::dlclose(lib);
+    if (!shim) return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + where}};
+  }
+  return {{"available", false}, {"backend", "driver"}, {"note", "no CUDA driver (libcuda.so.1) on the provider"}};
 }
 
 asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,

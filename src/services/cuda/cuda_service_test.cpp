@@ -220,6 +220,15 @@ TEST(CudaService, CheckReportsTheBackendWithoutStartingAServer) {
   EXPECT_TRUE(f.audit.empty());
 }
 
+TEST(CudaService, TheShimIsNeverTakenForADriver) {
+  if (::access(RUNSNACK_TEST_SHIM, F_OK) != 0) GTEST_SKIP() << "the shim is not built: " << RUNSNACK_TEST_SHIM;
+  ::setenv("RUNSNACK_CUDA_DRIVER", RUNSNACK_TEST_SHIM, 1);
+  const nlohmann::json offered = cuda_availability();
+  ::unsetenv("RUNSNACK_CUDA_DRIVER");
+  EXPECT_EQ(offered["backend"], "driver");
+  EXPECT_EQ(offered["note"].get<std::string>().find("cuda-shim"), std::string::npos) << offered.dump();
+}
+
 TEST(CudaRelay, BothWaysKeepsHalfClose) {
   Fixture f;
   f.run([&]() -> awaitable<void> {
