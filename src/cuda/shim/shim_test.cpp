@@ -218,6 +218,8 @@ TEST(CudaShim, HostRoundTripInProcess) {
 TEST(CudaShim, StaticCudartProgramRunsUpToTheKernelLaunch) {
   NEED_NVCC();
   HostServer server;
+  // add(const float*, const float*, float*, int): what cuFuncGetParamInfo says on a GPU.
+  server.backend().set_params("_Z3addPKfS0_Pfi", {{0, 8}, {8, 8}, {16, 8}, {24, 4}});
   ProgramRun r = run_with_shim(kPrograms + "/vector_add", server.path());
   server.stop();
   SCOPED_TRACE(r.output);
@@ -229,8 +231,11 @@ TEST(CudaShim, StaticCudartProgramRunsUpToTheKernelLaunch) {
   EXPECT_NE(r.output.find("kernel: cudaErrorNotSupported"), std::string::npos);
   EXPECT_EQ(r.status, 2);
   auto calls = server.backend().calls();
-  EXPECT_TRUE(contains(calls, "launch _Z3addPKfS0_Pfi grid 4096 block 256 params 0") ||
-              contains(calls, "launch _Z3addPKfS0_Pfi grid 4096 block 256 params 28"))
+  // The arguments as packed by the shim (little-endian): the three device
+  // pointers cudaMalloc returned (the double's first three 4 MiB allocations,
+  // from 0x5e0000000000 a gap apart) and n = 2^20.
+  EXPECT_TRUE(contains(calls, "launch _Z3addPKfS0_Pfi grid 4096 block 256 params 28 "
+                              "00000000005e0000" "00014000005e0000" "00028000005e0000" "00001000"))
       << ::testing::PrintToString(calls);
   EXPECT_EQ(server.connections(), 1);
 }
