@@ -1,6 +1,7 @@
 // The shim against serve_cuda(HostBackend): in-process through dlopen, and
 // nvcc-built programs (static cudart, cuBLAS) run with the shim first on
 // their library path. Skipped when the build found no nvcc.
+#include "cuda/server/driver_backend.hpp"
 #include "cuda/server/host_backend.hpp"
 #include "cuda/server/serve.hpp"
 #include "cuda/wire.hpp"
@@ -250,6 +251,22 @@ TEST(CudaShim, CublasCreateGetsThroughItsInitialisation) {
   EXPECT_EQ(r.output.find("unknown"), std::string::npos);
   EXPECT_NE(r.output.find("cublasCreate: CUBLAS_STATUS_SUCCESS"), std::string::npos);
   EXPECT_EQ(r.status, 0);
+}
+
+// The server must never load our shim as "the driver", even when told to.
+TEST(CudaShim, DriverBackendRefusesTheShimAndSaysWhenThereIsNoDriver) {
+  for (const char* real : {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"}) {
+    if (fs::exists(real)) GTEST_SKIP() << "this machine has a driver (" << real << ")";
+  }
+  ::setenv("RUNSNACK_CUDA_DRIVER", RUNSNACK_CUDA_SHIM_DIR "/libcuda.so.1", 1);
+  ::testing::internal::CaptureStderr();
+  DriverBackend backend;
+  int rc = backend.init();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("RUNSNACK_CUDA_DRIVER");
+  EXPECT_EQ(rc, kErrNoDevice);
+  EXPECT_NE(err.find("is RunSnack's own shim, not the driver; skipped"), std::string::npos) << err;
+  EXPECT_NE(err.find("no NVIDIA driver (libcuda.so.1) on this machine"), std::string::npos) << err;
 }
 
 TEST(CudaShim, NvmlAnswersFromTheRemoteDevice) {
