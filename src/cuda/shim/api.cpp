@@ -124,17 +124,29 @@ CUresult htod(std::uint64_t dst, const void* src, std::size_t n, std::uint64_t s
   return CUDA_SUCCESS;
 }
 
+// Up to kWindow chunk requests travel together (one round trip per 64 MiB);
+// the window bounds what waits in the socket buffers, so neither side blocks.
 CUresult dtoh(void* dst, std::uint64_t src, std::size_t n, std::uint64_t stream) {
+  constexpr std::size_t kWindow = 64;
   auto* p = static_cast<std::uint8_t*>(dst);
   std::uint64_t ctx = shim::current_ctx();
-  for (std::size_t off = 0; off < n; off += wire::kChunk) {
-    std::size_t len = std::min(wire::kChunk, n - off);
-    std::vector<std::uint8_t> reply;
-    int rc = shim::call(Op::MemcpyDtoH, [&](wire::Writer& w) { w.u64(ctx), w.u64(src + off), w.u64(len), w.u64(stream); },
-                        &reply);
+  for (std::size_t base = 0; base < n; base += kWindow * wire::kChunk) {
+    std::size_t chunks = std::min(kWindow, (n - base + wire::kChunk - 1) / wire::kChunk);
+    bool short_reply = false;
+    int rc = shim::call_many(
+        Op::MemcpyDtoH, chunks,
+        [&](std::size_t i, wire::Writer& w) {
+          std::size_t off = base + i * wire::kChunk;
+          w.u64(ctx), w.u64(src + off), w.u64(std::min(wire::kChunk, n - off)), w.u64(stream);
+        },
+        [&](std::size_t i, const std::vector<std::uint8_t>& reply) {
+          std::size_t off = base + i * wire::kChunk;
+          std::size_t len = std::min(wire::kChunk, n - off);
+          if (reply.size() != len) short_reply = true;
+          else std::memcpy(p + off, reply.data(), len);
+        });
     if (rc != 0) return R(rc);
-    if (reply.size() != len) return CUDA_ERROR_UNKNOWN;
-    std::memcpy(p + off, reply.data(), len);
+    if (short_reply) return CUDA_ERROR_UNKNOWN;
   }
   return CUDA_SUCCESS;
 }

@@ -196,6 +196,32 @@ int call(wire::Op op, const Fill& fill, std::vector<std::uint8_t>* reply) {
   return rc;
 }
 
+int call_many(wire::Op op, std::size_t n, const std::function<void(std::size_t, wire::Writer&)>& fill,
+              const std::function<void(std::size_t, const std::vector<std::uint8_t>&)>& on_reply) {
+  Conn& c = conn();
+  std::lock_guard lock(c.mutex);
+  if (c.init_result != 0) return kErrNotInitialized;
+  wire::Writer w(c.out);
+  std::uint32_t first = c.seq + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    w.frame(op, wire::kFlagReply, ++c.seq);
+    fill(i, w);
+    w.finish();
+  }
+  ++c.sync_calls;
+  if (!flush_locked(c)) return kErrUnknown;
+  int result = 0;
+  std::vector<std::uint8_t> reply;
+  // Every reply is read, even after a failure, so the stream stays in step.
+  for (std::size_t i = 0; i < n; ++i) {
+    int rc = await_locked(c, first + static_cast<std::uint32_t>(i), &reply);
+    if (rc == kErrUnknown && c.fd < 0) return rc;
+    if (rc == 0 && result == 0) on_reply(i, reply);
+    if (rc != 0 && result == 0) result = rc;
+  }
+  return result;
+}
+
 int post(wire::Op op, const Fill& fill) {
   Conn& c = conn();
   std::lock_guard lock(c.mutex);
