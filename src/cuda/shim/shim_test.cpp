@@ -140,14 +140,21 @@ const std::string kPrograms;
 #define NEED_NVCC() GTEST_SKIP() << "no nvcc: the CUDA test programs were not built"
 #endif
 
-TEST(CudaShim, FatbinSizeOfAnNvccBuiltImage) {
+// The size the shim sends must be the whole image and nothing after it, for
+// each form nvcc produces: fatbin, ELF cubin, PTX text (with its NUL).
+TEST(CudaShim, ImageSizesOfNvccBuiltFatbinCubinAndPtx) {
   NEED_NVCC();
-  std::ifstream in(kPrograms + "/vector_add.fatbin", std::ios::binary);
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_GT(data.size(), 16u);
-  std::vector<char> padded = data;
-  padded.resize(data.size() + 64, 0x7f);  // bytes after the image must not count
-  EXPECT_EQ(wire::image_size(padded.data()), data.size());
+  for (const char* name : {"vector_add.fatbin", "vector_add.cubin", "vector_add.ptx"}) {
+    std::ifstream in(kPrograms + "/" + name, std::ios::binary);
+    std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(data.size(), 16u) << name;
+    bool ptx = std::string_view(name).ends_with(".ptx");
+    std::vector<char> padded = data;
+    if (ptx) padded.push_back('\0');
+    std::size_t want = padded.size();
+    padded.resize(padded.size() + 64, 0x7f);  // bytes after the image must not count
+    EXPECT_EQ(wire::image_size(padded.data()), want) << name;
+  }
 }
 
 // The shim loaded into this process: device queries, memory, copies, memset.
