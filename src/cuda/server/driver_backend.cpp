@@ -50,6 +50,7 @@ u64 v(H p) { return reinterpret_cast<std::uintptr_t>(p); }
   X(cuDevicePrimaryCtxRetain, CUres(H*, int))                                                \
   X(cuDevicePrimaryCtxRelease_v2, CUres(int))                                                \
   X(cuCtxCreate_v2, CUres(H*, unsigned, int))                                                \
+  X(cuCtxCreate_v4, CUres(H*, void*, unsigned, int))                                         \
   X(cuCtxDestroy_v2, CUres(H))                                                               \
   X(cuCtxSetCurrent, CUres(H))                                                               \
   X(cuCtxSynchronize, CUres())                                                               \
@@ -188,7 +189,8 @@ int DriverBackend::primary_ctx_retain(int dev, u64& ctx) {
 int DriverBackend::primary_ctx_release(int dev) { return CALL(cuDevicePrimaryCtxRelease_v2, dev); }
 int DriverBackend::ctx_create(unsigned flags, int dev, u64& ctx) {
   H c = nullptr;
-  int rc = CALL(cuCtxCreate_v2, &c, flags, dev);
+  // CUDA 13 drivers may export only the parameterised form.
+  int rc = api_->cuCtxCreate_v4 ? api_->cuCtxCreate_v4(&c, nullptr, flags, dev) : CALL(cuCtxCreate_v2, &c, flags, dev);
   ctx = v(c);
   return rc;
 }

@@ -37,6 +37,11 @@ std::vector<std::string> HostBackend::calls() const {
   return calls_;
 }
 
+void HostBackend::set_params(const std::string& kernel, std::vector<wire::Param> params) {
+  std::lock_guard lock(mutex_);
+  params_[kernel] = std::move(params);
+}
+
 void HostBackend::record(std::string line) {
   std::lock_guard lock(mutex_);
   calls_.push_back(std::move(line));
@@ -218,8 +223,14 @@ int HostBackend::kernel_get_function(u64 kernel, u64& fn) {
   fn = new_handle(functions_, it->second);
   return 0;
 }
-int HostBackend::param_info(u64, bool, std::vector<wire::Param>& out) {
-  out.clear();  // the double does not read kernel metadata
+int HostBackend::param_info(u64 fn, bool, std::vector<wire::Param>& out) {
+  std::string name;
+  if (auto it = functions_.find(fn); it != functions_.end()) name = it->second;
+  else if (auto k = kernels_.find(fn); k != kernels_.end()) name = k->second;
+  else return kErrInvalidHandle;
+  std::lock_guard lock(mutex_);
+  auto p = params_.find(name);
+  out = p == params_.end() ? std::vector<wire::Param>{} : p->second;
   return 0;
 }
 int HostBackend::func_get_attribute(u64 fn, int, int& value) {
@@ -243,13 +254,20 @@ int HostBackend::occupancy_clusters(u64 fn, const std::uint32_t*, int& clusters)
   return 0;
 }
 int HostBackend::launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t, u64,
-                        const void*, std::size_t params_size) {
+                        const void* params, std::size_t params_size) {
   std::string name;
   if (auto it = functions_.find(fn); it != functions_.end()) name = it->second;
   else if (auto k = kernels_.find(fn); k != kernels_.end()) name = k->second;
   else return kErrInvalidHandle;
+  std::string hex;
+  for (std::size_t i = 0; i < params_size; ++i) {
+    static const char* digits = "0123456789abcdef";
+    auto b = static_cast<const std::uint8_t*>(params)[i];
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
   record("launch " + name + " grid " + std::to_string(grid[0]) + " block " + std::to_string(block[0]) + " params " +
-         std::to_string(params_size));
+         std::to_string(params_size) + (hex.empty() ? "" : " " + hex));
   return kErrNotSupported;  // the double never runs kernels
 }
 int HostBackend::stream_create(unsigned, int, u64& stream) {

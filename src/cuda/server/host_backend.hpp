@@ -21,6 +21,9 @@ class HostBackend : public Backend {
 
   // One line per call, e.g. "mem_alloc 4096", for tests to check the order.
   std::vector<std::string> calls() const;
+  // The parameter layout to report for kernels of this name (the double does
+  // not read module metadata), so tests can check the client's packing.
+  void set_params(const std::string& kernel, std::vector<wire::Param> params);
 
   int init() override;
   int driver_version(int& version) override;
@@ -84,7 +87,8 @@ class HostBackend : public Backend {
   u64 next_handle_ = 0xd0000;
   bool initialised_ = false;
   int primary_retains_ = 0;
-  std::map<std::string, u64> globals_;  // "owner/name" -> address
+  std::map<std::string, u64> globals_;
+  std::map<std::string, std::vector<wire::Param>> params_;  // "owner/name" -> address
   std::map<u64, std::string> contexts_, modules_, functions_, libraries_, kernels_, streams_, events_;
 };
 

@@ -4,16 +4,19 @@
 #include "cuda/server/handles.hpp"
 #include "cuda/server/host_backend.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 namespace runsnack::cuda {
 namespace {
@@ -44,9 +47,69 @@ int read_all(int fd, std::uint8_t* p, std::size_t n) {
   return 0;
 }
 
+// Makes fd 1 a pipe and collects what is written to it (the driver prints
+// device printf output on stdout at synchronisation points). A thread keeps
+// the pipe drained so a writer never blocks; take() empties it on demand, so
+// output printed before a reply is sent ahead of that reply.
+class StdoutCapture {
+ public:
+  StdoutCapture() {
+    int p[2];
+    if (::pipe(p) != 0) return;
+    std::fflush(stdout);
+    saved_ = ::dup(1);
+    ::dup2(p[1], 1);
+    ::close(p[1]);
+    ::fcntl(p[0], F_SETFL, O_NONBLOCK);
+    read_ = p[0];
+    thread_ = std::thread([this] { run(); });
+  }
+  ~StdoutCapture() {
+    if (read_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(saved_, 1);  // closes the pipe's last write end: run() sees EOF
+    ::close(saved_);
+    thread_.join();
+    ::close(read_);
+  }
+  std::vector<std::uint8_t> take() {
+    std::fflush(stdout);
+    std::lock_guard lock(mutex_);
+    drain_locked();
+    return std::exchange(pending_, {});
+  }
+
+ private:
+  // Reads what is there; false at EOF.
+  bool drain_locked() {
+    std::uint8_t buf[65536];
+    for (;;) {
+      ssize_t n = ::read(read_, buf, sizeof buf);
+      if (n > 0) {
+        pending_.insert(pending_.end(), buf, buf + n);
+        continue;
+      }
+      return n != 0;  // n < 0: EAGAIN (nothing more now) or EINTR
+    }
+  }
+  void run() {
+    for (;;) {
+      pollfd p{read_, POLLIN, 0};
+      if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
+      std::lock_guard lock(mutex_);
+      if (!drain_locked()) return;
+    }
+  }
+  std::mutex mutex_;
+  std::vector<std::uint8_t> pending_;
+  int read_ = -1;
+  int saved_ = -1;
+  std::thread thread_;
+};
+
 class Session {
  public:
-  Session(int fd, Backend& b) : fd_(fd), b_(b) {}
+  Session(int fd, Backend& b, StdoutCapture* capture) : fd_(fd), b_(b), capture_(capture) {}
   ~Session() { cleanup(); }
 
   // Executes one request; returns an error message for a malformed one.
@@ -76,13 +139,21 @@ class Session {
     }
     std::memcpy(out.data() + wire::kHeaderSize, &rc, 4);
     w.finish();
-    std::fflush(stdout);  // device printf reaches the client before this reply
-    std::lock_guard lock(write_mutex_);
+    if (capture_ != nullptr) {
+      // Device printf output first, so the client sees it before this reply.
+      auto printed = capture_->take();
+      std::vector<std::uint8_t> frames;
+      wire::Writer o(frames);
+      for (std::size_t off = 0; off < printed.size(); off += wire::kChunk) {
+        o.frame(Op::Output, 0, 0);
+        o.raw(printed.data() + off, std::min(wire::kChunk, printed.size() - off));
+        o.finish();
+      }
+      if (!write_all(fd_, frames.data(), frames.size())) return "cuda server: the client went away";
+    }
     if (!write_all(fd_, out.data(), out.size())) return "cuda server: the client went away";
     return {};
   }
-
-  std::mutex& write_mutex() { return write_mutex_; }
 
  private:
   // Makes the request's context current; returns its backend value's result.
@@ -531,61 +602,16 @@ class Session {
   int latched_ = 0;
   std::vector<std::uint8_t> image_;
   std::uint64_t image_expected_ = 0;
-  std::mutex write_mutex_;
-};
-
-// Forwards what the server process writes to fd 1 to the client.
-class StdoutForwarder {
- public:
-  StdoutForwarder(int client_fd, std::mutex& m) : client_(client_fd), mutex_(m) {
-    int p[2];
-    if (::pipe(p) != 0) return;
-    std::fflush(stdout);
-    saved_ = ::dup(1);
-    ::dup2(p[1], 1);
-    ::close(p[1]);
-    read_ = p[0];
-    thread_ = std::thread([this] { run(); });
-  }
-  ~StdoutForwarder() {
-    if (read_ < 0) return;
-    std::fflush(stdout);
-    ::dup2(saved_, 1);  // closes the last write end: run() sees EOF
-    ::close(saved_);
-    thread_.join();
-    ::close(read_);
-  }
-
- private:
-  void run() {
-    std::uint8_t buf[65536];
-    for (;;) {
-      ssize_t n = ::read(read_, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      std::vector<std::uint8_t> out;
-      wire::Writer w(out);
-      w.frame(Op::Output, 0, 0);
-      w.raw(buf, static_cast<std::size_t>(n));
-      w.finish();
-      std::lock_guard lock(mutex_);
-      write_all(client_, out.data(), out.size());
-    }
-  }
-  int client_;
-  std::mutex& mutex_;
-  int read_ = -1;
-  int saved_ = -1;
-  std::thread thread_;
+  StdoutCapture* capture_;
 };
 
 }  // namespace
 
 int serve_cuda(int fd, Backend& backend, const ServeOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);
-  Session session(fd, backend);
-  std::unique_ptr<StdoutForwarder> forward;
-  if (options.capture_stdout) forward = std::make_unique<StdoutForwarder>(fd, session.write_mutex());
+  std::unique_ptr<StdoutCapture> capture;
+  if (options.capture_stdout) capture = std::make_unique<StdoutCapture>();
+  Session session(fd, backend, capture.get());
   std::vector<std::uint8_t> payload;
   for (;;) {
     std::uint8_t head[wire::kHeaderSize];

@@ -9,8 +9,9 @@
 namespace runsnack::cuda {
 
 struct ServeOptions {
-  // Make fd 1 a pipe and forward what is written to it (device printf) to
-  // the client as Output frames. Only for a process that serves one client.
+  // Make fd 1 a pipe and send what is written to it (device printf) to the
+  // client as Output frames ahead of the next reply. Only for a process that
+  // serves one client.
   bool capture_stdout = false;
 };
 

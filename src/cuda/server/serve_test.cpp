@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -156,7 +157,8 @@ TEST_F(ServeTest, ModuleLaunchIsRecordedAndRefusedAndEverythingIsFreedAtEof) {
   EXPECT_EQ(finish(), 0);
   auto calls = backend_.calls();
   EXPECT_NE(std::find(calls.begin(), calls.end(), "module_load 3000"), calls.end());
-  EXPECT_NE(std::find(calls.begin(), calls.end(), "launch vecAdd grid 4 block 256 params 8"), calls.end());
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "launch vecAdd grid 4 block 256 params 8 3412000000000000"),
+            calls.end());
   for (const char* freed : {"event_destroy", "stream_destroy", "module_unload", "primary_ctx_release"}) {
     EXPECT_NE(std::find(calls.begin(), calls.end(), freed), calls.end()) << freed;
   }
@@ -182,6 +184,64 @@ TEST(ServeOversized, FrameOverTheLimitIsRefused) {
   EXPECT_EQ(serve_cuda(sv[1], backend), 1);
   ::close(sv[0]);
   ::close(sv[1]);
+}
+
+// Stands in for the driver printing device printf output at a sync point.
+class PrintingBackend : public HostBackend {
+ public:
+  int ctx_synchronize() override {
+    std::printf("device says hi %d\n", 42);
+    return HostBackend::ctx_synchronize();
+  }
+};
+
+// In a child process, since capture_stdout takes over fd 1.
+TEST(ServeStdout, DevicePrintfReachesTheClientBeforeTheReply) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(sv[0]);
+    PrintingBackend backend;
+    ServeOptions options;
+    options.capture_stdout = true;
+    ::_exit(serve_cuda(sv[1], backend, options));
+  }
+  ::close(sv[1]);
+  std::vector<std::uint8_t> buf;
+  wire::Writer w(buf);
+  w.frame(Op::CtxSynchronize, wire::kFlagReply, 1);
+  w.u64(0);
+  w.finish();
+  ASSERT_EQ(::write(sv[0], buf.data(), buf.size()), static_cast<ssize_t>(buf.size()));
+  std::vector<Op> ops;
+  std::string printed;
+  for (;;) {
+    std::uint8_t head[wire::kHeaderSize];
+    std::size_t got = 0;
+    while (got < sizeof head) {
+      ssize_t n = ::read(sv[0], head + got, sizeof head - got);
+      ASSERT_GT(n, 0);
+      got += static_cast<std::size_t>(n);
+    }
+    wire::Header h;
+    ASSERT_EQ(wire::decode_header(head, h), "");
+    std::vector<std::uint8_t> payload(h.length);
+    got = 0;
+    while (got < h.length) got += static_cast<std::size_t>(::read(sv[0], payload.data() + got, h.length - got));
+    ops.push_back(h.op);
+    if (h.op == Op::Output) printed.append(payload.begin(), payload.end());
+    if (h.op == Op::Reply) break;
+  }
+  EXPECT_EQ(printed, "device says hi 42\n");
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0], Op::Output);
+  ::shutdown(sv[0], SHUT_WR);
+  int status = -1;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::close(sv[0]);
 }
 
 }  // namespace

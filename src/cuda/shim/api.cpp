@@ -46,6 +46,7 @@ struct Local {
   std::map<void*, std::size_t> host_allocations;  // cuMemHostAlloc'd buffers
   std::map<int, std::uint64_t> primary;  // device -> primary context handle
   std::map<int, unsigned> primary_flags;
+  std::map<std::uint64_t, int> contexts;  // cuCtxCreate'd context -> device
 };
 Local& local() {
   static Local* l = new Local;
@@ -82,6 +83,7 @@ int device_of(std::uint64_t ctx) {
   for (auto& [dev, h] : l.primary) {
     if (h == ctx) return dev;
   }
+  if (auto it = l.contexts.find(ctx); it != l.contexts.end()) return it->second;
   return 0;
 }
 
@@ -93,13 +95,14 @@ CUresult device_ok(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-std::vector<std::uint8_t> read_params(std::vector<std::uint8_t>& reply, std::uint64_t handle) {
+// Keeps the parameter layout that follows the handle in a lookup's reply.
+void read_params(const std::vector<std::uint8_t>& reply, std::uint64_t handle) {
+  if (reply.size() < 8) return;
   wire::Reader r(reply.data() + 8, reply.size() - 8);
   auto params = r.array<wire::Param>(wire::kMaxParams);
   auto& l = local();
   std::lock_guard lock(l.mutex);
   l.params[handle] = std::move(params);
-  return {};
 }
 
 // Streams a (per-thread) default stream request maps to.
@@ -121,17 +124,29 @@ CUresult htod(std::uint64_t dst, const void* src, std::size_t n, std::uint64_t s
   return CUDA_SUCCESS;
 }
 
+// Up to kWindow chunk requests travel together (one round trip per 64 MiB);
+// the window bounds what waits in the socket buffers, so neither side blocks.
 CUresult dtoh(void* dst, std::uint64_t src, std::size_t n, std::uint64_t stream) {
+  constexpr std::size_t kWindow = 64;
   auto* p = static_cast<std::uint8_t*>(dst);
   std::uint64_t ctx = shim::current_ctx();
-  for (std::size_t off = 0; off < n; off += wire::kChunk) {
-    std::size_t len = std::min(wire::kChunk, n - off);
-    std::vector<std::uint8_t> reply;
-    int rc = shim::call(Op::MemcpyDtoH, [&](wire::Writer& w) { w.u64(ctx), w.u64(src + off), w.u64(len), w.u64(stream); },
-                        &reply);
+  for (std::size_t base = 0; base < n; base += kWindow * wire::kChunk) {
+    std::size_t chunks = std::min(kWindow, (n - base + wire::kChunk - 1) / wire::kChunk);
+    bool short_reply = false;
+    int rc = shim::call_many(
+        Op::MemcpyDtoH, chunks,
+        [&](std::size_t i, wire::Writer& w) {
+          std::size_t off = base + i * wire::kChunk;
+          w.u64(ctx), w.u64(src + off), w.u64(std::min(wire::kChunk, n - off)), w.u64(stream);
+        },
+        [&](std::size_t i, const std::vector<std::uint8_t>& reply) {
+          std::size_t off = base + i * wire::kChunk;
+          std::size_t len = std::min(wire::kChunk, n - off);
+          if (reply.size() != len) short_reply = true;
+          else std::memcpy(p + off, reply.data(), len);
+        });
     if (rc != 0) return R(rc);
-    if (reply.size() != len) return CUDA_ERROR_UNKNOWN;
-    std::memcpy(p + off, reply.data(), len);
+    if (short_reply) return CUDA_ERROR_UNKNOWN;
   }
   return CUDA_SUCCESS;
 }
@@ -347,6 +362,39 @@ API cuDevicePrimaryCtxReset_v2(CUdevice dev) { return cuDevicePrimaryCtxRelease_
 API cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
 API cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
 API cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { return cuDevicePrimaryCtxSetFlags_v2(dev, flags); }
+// cuCtxCreate_v4 (CUDA 12.5+) and _v2: a context of its own on the provider.
+// Execution-affinity and CIG parameters are not forwarded.
+API cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  if (auto rc = device_ok(dev); rc != CUDA_SUCCESS) return rc;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (params != nullptr && (params->numExecAffinityParams > 0 || params->cigParams != nullptr)) {
+    shim::warn_once("context parameters not forwarded yet", "cuCtxCreate");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::vector<std::uint8_t> reply;
+  int rc = shim::call(Op::CtxCreate, [&](wire::Writer& w) { w.u32(flags), w.i32(dev); }, &reply);
+  if (rc != 0) return R(rc);
+  *ctx = as<CUcontext>(read_u64(reply));
+  shim::push_ctx(u(*ctx));  // cuCtxCreate makes the new context current
+  auto& l = local();
+  std::lock_guard lock(l.mutex);
+  l.contexts[u(*ctx)] = dev;
+  return CUDA_SUCCESS;
+}
+extern "C" __attribute__((visibility("default"))) CUresult CUDAAPI cuCtxCreate_v2(CUcontext* ctx, unsigned int flags,
+                                                                                  CUdevice dev) {
+  return cuCtxCreate_v4(ctx, nullptr, flags, dev);
+}
+API cuCtxDestroy_v2(CUcontext ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  {
+    auto& l = local();
+    std::lock_guard lock(l.mutex);
+    if (l.contexts.erase(u(ctx)) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (shim::current_ctx() == u(ctx)) shim::pop_ctx();
+  return R(shim::post(Op::CtxDestroy, [&](wire::Writer& w) { w.u64(u(ctx)); }));
+}
 API cuCtxGetCurrent(CUcontext* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *ctx = as<CUcontext>(shim::current_ctx());

@@ -28,6 +28,8 @@ struct Conn {
   std::vector<std::uint8_t> out;
   std::vector<wire::DeviceInfo> devices;
   int driver_version = 0;
+  // RUNSNACK_CUDA_STATS=1 prints these at exit.
+  std::uint64_t sync_calls = 0, posted = 0, bytes_sent = 0, bytes_received = 0;
 };
 
 Conn& conn() {
@@ -67,6 +69,7 @@ void lost(Conn& c) {
 
 bool flush_locked(Conn& c) {
   if (c.out.empty()) return c.fd >= 0;
+  c.bytes_sent += c.out.size();
   bool ok = c.fd >= 0 && write_all(c.fd, c.out.data(), c.out.size());
   c.out.clear();
   if (!ok) lost(c);
@@ -88,6 +91,7 @@ int await_locked(Conn& c, std::uint32_t seq, std::vector<std::uint8_t>* reply) {
       lost(c);
       return kErrUnknown;
     }
+    c.bytes_received += wire::kHeaderSize + h.length;
     if (h.op == wire::Op::Output) {
       std::fwrite(payload.data(), 1, payload.size(), stdout);
       std::fflush(stdout);
@@ -131,6 +135,16 @@ int connect_server() {
 
 thread_local std::vector<std::uint64_t> t_ctx;
 
+void print_stats() {
+  Conn& c = conn();
+  std::lock_guard lock(c.mutex);
+  std::fprintf(stderr,
+               "runsnack cuda stats: %llu synchronous round trips, %llu fire-and-forget requests, %llu bytes sent, "
+               "%llu bytes received\n",
+               static_cast<unsigned long long>(c.sync_calls), static_cast<unsigned long long>(c.posted),
+               static_cast<unsigned long long>(c.bytes_sent), static_cast<unsigned long long>(c.bytes_received));
+}
+
 }  // namespace
 
 int init() {
@@ -139,6 +153,10 @@ int init() {
   if (c.init_result >= 0) return c.init_result;
   c.fd = connect_server();
   if (c.fd < 0) return c.init_result = kErrNoDevice;
+  if (const char* s = std::getenv("RUNSNACK_CUDA_STATS"); s != nullptr && std::strcmp(s, "1") == 0) {
+    std::atexit(print_stats);
+  }
+  ++c.sync_calls;  // Hello
   wire::Writer w(c.out);
   std::uint32_t seq = ++c.seq;
   w.frame(wire::Op::Hello, wire::kFlagReply, seq);
@@ -171,10 +189,37 @@ int call(wire::Op op, const Fill& fill, std::vector<std::uint8_t>* reply) {
   w.frame(op, wire::kFlagReply, seq);
   fill(w);
   w.finish();
+  ++c.sync_calls;
   if (!flush_locked(c)) return kErrUnknown;
   int rc = await_locked(c, seq, reply);
   if (rc != 0 && trace()) std::fprintf(stderr, "runsnack cuda trace: %s -> %d\n", wire::op_name(op), rc);
   return rc;
+}
+
+int call_many(wire::Op op, std::size_t n, const std::function<void(std::size_t, wire::Writer&)>& fill,
+              const std::function<void(std::size_t, const std::vector<std::uint8_t>&)>& on_reply) {
+  Conn& c = conn();
+  std::lock_guard lock(c.mutex);
+  if (c.init_result != 0) return kErrNotInitialized;
+  wire::Writer w(c.out);
+  std::uint32_t first = c.seq + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    w.frame(op, wire::kFlagReply, ++c.seq);
+    fill(i, w);
+    w.finish();
+  }
+  ++c.sync_calls;
+  if (!flush_locked(c)) return kErrUnknown;
+  int result = 0;
+  std::vector<std::uint8_t> reply;
+  // Every reply is read, even after a failure, so the stream stays in step.
+  for (std::size_t i = 0; i < n; ++i) {
+    int rc = await_locked(c, first + static_cast<std::uint32_t>(i), &reply);
+    if (rc == kErrUnknown && c.fd < 0) return rc;
+    if (rc == 0 && result == 0) on_reply(i, reply);
+    if (rc != 0 && result == 0) result = rc;
+  }
+  return result;
 }
 
 int post(wire::Op op, const Fill& fill) {
@@ -186,6 +231,7 @@ int post(wire::Op op, const Fill& fill) {
   w.frame(op, 0, ++c.seq);
   fill(w);
   w.finish();
+  ++c.posted;
   if (c.out.size() >= kFlushAt && !flush_locked(c)) return kErrUnknown;
   return 0;
 }

@@ -21,6 +21,10 @@ int driver_version();
 
 // A synchronous request; on success `reply` holds the fields after the result.
 int call(wire::Op op, const Fill& fill, std::vector<std::uint8_t>* reply = nullptr);
+// `n` synchronous requests sent together, their replies read in order: one
+// round trip's latency for all of them. Returns the first failure.
+int call_many(wire::Op op, std::size_t n, const std::function<void(std::size_t, wire::Writer&)>& fill,
+              const std::function<void(std::size_t, const std::vector<std::uint8_t>&)>& on_reply);
 // A fire-and-forget request (its error comes back with a later call).
 int post(wire::Op op, const Fill& fill);
 // Streams a module image to the server's staging buffer in kChunk pieces.

@@ -178,7 +178,10 @@ NVML nvmlDeviceGetPciInfo(void* handle, PciInfo* p) { return nvmlDeviceGetPciInf
 NVML nvmlDeviceGetCudaComputeCapability(void* handle, int* major, int* minor) {
   int index = 0;
   if (int rc = index_of(handle, index); rc != kOk) return rc;
-  return cuDeviceComputeCapability(major, minor, index) == CUDA_SUCCESS ? kOk : kInvalidArgument;
+  if (major == nullptr || minor == nullptr) return kInvalidArgument;
+  cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, index);
+  cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, index);
+  return kOk;
 }
 // Live telemetry is not forwarded yet (docs/CUDA.md).
 NVML nvmlDeviceGetUtilizationRates(void*, void*) {

@@ -1,6 +1,7 @@
 // The shim against serve_cuda(HostBackend): in-process through dlopen, and
 // nvcc-built programs (static cudart, cuBLAS) run with the shim first on
 // their library path. Skipped when the build found no nvcc.
+#include "cuda/server/driver_backend.hpp"
 #include "cuda/server/host_backend.hpp"
 #include "cuda/server/serve.hpp"
 #include "cuda/wire.hpp"
@@ -139,14 +140,21 @@ const std::string kPrograms;
 #define NEED_NVCC() GTEST_SKIP() << "no nvcc: the CUDA test programs were not built"
 #endif
 
-TEST(CudaShim, FatbinSizeOfAnNvccBuiltImage) {
+// The size the shim sends must be the whole image and nothing after it, for
+// each form nvcc produces: fatbin, ELF cubin, PTX text (with its NUL).
+TEST(CudaShim, ImageSizesOfNvccBuiltFatbinCubinAndPtx) {
   NEED_NVCC();
-  std::ifstream in(kPrograms + "/vector_add.fatbin", std::ios::binary);
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_GT(data.size(), 16u);
-  std::vector<char> padded = data;
-  padded.resize(data.size() + 64, 0x7f);  // bytes after the image must not count
-  EXPECT_EQ(wire::image_size(padded.data()), data.size());
+  for (const char* name : {"vector_add.fatbin", "vector_add.cubin", "vector_add.ptx"}) {
+    std::ifstream in(kPrograms + "/" + name, std::ios::binary);
+    std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(data.size(), 16u) << name;
+    bool ptx = std::string_view(name).ends_with(".ptx");
+    std::vector<char> padded = data;
+    if (ptx) padded.push_back('\0');
+    std::size_t want = padded.size();
+    padded.resize(padded.size() + 64, 0x7f);  // bytes after the image must not count
+    EXPECT_EQ(wire::image_size(padded.data()), want) << name;
+  }
 }
 
 // The shim loaded into this process: device queries, memory, copies, memset.
@@ -218,6 +226,8 @@ TEST(CudaShim, HostRoundTripInProcess) {
 TEST(CudaShim, StaticCudartProgramRunsUpToTheKernelLaunch) {
   NEED_NVCC();
   HostServer server;
+  // add(const float*, const float*, float*, int): what cuFuncGetParamInfo says on a GPU.
+  server.backend().set_params("_Z3addPKfS0_Pfi", {{0, 8}, {8, 8}, {16, 8}, {24, 4}});
   ProgramRun r = run_with_shim(kPrograms + "/vector_add", server.path());
   server.stop();
   SCOPED_TRACE(r.output);
@@ -229,8 +239,11 @@ TEST(CudaShim, StaticCudartProgramRunsUpToTheKernelLaunch) {
   EXPECT_NE(r.output.find("kernel: cudaErrorNotSupported"), std::string::npos);
   EXPECT_EQ(r.status, 2);
   auto calls = server.backend().calls();
-  EXPECT_TRUE(contains(calls, "launch _Z3addPKfS0_Pfi grid 4096 block 256 params 0") ||
-              contains(calls, "launch _Z3addPKfS0_Pfi grid 4096 block 256 params 28"))
+  // The arguments as packed by the shim (little-endian): the three device
+  // pointers cudaMalloc returned (the double's first three 4 MiB allocations,
+  // from 0x5e0000000000 a gap apart) and n = 2^20.
+  EXPECT_TRUE(contains(calls, "launch _Z3addPKfS0_Pfi grid 4096 block 256 params 28 "
+                              "00000000005e0000" "00014000005e0000" "00028000005e0000" "00001000"))
       << ::testing::PrintToString(calls);
   EXPECT_EQ(server.connections(), 1);
 }
@@ -245,6 +258,22 @@ TEST(CudaShim, CublasCreateGetsThroughItsInitialisation) {
   EXPECT_EQ(r.output.find("unknown"), std::string::npos);
   EXPECT_NE(r.output.find("cublasCreate: CUBLAS_STATUS_SUCCESS"), std::string::npos);
   EXPECT_EQ(r.status, 0);
+}
+
+// The server must never load our shim as "the driver", even when told to.
+TEST(CudaShim, DriverBackendRefusesTheShimAndSaysWhenThereIsNoDriver) {
+  for (const char* real : {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"}) {
+    if (fs::exists(real)) GTEST_SKIP() << "this machine has a driver (" << real << ")";
+  }
+  ::setenv("RUNSNACK_CUDA_DRIVER", RUNSNACK_CUDA_SHIM_DIR "/libcuda.so.1", 1);
+  ::testing::internal::CaptureStderr();
+  DriverBackend backend;
+  int rc = backend.init();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("RUNSNACK_CUDA_DRIVER");
+  EXPECT_EQ(rc, kErrNoDevice);
+  EXPECT_NE(err.find("is RunSnack's own shim, not the driver; skipped"), std::string::npos) << err;
+  EXPECT_NE(err.find("no NVIDIA driver (libcuda.so.1) on this machine"), std::string::npos) << err;
 }
 
 TEST(CudaShim, NvmlAnswersFromTheRemoteDevice) {
