@@ -8,13 +8,11 @@
 #     --probe-bytes`: 2 GiB through one stream, provider to consumer) and the
 #     session RTT;
 #   - kernel launch cost (20000 empty launches, issue time and total): native
-#     and remote. A remote issue time far below the RTT means launches take no
-#     round trip.
-# Round trips per launch / per training step as counted by the shim: the shim
-# has no counters yet (no RUNSNACK_CUDA_STATS; RUNSNACK_CUDA_TRACE=1 prints only failed calls; checked against the cuda
-# branch at the time of writing); the script runs the program with
-# RUNSNACK_CUDA_STATS=1 and prints whatever the shim says on stderr, so the
-# figure shows up here once the shim reports it.
+#     and remote;
+#   - synchronous round trips per kernel launch, counted by the shim
+#     (RUNSNACK_CUDA_STATS=1 prints them at exit): the difference between a
+#     run of 2N launches and one of N, divided by N (goal: 0).
+# Round trips per PyTorch training step: tests/cuda/gpu_check.sh (it needs torch).
 #
 # Needs: a GPU and its driver, nvcc, BUILD_DIR built with the shim
 # (ninja -C BUILD runsnack; BUILD/cuda-shim/libcuda.so.1). Run it at normal
@@ -85,9 +83,21 @@ RUNSNACK_CUDA_STATS=1 consumer cuda --json "$LINK" -- "$TMP/copy_bench" launch "
   >"$TMP/remote-launch.out" 2>"$TMP/remote-launch.err"
 echo "remote launch: exit $?" >&2
 record remote <"$TMP/remote-launch.out"
+RUNSNACK_CUDA_STATS=1 consumer cuda "$LINK" -- "$TMP/copy_bench" launch $((2 * LAUNCHES)) \
+  >/dev/null 2>"$TMP/remote-launch2.err"
+# "runsnack cuda stats: N synchronous round trips, ..." (src/cuda/shim/client.cpp)
+round_trips() { sed -n 's/^runsnack cuda stats: \([0-9]*\) synchronous round trips.*/\1/p' "$1" | tail -n 1; }
+RT1=$(round_trips "$TMP/remote-launch.err")
+RT2=$(round_trips "$TMP/remote-launch2.err")
+if [[ -n $RT1 && -n $RT2 ]]; then
+  awk -v a="$RT1" -v b="$RT2" -v n="$LAUNCHES" 'BEGIN { printf "RESULT round_trips_per_launch %.4f round-trips\n", (b - a) / n }' |
+    record remote
+else
+  echo "cuda_bench.sh: the shim printed no stats line" >&2
+fi
 grep -h '^device 0' "$TMP/native.out" "$TMP/remote.out" >&2
-echo "-- the shim's stderr (counters, if it reports them):" >&2
-cat "$TMP/remote.err" "$TMP/remote-launch.err" >&2
+echo "-- the shim's stderr:" >&2
+cat "$TMP/remote.err" "$TMP/remote-launch.err" "$TMP/remote-launch2.err" >&2
 tail -n 1 "$TMP/remote.out" >&2
 
 # ---------------------------------------------------------------- the table
