@@ -81,15 +81,19 @@ echo "remote copy: exit $?" >&2
 record remote <"$TMP/remote.out"
 RUNSNACK_CUDA_STATS=1 consumer cuda --json "$LINK" -- "$TMP/copy_bench" launch "$LAUNCHES" \
   >"$TMP/remote-launch.out" 2>"$TMP/remote-launch.err"
-echo "remote launch: exit $?" >&2
+LAUNCH1=$?
+echo "remote launch: exit $LAUNCH1" >&2
 record remote <"$TMP/remote-launch.out"
 RUNSNACK_CUDA_STATS=1 consumer cuda "$LINK" -- "$TMP/copy_bench" launch $((2 * LAUNCHES)) \
   >/dev/null 2>"$TMP/remote-launch2.err"
+LAUNCH2=$?
 # "runsnack cuda stats: N synchronous round trips, ..." (src/cuda/shim/client.cpp)
 round_trips() { sed -n 's/^runsnack cuda stats: \([0-9]*\) synchronous round trips.*/\1/p' "$1" | tail -n 1; }
 RT1=$(round_trips "$TMP/remote-launch.err")
 RT2=$(round_trips "$TMP/remote-launch2.err")
-if [[ -n $RT1 && -n $RT2 ]]; then
+if [[ $LAUNCH1 != 0 || $LAUNCH2 != 0 ]]; then
+  echo "cuda_bench.sh: the launch runs failed (exit $LAUNCH1, $LAUNCH2): no round trips per launch" >&2
+elif [[ -n $RT1 && -n $RT2 ]]; then
   awk -v a="$RT1" -v b="$RT2" -v n="$LAUNCHES" 'BEGIN { printf "RESULT round_trips_per_launch %.4f round-trips\n", (b - a) / n }' |
     record remote
 else
