@@ -65,6 +65,11 @@ void print_info(const nlohmann::json& info) {
                 info["path"].get<std::string>().c_str(), info["address"].get<std::string>().c_str(),
                 info["setup_ms"].get<double>(), info["rtt_ms"].get<double>(), info["bandwidth_mbps"].get<double>());
   std::cout << "path      " << buf << std::endl;
+  if (info.contains("cuda")) {
+    const auto& c = info["cuda"];
+    std::cout << "cuda      " << (c.value("available", false) ? "available: " : "not available: ")
+              << c.value("note", std::string()) << " (runsnack cuda LINK -- CMD)" << std::endl;
+  }
 }
 
 struct InfoArgs {

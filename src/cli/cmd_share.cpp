@@ -298,7 +298,8 @@ int share(const ShareArgs& args) {
     }
     if (args.max_procs > 0) run_terms.max_procs = static_cast<std::uint64_t>(args.max_procs);
     run_terms.network = args.network;
-    if (grant.services.count("run") || grant.services.count("shell") || grant.services.count("cp"))
+    if (grant.services.count("run") || grant.services.count("shell") || grant.services.count("cp") ||
+        grant.services.count("cuda"))
       grant.terms["run"] = run_terms.to_json();
     if (args.cpu_hours >= 0) grant.terms["run"]["cpu_hours"] = args.cpu_hours;
     if (args.gpu_hours >= 0) grant.terms["run"]["gpu_hours"] = args.gpu_hours;
@@ -414,10 +415,11 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_flag("--bind-first", args->bind_first, "Only the first consumer who uses the link may use it again");
   cmd->add_option("--port-range", args->port_range, "Listen on the first free port in A-B (default 7443-7463)");
   cmd->add_option("--listen", args->listen, "Address to listen on, ADDR or ADDR:PORT (default 0.0.0.0)");
-  cmd->add_option("--allow", args->allow, "Services the link allows besides info, e.g. run,shell,cp,forward");
-  cmd->add_option("--run-timeout", args->run_timeout, "run: wall-clock limit per command, e.g. 10m (default: none)");
-  cmd->add_option("--memory", args->memory, "run: memory limit per command, e.g. 4G (default: none)");
-  cmd->add_option("--max-procs", args->max_procs, "run: processes per command (default 1024)")->check(CLI::PositiveNumber);
+  cmd->add_option("--allow", args->allow, "Services the link allows besides info, e.g. run,shell,cp,forward,cuda (cuda: the consumer's "
+                  "CUDA programs use this machine's GPUs, `runsnack cuda`)");
+  cmd->add_option("--run-timeout", args->run_timeout, "run/cuda: wall-clock limit per command (cuda: per CUDA process), e.g. 10m (default: none)");
+  cmd->add_option("--memory", args->memory, "run/cuda: host memory limit per command or CUDA process, e.g. 4G (default: none)");
+  cmd->add_option("--max-procs", args->max_procs, "run/cuda: processes per command or CUDA process (default 1024)")->check(CLI::PositiveNumber);
   cmd->add_option("--cpu-hours", args->cpu_hours, "run/shell: CPU time the link may use in total; spent, it expires")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gpu-hours", args->gpu_hours, "run/shell: GPU time (wall time x GPUs) in total; spent, it expires")

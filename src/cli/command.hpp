@@ -37,8 +37,10 @@ void add_share_command(CLI::App& app, ExitStatus& status);
 void add_grant_commands(CLI::App& app, ExitStatus& status);   // links, revoke, log
 void add_remote_command(CLI::App& app, ExitStatus& status);
 void add_info_command(CLI::App& app, ExitStatus& status);
+void add_cuda_server_command(CLI::App& app, ExitStatus& status);  // hidden
 void add_gpus_command(CLI::App& app, ExitStatus& status);
 void add_forward_command(CLI::App& app, ExitStatus& status);     // cmd_forward.cpp
+void add_cuda_command(CLI::App& app, ExitStatus& status);        // cmd_cuda.cpp
 void add_run_commands(CLI::App& app, ExitStatus& status);        // cmd_run.cpp: run, shell, cp
 void add_rendezvous_command(CLI::App& app, ExitStatus& status);  // cmd_rendezvous.cpp
 void add_pool_command(CLI::App& app, ExitStatus& status);        // cmd_pool.cpp: serve, join, submit, ...

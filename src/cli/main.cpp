@@ -24,12 +24,14 @@ int main(int argc, char** argv) {
   add_info_command(app, status);
   add_run_commands(app, status);
   add_forward_command(app, status);
+  add_cuda_command(app, status);
   add_grant_commands(app, status);
   add_remote_command(app, status);
   add_gpus_command(app, status);
   add_id_command(app, status);
   add_rendezvous_command(app, status);
   add_pool_command(app, status);
+  add_cuda_server_command(app, status);
 
   try {
     app.parse(argc, argv);

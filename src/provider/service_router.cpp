@@ -1,5 +1,6 @@
 #include "provider/service_router.hpp"
 
+#include "services/cuda/cuda_service.hpp"
 #include "services/forward/forward_service.hpp"
 #include "services/exec/exec_service.hpp"
 #include "services/exec/shell_service.hpp"
@@ -43,6 +44,14 @@ ServiceRouter default_services() {
                                                               {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
                                    },
                                    exec::kServiceShell, true});
+  // cuda: one cuda-server per stream; it audits each server itself (cuda_start, cuda_end).
+  router.add(cuda::kServiceCuda, {[sessions = std::make_shared<cuda::CudaSessions>()](
+                                      std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
+                                      const ServiceContext& ctx) {
+                                    return cuda::serve_cuda_stream(sessions, std::move(stream), args,
+                                                            {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
+                                  },
+                                  cuda::kServiceCuda, false});
   return router;
 }
 

@@ -5,6 +5,7 @@
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
+#include "services/cuda/cuda_service.hpp"
 
 #include <boost/asio/buffer.hpp>
 
@@ -41,6 +42,7 @@ asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant) {
       {"gpu_report", query_gpus(grant.gpus)},
       {"grant", grant_terms(grant, std::chrono::system_clock::now())},
   };
+  if (grant_allows_service(grant, cuda::kServiceCuda)) body["cuda"] = cuda::cuda_availability();
   if (co_await write_stream_message(stream, body)) (void)co_await stream.close_write();
 }
 
@@ -144,6 +146,13 @@ asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions
     co_return fail(errc::malformed, "bad info reply (grant)");
   nlohmann::json out = {{"host", *host}, {"gpus", gpu_list_json(*gpus)}, {"gpu_note", gpu_note(*gpus, "the provider")},
                         {"grant", grant}};
+  if (auto c = reply->find("cuda"); c != reply->end() && c->is_object() && (*c)["available"].is_boolean()) {
+    const auto text = [&](const char* key) {
+      auto v = c->value(key, std::string());
+      return v.substr(0, 200);
+    };
+    out["cuda"] = {{"available", (*c)["available"].get<bool>()}, {"backend", text("backend")}, {"note", text("note")}};
+  }
 
   std::vector<double> rtts;
   for (int i = 0; i < options.pings; ++i) {

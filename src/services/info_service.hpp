@@ -3,6 +3,7 @@
 // and how good the path is (RTT, a short bandwidth probe).
 //
 //   stream "info":  provider -> {"host":HostInfo,"gpu_report":GpuReport,"grant":terms} then FIN
+//                   (plus "cuda":{available,backend,note} when the grant allows cuda: cuda_service.hpp)
 //                   (gpu/info_json.hpp, link/grant.hpp)
 //   stream "probe": consumer -> header args {"ms":N}; provider sends zero bytes
 //                   for N ms (at most kMaxProbe), then FIN.
@@ -54,7 +55,7 @@ struct InfoOptions {
 
 // Consumer half: the provider's report plus the path's measurements, as one
 // object with keys host, gpus, gpu_note, grant, provider, path, setup_ms,
-// rtt_ms, bandwidth_mbps.
+// rtt_ms, bandwidth_mbps, and cuda when the grant allows it.
 boost::asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions options = {});
 
 }  // namespace runsnack

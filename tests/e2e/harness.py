@@ -166,8 +166,9 @@ class Proc:
 class Provider(Proc):
     """`runsnack share --json --listen ...`, waiting for its ready line."""
 
-    def __init__(self, test, home, extra_args=(), listen="127.0.0.1:0", name="provider"):
-        super().__init__(test, ["share", "--json", "--listen", listen] + list(extra_args), home, name=name)
+    def __init__(self, test, home, extra_args=(), listen="127.0.0.1:0", name="provider", env_extra=None):
+        super().__init__(test, ["share", "--json", "--listen", listen] + list(extra_args), home, env_extra=env_extra,
+                         name=name)
         self.ready = self.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "the ready event")
         self.link = self.ready.get("link")
         self.grant = self.ready.get("grant")
@@ -281,8 +282,8 @@ class E2ETestCase(unittest.TestCase):
         self.assertEqual(len(rows), 1, "grant %s not in links: %r" % (grant_id, self.links(home, all=True)))
         return rows[0]
 
-    def start_provider(self, home, *extra_args, listen="127.0.0.1:0", name="provider"):
-        return Provider(self, home, extra_args, listen=listen, name=name)
+    def start_provider(self, home, *extra_args, listen="127.0.0.1:0", name="provider", env_extra=None):
+        return Provider(self, home, extra_args, listen=listen, name=name, env_extra=env_extra)
 
     def start(self, home, *args, name="proc", env_extra=None):
         return Proc(self, list(args), home, env_extra=env_extra, name=name)

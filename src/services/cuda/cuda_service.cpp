@@ -1,0 +1,296 @@
+#include "services/cuda/cuda_service.hpp"
+
+#include "services/cuda/relay.hpp"
+#include "services/cuda/server_env.hpp"
+#include "services/exec/child_process.hpp"
+#include "services/exec/launch.hpp"
+#include "services/exec/run_terms.hpp"
+#include "session/stream_header.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+extern char** environ;
+
+namespace runsnack::cuda {
+
+namespace asio = boost::asio;
+namespace sfs = std::filesystem;
+using asio::local::stream_protocol;
+
+namespace {
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+// Of each server's stdout/stderr (its own diagnostics), this much reaches the provider's log.
+constexpr std::size_t kMaxLoggedOutput = 64 * 1024;
+
+bool host_backend() {
+  const char* b = std::getenv("RUNSNACK_CUDA_BACKEND");
+  return b && std::string_view(b) == "host";
+}
+
+// Where the shim may be, so that the server's library path never names it:
+// RUNSNACK_CUDA_LIBDIR when set (other places are folders named cuda-shim,
+// which server_env.hpp drops by name).
+std::optional<sfs::path> configured_shim_dir() {
+  const char* dir = std::getenv("RUNSNACK_CUDA_LIBDIR");
+  if (!dir || !*dir) return std::nullopt;
+  return sfs::path(dir);
+}
+
+asio::awaitable<void> refuse(MuxStream& stream, errc code, const std::string& reason) {
+  const nlohmann::json reply = to_json(StreamReply{false, code, reason});
+  if (co_await write_stream_message(stream, reply)) (void)co_await stream.close_write();
+}
+
+// Copies one of the server's output pipes to the provider's log, line by
+// line, up to kMaxLoggedOutput; drains the rest so that the server never
+// blocks on a full pipe.
+asio::awaitable<void> log_output(fs::UniqueFd fd, pid_t pid, std::string which) {
+  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+  asio::posix::stream_descriptor pipe(co_await asio::this_coro::executor, fd.release());
+  std::string pending;
+  std::size_t logged = 0;
+  char buf[4096];
+  for (;;) {
+    auto [ec, n] = co_await pipe.async_read_some(asio::buffer(buf), kTuple);
+    if (ec) break;
+    if (logged >= kMaxLoggedOutput) continue;
+    pending.append(buf, n);
+    for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos && logged < kMaxLoggedOutput;) {
+      spdlog::info("cuda-server {} {}: {}", pid, which, pending.substr(0, nl));
+      logged += nl + 1;
+      pending.erase(0, nl + 1);
+    }
+    if (pending.size() > 4096) pending.clear();  // a line without end: not worth keeping
+  }
+  if (!pending.empty() && logged < kMaxLoggedOutput) spdlog::info("cuda-server {} {}: {}", pid, which, pending);
+}
+
+// Kills the server when `timer` expires (the wall-clock limit, or the grace
+// after its input ended); cancelling the timer stands it down. The kill is a
+// no-op once the server has been reaped.
+asio::awaitable<void> kill_at(std::shared_ptr<asio::steady_timer> timer, std::shared_ptr<exec::ChildProcess> child,
+                              std::shared_ptr<std::string> reason, std::string why) {
+  auto [ec] = co_await timer->async_wait(kTuple);
+  if (ec) co_return;
+  if (reason->empty()) *reason = why;
+  child->kill(SIGKILL);
+}
+
+struct Started {
+  std::shared_ptr<exec::ChildProcess> child;
+  std::optional<exec::Cgroup> cgroup;
+  fs::UniqueFd socket;
+  std::string limits_mode;
+};
+
+Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms) {
+  static std::atomic<std::uint64_t> counter{0};
+  exec::LaunchLimits limits =
+      exec::prepare_limits(terms, "runsnack-cuda-" + ctx.session_id + "-" + std::to_string(++counter));
+  // The driver reserves far more address space than it uses: an RLIMIT_AS
+  // would stop cuInit. Memory is bounded only where a cgroup is in force.
+  std::erase_if(limits.rlimits, [](const auto& r) { return r.first == RLIMIT_AS; });
+
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    return fail(errc::io_error, "cannot make a socket pair for the CUDA server");
+  fs::UniqueFd ours(pair[0]), theirs(pair[1]);
+  widen_socket_buffers(ours.get());
+  widen_socket_buffers(theirs.get());
+
+  std::vector<std::string> env_in;
+  for (char** e = environ; e && *e; ++e) env_in.emplace_back(*e);
+  std::optional<std::vector<int>> gpus;
+  if (!ctx.grant.gpus.empty()) gpus = exec::allowed_gpus(ctx.grant);
+  exec::SpawnOptions options;
+  options.argv = {"/proc/self/exe", "cuda-server", "--fd", "3"};
+  options.envp = server_environment(env_in, configured_shim_dir(), gpus);
+  options.rlimits = limits.rlimits;
+  options.keep_fd = theirs.get();
+  if (limits.cgroup) options.cgroup_procs_fds = limits.cgroup->procs_fds();
+  auto child = exec::ChildProcess::spawn(options);
+  if (!child) return fail(errc::io_error, "cannot start the CUDA server: " + child.error().what());
+  return Started{std::make_shared<exec::ChildProcess>(std::move(*child)), std::move(limits.cgroup), std::move(ours),
+                 limits.mode};
+}
+
+}  // namespace
+
+nlohmann::json cuda_availability() {
+  if (host_backend())
+    return {{"available", true}, {"backend", "host"},
+            {"note", "host-RAM test double (RUNSNACK_CUDA_BACKEND=host): no GPU, kernels do not run"}};
+  // As the server looks for it (cuda/server/driver_backend.cpp): RUNSNACK_CUDA_DRIVER, then the
+  // loader's search; a library with the shim's marker symbol is RunSnack's own, not a driver.
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("RUNSNACK_CUDA_DRIVER"); env && *env) candidates.emplace_back(env);
+  candidates.emplace_back("libcuda.so.1");
+  for (const auto& name : candidates) {
+    void* lib = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) continue;
+    std::string where = name;
+    struct link_map* map = nullptr;
+    if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) where = map->l_name;
+    const bool shim = ::dlsym(lib, "runsnack_cuda_shim_marker") != nullptr;
+    ::dlclose(lib);
+    if (!shim) return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + where}};
+  }
+  return {{"available", false}, {"backend", "driver"}, {"note", "no CUDA driver (libcuda.so.1) on the provider"}};
+}
+
+asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
+                                        nlohmann::json args, CudaContext context) {
+  auto audit = [&](const std::string& kind, const std::string& decision, const std::string& reason,
+                   nlohmann::json detail) {
+    detail["session"] = context.session_id;
+    if (context.audit) context.audit(kind, decision, reason, detail);
+  };
+  if (args.is_object() && args.value("check", false)) {
+    const nlohmann::json reply = {{"ok", true}, {"cuda", cuda_availability()}};
+    if (co_await write_stream_message(*stream, reply)) (void)co_await stream->close_write();
+    co_return;
+  }
+
+  auto& state = sessions->sessions[context.session_id];
+  if (state.servers >= kMaxServersPerSession) {
+    const std::string reason = "too many CUDA processes at once on this session (at most " +
+                               std::to_string(kMaxServersPerSession) + ")";
+    audit("cuda_start", "refuse", reason, nlohmann::json::object());
+    co_await refuse(*stream, errc::exhausted, reason);
+    co_return;
+  }
+  ++state.servers;
+  if (context.grant.bandwidth_bytes_per_s && !state.bucket) {
+    auto rate = *context.grant.bandwidth_bytes_per_s;
+    state.bucket = std::make_shared<TokenBucket>(rate, default_burst(rate), TokenBucket::Clock::now());
+  }
+  RelayOptions relay_options{RelayMode::socket_leads, state.bucket};
+  // Counts this server for as long as it lives (`state` may move: not used past here).
+  struct Slot {
+    std::shared_ptr<CudaSessions> sessions;
+    std::string id;
+    ~Slot() {
+      auto it = sessions->sessions.find(id);
+      if (it != sessions->sessions.end() && --it->second.servers <= 0) sessions->sessions.erase(it);
+    }
+  } slot{sessions, context.session_id};
+
+  const exec::RunTerms terms = exec::RunTerms::from_json(context.grant.terms.value("run", nlohmann::json::object()));
+  auto started = start_server(context, terms);
+  if (!started) {
+    const std::string reason = started.error().what();
+    audit("cuda_start", "refuse", reason, nlohmann::json::object());
+    co_await refuse(*stream, errc::io_error, reason);
+    co_return;
+  }
+  auto child = started->child;
+  const pid_t pid = child->pid();
+  const std::string backend = host_backend() ? "host" : "driver";
+  nlohmann::json limits = terms.to_json();
+  limits["enforced_by"] = started->limits_mode;
+  limits["gpus"] = context.grant.gpus;
+  audit("cuda_start", "accept", "", {{"pid", pid}, {"backend", backend}, {"limits", limits}});
+  spdlog::info("session {}: cuda-server {} started ({})", context.session_id, pid, backend);
+
+  auto ex = co_await asio::this_coro::executor;
+  asio::co_spawn(ex, log_output(child->take_stdout(), pid, "stdout"), asio::detached);
+  asio::co_spawn(ex, log_output(child->take_stderr(), pid, "stderr"), asio::detached);
+  auto reason = std::make_shared<std::string>();
+  auto deadline = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+  if (terms.timeout_s) {
+    deadline->expires_after(std::chrono::milliseconds(static_cast<std::int64_t>(*terms.timeout_s * 1000)));
+    asio::co_spawn(ex, kill_at(deadline, child, reason, "the wall-clock limit was reached"), asio::detached);
+  }
+
+  // The consumer's FIN is the server's EOF: from then on it has kServerExitGrace to exit.
+  auto grace = std::make_shared<std::shared_ptr<asio::steady_timer>>();
+  auto arm_grace = [ex, grace, child, reason] {
+    if (*grace) return;
+    *grace = std::make_shared<asio::steady_timer>(ex, kServerExitGrace);
+    asio::co_spawn(ex, kill_at(*grace, child, reason, "did not exit after its input ended"), asio::detached);
+  };
+  relay_options.on_stream_fin = arm_grace;
+
+  stream_protocol::socket socket(ex, stream_protocol(), started->socket.release());
+  const auto begun = std::chrono::steady_clock::now();
+  const nlohmann::json ok = {{"ok", true}, {"pid", pid}, {"backend", backend}};
+  auto greeted = co_await write_stream_message(*stream, ok);
+  if (!greeted) stream->reset();  // the relay then ends at once, as for a consumer that left
+  RelayResult relayed = co_await relay(socket, *stream, relay_options);
+  deadline->cancel();
+  boost::system::error_code ignored;
+  socket.close(ignored);
+  // A lost consumer: kill now. Otherwise the server closed its end (it quit,
+  // or its input ended): let it finish, briefly.
+  if (relayed.stream_failed) {
+    if (reason->empty()) *reason = "the consumer went away (" + relayed.error.value_or("stream closed") + ")";
+    child->kill(SIGKILL);
+  } else {
+    arm_grace();
+  }
+  const exec::ExitInfo ended = co_await child->wait();
+  if (*grace) (*grace)->cancel();
+  std::optional<std::uint64_t> peak = started->cgroup ? started->cgroup->peak_memory() : std::nullopt;
+  started->cgroup.reset();  // kills any straggler, removes the group
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
+  if (reason->empty() && relayed.error) *reason = *relayed.error;
+  spdlog::info("session {}: cuda-server {} ended, status {}{}", context.session_id, pid, ended.status,
+               reason->empty() ? "" : " (" + *reason + ")");
+  audit("cuda_end", "", *reason,
+        {{"pid", pid},
+         {"exit_status", ended.status},
+         {"signal", ended.signal ? nlohmann::json(*ended.signal) : nlohmann::json(nullptr)},
+         {"seconds", seconds},
+         {"bytes_to_server", relayed.stream_to_socket},
+         {"bytes_from_server", relayed.socket_to_stream},
+         {"cpu_user_s", ended.cpu_user_s},
+         {"cpu_sys_s", ended.cpu_sys_s},
+         {"peak_memory_bytes", peak.value_or(ended.max_rss_bytes)}});
+}
+
+asio::awaitable<Result<nlohmann::json>> check_cuda(Session& session) {
+  const StreamHeader header{kServiceCuda, {{"check", true}}};
+  auto stream = co_await session.open(header);
+  if (!stream) co_return stream.error();
+  auto msg = co_await read_stream_message(**stream);
+  if (!msg) co_return msg.error();
+  if (!msg->is_object() || !msg->value("ok", false) || !(*msg)["cuda"].is_object()) {
+    auto reply = parse_stream_reply(*msg);
+    co_return fail(errc::refused, reply ? reply->reason : std::string("the provider's answer did not parse"));
+  }
+  co_return (*msg)["cuda"];
+}
+
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session, nlohmann::json* started) {
+  const StreamHeader header{kServiceCuda, nlohmann::json::object()};
+  auto stream = co_await session.open(header);
+  if (!stream) co_return stream.error();
+  auto msg = co_await read_stream_message(**stream);
+  if (!msg) co_return msg.error();
+  auto reply = parse_stream_reply(*msg);
+  if (!reply) co_return reply.error();
+  if (!reply->ok) co_return fail(errc::refused, reply->reason);
+  if (started) *started = *msg;
+  co_return *stream;
+}
+
+}  // namespace runsnack::cuda

@@ -1,0 +1,45 @@
+#include "services/cuda/server_env.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace runsnack::cuda {
+namespace {
+
+std::optional<std::string> value(const std::vector<std::string>& env, const std::string& key) {
+  for (const auto& e : env)
+    if (e.starts_with(key + "=")) return e.substr(key.size() + 1);
+  return std::nullopt;
+}
+
+TEST(ServerEnv, ShimFoldersLeaveTheLibraryPath) {
+  EXPECT_EQ(strip_shim_dirs("/a:/build/dev/cuda-shim:/b", std::nullopt), "/a:/b");
+  EXPECT_EQ(strip_shim_dirs("/build/dev/cuda-shim/::/usr/lib", std::nullopt), "/usr/lib");
+  EXPECT_EQ(strip_shim_dirs("/opt/myshim:/usr/lib", std::filesystem::path("/opt/myshim/")), "/usr/lib");
+  EXPECT_EQ(strip_shim_dirs("/usr/local/cuda/lib64", std::nullopt), "/usr/local/cuda/lib64");
+  EXPECT_EQ(strip_shim_dirs("", std::nullopt), "");
+}
+
+TEST(ServerEnv, DropsTheSocketAndShimKeepsTheRest) {
+  auto env = server_environment({"PATH=/bin", "RUNSNACK_CUDA_SOCKET=/tmp/x/s", "LD_LIBRARY_PATH=/x/cuda-shim",
+                                 "RUNSNACK_CUDA_BACKEND=host", "CUDA_VISIBLE_DEVICES=1", "junk"},
+                                std::nullopt, std::nullopt);
+  EXPECT_EQ(value(env, "PATH"), "/bin");
+  EXPECT_EQ(value(env, "RUNSNACK_CUDA_SOCKET"), std::nullopt);
+  EXPECT_EQ(value(env, "LD_LIBRARY_PATH"), std::nullopt);  // nothing left: unset
+  EXPECT_EQ(value(env, "RUNSNACK_CUDA_BACKEND"), "host");
+  EXPECT_EQ(value(env, "CUDA_VISIBLE_DEVICES"), "1");  // a grant of all GPUs leaves the provider's choice
+  EXPECT_EQ(value(env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const auto& e) { return e == "junk"; }), 0);
+}
+
+TEST(ServerEnv, GrantGpusBecomeVisibleDevices) {
+  auto env = server_environment({"CUDA_VISIBLE_DEVICES=0,1,2,3"}, std::nullopt, std::vector<int>{2, 3});
+  EXPECT_EQ(value(env, "CUDA_VISIBLE_DEVICES"), "2,3");
+  auto none = server_environment({"CUDA_VISIBLE_DEVICES=0"}, std::nullopt, std::vector<int>{});
+  EXPECT_EQ(value(none, "CUDA_VISIBLE_DEVICES"), "");  // the grant's GPUs are not on this host: none visible
+}
+
+}  // namespace
+}  // namespace runsnack::cuda

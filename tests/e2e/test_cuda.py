@@ -1,0 +1,267 @@
+"""Remote CUDA end to end: `runsnack share --allow cuda` and `runsnack cuda LINK -- CMD`.
+
+The provider runs with RUNSNACK_CUDA_BACKEND=host: its cuda-server backs device memory with host RAM
+and runs no kernels (a test double; no GPU here). Two groups:
+
+- Plumbing (no CUDA toolkit needed): small Python programs stand in for CUDA processes and talk to
+  $RUNSNACK_CUDA_SOCKET directly; RUNSNACK_CUDA_LIBDIR points at a folder with a placeholder
+  libcuda.so.1 (Python never loads it). Refusals, errors, the server's end closing the connection,
+  exit status and signals, and a consumer killed mid-run leaving no cuda-server behind.
+- Program (`python3 test_cuda.py --program`, exit 77 = skipped where nvcc is absent): the nvcc-built
+  static-cudart tests/cuda/vector_add.cu through the real shim: the remote (fake) device's name, the
+  memcpy round trip and memset, and the launch failing with the double's cudaErrorNotSupported.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from harness import E2ETestCase, BIN, REPO
+
+HOST_BACKEND = {"RUNSNACK_CUDA_BACKEND": "host"}
+VECTOR_ADD_SRC = os.path.join(REPO, "tests", "cuda", "vector_add.cu")
+SKIP = 77
+
+
+def find_nvcc():
+    return shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.access(p, os.X_OK)), None)
+
+
+def pid_alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+# A stand-in CUDA process: connects like the shim does, then does what argv[1] says.
+CLIENT = r"""
+import os, signal, socket, sys, time
+mode = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(os.environ["RUNSNACK_CUDA_SOCKET"])
+print("connected pid=%d" % os.getpid(), flush=True)
+if mode == "garbage":
+    # Not the CUDA wire protocol: the server must give up and its end of the connection close.
+    s.sendall(b"\xff" * 64)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(30)
+    rest = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    print("eof after %d bytes" % len(rest), flush=True)
+    sys.exit(5)
+if mode == "wait-int":
+    try:
+        time.sleep(600)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(42)
+if mode == "read":
+    # Reads until the connection ends, as the shim waits for a reply.
+    try:
+        while s.recv(65536):
+            pass
+    except OSError:
+        pass
+    print("connection ended", flush=True)
+    sys.exit(3)
+if mode == "sleep":
+    time.sleep(600)
+"""
+
+
+class CudaBase(E2ETestCase):
+    def setUp(self):
+        super().setUp()
+        self.extra_pids = []
+        # find_cuda_shim_dir() wants a folder holding libcuda.so.1; Python never loads it.
+        self.fake_libdir = os.path.join(self.tmp, "fake-shim")
+        os.makedirs(self.fake_libdir)
+        open(os.path.join(self.fake_libdir, "libcuda.so.1"), "w").close()
+        self.client = os.path.join(self.tmp, "client.py")
+        with open(self.client, "w") as f:
+            f.write(CLIENT)
+
+    def tearDown(self):
+        for pid in self.extra_pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        super().tearDown()
+
+    def pair(self, allow="cuda", env=None):
+        self.phome, self.chome = self.new_home("provider"), self.new_home("consumer")
+        self.provider = self.start_provider(self.phome, "--allow", allow, env_extra=env or HOST_BACKEND)
+
+    def consumer_env(self):
+        return {"RUNSNACK_CUDA_LIBDIR": self.fake_libdir}
+
+    def cuda_events(self, kind):
+        return [e for e in self.audit(self.phome) if e["kind"] == kind]
+
+    def final_json(self, stdout):
+        lines = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+        self.assertTrue(lines, "no JSON line on stdout: %r" % stdout)
+        self.assertEqual(lines[-1]["event"], "exit")
+        return lines[-1]
+
+
+class Plumbing(CudaBase):
+    def test_link_without_cuda_is_refused(self):
+        self.pair(allow="run")
+        line = self.fails(self.chome, "cuda", self.provider.link, "--", sys.executable, "-c", "print(1)",
+                          env_extra=self.consumer_env(), contains=["does not allow cuda", "--allow cuda"])
+        self.assertNotIn("internal", line)
+
+    def test_missing_command(self):
+        self.pair()
+        self.fails(self.chome, "cuda", self.provider.link, "--", "no-such-program-4711",
+                   env_extra=self.consumer_env(), contains="command not found")
+        self.fails(self.chome, "cuda", self.provider.link, "--", "./no/such/file",
+                   env_extra=self.consumer_env(), contains="no such file")
+
+    def test_nothing_to_run(self):
+        cp = self.run_cli(self.new_home(), "cuda", "LINK")
+        self.assertNotEqual(cp.returncode, 0)
+
+    def test_server_end_closes_connection_and_status_passes_through(self):
+        self.pair()
+        cp = self.run_cli(self.chome, "cuda", "--json", self.provider.link, "--", sys.executable, self.client,
+                          "garbage", env_extra=self.consumer_env())
+        self.assertEqual(cp.returncode, 5, cp.stderr)
+        self.assertIn("eof after", cp.stdout)
+        final = self.final_json(cp.stdout)
+        self.assertEqual(final["status"], 5)
+        self.assertEqual(final["connections"], 1)
+        self.assertEqual(final["bytes_to_provider"], 64)
+        self.assertFalse(final["session_lost"])
+        ends = self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the cuda_end audit record")
+        self.assertEqual(len(ends), 1, ends)
+        self.assertNotEqual(ends[0]["detail"]["exit_status"], 0)  # a protocol error ends the server
+        self.assertEqual(ends[0]["detail"]["bytes_to_server"], 64)
+        starts = self.cuda_events("cuda_start")
+        self.assertEqual(starts[0]["decision"], "accept")
+        self.assertEqual(starts[0]["detail"]["backend"], "host")
+        self.assertFalse(pid_alive(starts[0]["detail"]["pid"]))
+
+    def test_signal_reaches_program(self):
+        self.pair()
+        proc = self.start(self.chome, "cuda", "--json", self.provider.link, "--", sys.executable, self.client,
+                          "wait-int", env_extra=self.consumer_env(), name="cuda")
+        self.poll_until(lambda: any("connected" in l for l in proc.lines), 30, "the program's connection")
+        self.extra_pids.append(int([l for l in proc.lines if "connected" in l][0].split("pid=")[1]))
+        proc.signal(signal.SIGINT)
+        self.assertEqual(proc.wait(30), 42, proc.stderr())
+        self.assertIn("interrupted", proc.lines)
+        self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the server's end")
+
+    def test_killed_consumer_leaves_no_server(self):
+        self.pair()
+        proc = self.start(self.chome, "cuda", self.provider.link, "--", sys.executable, self.client, "sleep",
+                          env_extra=self.consumer_env(), name="cuda")
+        self.poll_until(lambda: any("connected" in l for l in proc.lines), 30, "the program's connection")
+        self.extra_pids.append(int([l for l in proc.lines if "connected" in l][0].split("pid=")[1]))
+        starts = self.poll_until(lambda: self.cuda_events("cuda_start"), 10, "the cuda_start audit record")
+        pid = starts[0]["detail"]["pid"]
+        self.assertTrue(pid_alive(pid), "the cuda-server should run while the program does")
+        self.assertIn(b"cuda-server", cmdline(pid))
+        proc.signal(signal.SIGKILL)
+        self.poll_until(lambda: not pid_alive(pid), 15, "cuda-server %d gone after the consumer died" % pid,
+                        interval=0.1)
+        ends = self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the cuda_end audit record")
+        self.assertIn("went away", ends[0]["reason"])
+
+    def test_lost_session_ends_connections_and_is_reported(self):
+        self.pair()
+        proc = self.start(self.chome, "cuda", self.provider.link, "--", sys.executable, self.client, "read",
+                          env_extra=self.consumer_env(), name="cuda")
+        self.poll_until(lambda: any("connected" in l for l in proc.lines), 30, "the program's connection")
+        self.extra_pids.append(int([l for l in proc.lines if "connected" in l][0].split("pid=")[1]))
+        pid = self.poll_until(lambda: self.cuda_events("cuda_start"), 10, "cuda_start")[0]["detail"]["pid"]
+        self.provider.signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(30), 3, proc.stderr())
+        self.assertIn("connection ended", proc.lines)
+        self.assertIn("session to the provider ended", proc.stderr())
+        # The server outlived its provider only until its socket's EOF.
+        self.poll_until(lambda: not pid_alive(pid), 15, "the orphaned cuda-server %d gone" % pid, interval=0.1)
+
+    def test_info_shows_cuda(self):
+        self.pair()
+        info = self.info(self.chome, self.provider.link)
+        self.assertIn("cuda", info["grant"]["services"])
+        self.assertEqual(info["cuda"]["backend"], "host")
+        self.assertTrue(info["cuda"]["available"])
+
+
+class Program(CudaBase):
+    """vector_add.cu built by nvcc (static cudart) through the real shim; needs nvcc and the built shim."""
+
+    @classmethod
+    def setUpClass(cls):
+        nvcc = find_nvcc()
+        if not nvcc:
+            raise unittest.SkipTest("nvcc not found")
+        cls.build = tempfile.mkdtemp(prefix="runsnack-cuda-prog-")
+        cls.vector_add = os.path.join(cls.build, "vector_add")
+        cp = subprocess.run([nvcc, "-o", cls.vector_add, VECTOR_ADD_SRC], capture_output=True, text=True,
+                            timeout=600)
+        if cp.returncode != 0:
+            raise AssertionError("nvcc failed: %s" % cp.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.build, ignore_errors=True)
+
+    def test_vector_add_against_host_double(self):
+        shim = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(BIN))), "cuda-shim")
+        self.assertTrue(os.path.exists(os.path.join(shim, "libcuda.so.1")),
+                        "the CUDA shim is not built next to %s (build the runsnack target with cuda.h found)" % BIN)
+        self.pair()
+        cp = self.run_cli(self.chome, "cuda", "--json", self.provider.link, "--", self.vector_add, timeout=120)
+        out = cp.stdout
+        self.assertIn("device 0: RunSnack HostBackend", out, cp.stderr)
+        self.assertIn("round trip: ok", out)
+        self.assertIn("memset result: ok", out)
+        self.assertIn("kernel: cudaErrorNotSupported", out)  # the double runs no kernels
+        self.assertEqual(cp.returncode, 2, out + cp.stderr)
+        final = self.final_json(out)
+        self.assertEqual(final["status"], 2)
+        self.assertGreaterEqual(final["connections"], 1)
+        self.assertGreater(final["bytes_to_provider"], 8 << 20)  # two 4 MiB copies to the device
+        self.assertGreater(final["bytes_from_provider"], 8 << 20)  # two 4 MiB copies back
+        ends = self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the cuda_end audit record")
+        self.assertFalse(pid_alive(ends[0]["detail"]["pid"]))
+
+
+if __name__ == "__main__":
+    if "--program" in sys.argv:
+        sys.argv.remove("--program")
+        if not find_nvcc():
+            print("nvcc not found: skipped")
+            sys.exit(SKIP)
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(Program)
+    else:
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(Plumbing)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
