@@ -596,9 +596,14 @@ void PoolStore::remember_ref(const std::string& task, TaskRef ref) {
 }
 
 Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) {
-  auto st = db_.prepare("UPDATE tasks SET lease_deadline = ? WHERE worker = ? AND state = 'leased'");
+  // Only leases with less than three quarters left: a batch of short tasks
+  // is usually done before any needs it, so heartbeats do not rewrite every
+  // fresh lease (long tasks are still renewed every lease/4 or so).
+  auto st = db_.prepare(
+      "UPDATE tasks SET lease_deadline = ?1 WHERE worker = ?2 AND state = 'leased' AND lease_deadline <= ?3");
   if (!st) return st.error();
-  if (auto r = st->bind(1, now_ms + policy_.lease_ms).bind(2, std::string_view(peer)).run(); !r) return r;
+  st->bind(1, now_ms + policy_.lease_ms).bind(2, std::string_view(peer)).bind(3, now_ms + policy_.lease_ms * 3 / 4);
+  if (auto r = st->run(); !r) return r;
   auto dv = db_.prepare("UPDATE devices SET last_seen = ?, online = 1 WHERE peer = ?");
   if (!dv) return dv.error();
   return dv->bind(1, now_ms).bind(2, std::string_view(peer)).run();

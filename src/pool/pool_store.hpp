@@ -172,7 +172,8 @@ class PoolStore {
     nlohmann::json info;
   };
   Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit);
-  // Renews the deadlines of every lease `peer` holds.
+  // Renews the deadlines of the leases `peer` holds that have less than
+  // three quarters of a lease left (the others need no write yet).
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
   // Accepts a result for (task, attempt) from `peer` when that lease is the
   // live one; pays the worker once and ends the job when it was the last.
