@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <utility>
 
 namespace runsnack::pool {
 namespace {
@@ -591,7 +592,9 @@ Result<const PoolStore::JobMeta*> PoolStore::job_meta(const std::string& job) {
 }
 
 void PoolStore::remember_ref(const std::string& task, TaskRef ref) {
-  if (task_refs_.size() >= kMaxCachedRefs) task_refs_.clear();
+  // Two generations: a full cache becomes the older one, so the refs of
+  // tasks still out on lease are not all forgotten at once.
+  if (task_refs_.size() >= kMaxCachedRefs) old_task_refs_ = std::exchange(task_refs_, {});
   task_refs_.emplace(task, std::move(ref));
 }
 
@@ -630,6 +633,8 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     std::string state, worker, job, job_state;
     std::int64_t attempts = 0, lease_start = 0, shard = 0;
     double score = 0, price = 0;
+    Micro escrow = 0;           // what the job's escrow holds
+    bool job_pending = false;   // the job has pending tasks (so cannot finish in this batch)
   };
   std::unordered_map<std::string, Lease> leases;
   {
@@ -638,10 +643,13 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
       if (std::find(ids.begin(), ids.end(), r.task) == ids.end()) ids.push_back(r.task);
     auto st = db_.prepare(
         "SELECT t.id, t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS BIGINT), "
-        "CAST(d.price AS BIGINT), t.shard FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d "
-        "ON d.id = t.device WHERE t.id IN (" + param_list(ids.size()) + ")");
+        "CAST(d.price AS BIGINT), t.shard, (SELECT b.amount FROM balances b WHERE b.account = ?1 || t.job), "
+        "CASE WHEN EXISTS (SELECT 1 FROM tasks p WHERE p.state = 'pending' AND p.job = t.job) THEN 1 ELSE 0 END "
+        "FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device WHERE t.id IN (" +
+        param_list(ids.size(), 2) + ")");
     if (!st) return st.error();
-    for (std::size_t i = 0; i < ids.size(); ++i) st->bind(static_cast<int>(i + 1), std::string_view(ids[i]));
+    st->bind(1, std::string_view(escrow_account("")));
+    for (std::size_t i = 0; i < ids.size(); ++i) st->bind(static_cast<int>(i + 2), std::string_view(ids[i]));
     while (true) {
       auto row = st->step();
       if (!row) return row.error();
@@ -652,6 +660,8 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
       l.job_state = st->column_text(6), l.score = static_cast<double>(st->column_int64(7));
       l.price = static_cast<double>(st->column_int64(8)) / 1000.0;
       l.shard = st->column_int64(9);
+      l.escrow = st->column_int64(10);
+      l.job_pending = st->column_int64(11) != 0;
       leases.emplace(st->column_text(0), std::move(l));
     }
   }
@@ -708,16 +718,9 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     jobs.push_back(job);
   }
   std::map<std::string, Micro> left;  // escrow account -> what it holds
-  {
-    auto st = db_.prepare("SELECT account, amount FROM balances WHERE account IN (" + param_list(jobs.size()) + ")");
-    if (!st) return st.error();
-    for (std::size_t k = 0; k < jobs.size(); ++k) st->bind(static_cast<int>(k + 1), std::string_view(escrow_account(jobs[k])));
-    while (true) {
-      auto row = st->step();
-      if (!row) return row.error();
-      if (!*row) break;
-      left[st->column_text(0)] = st->column_int64(1);
-    }
+  for (std::size_t i : accepted) {
+    const Lease& l = leases[results[i].task];
+    left.emplace(escrow_account(l.job), l.escrow);
   }
   std::vector<std::size_t> paid;
   std::map<std::string, Micro> moved;  // account -> its change
@@ -778,8 +781,14 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     if (auto r = bal->run(); !r) return r.error();
   }
 
-  // 6. A job whose last task this was ends (its unused escrow returns).
+  // 6. A job whose last task this was ends (its unused escrow returns). One
+  // that had pending tasks still has them: claims wait for this transaction.
   for (const auto& job : jobs) {
+    const bool had_pending = std::any_of(accepted.begin(), accepted.end(), [&](std::size_t i) {
+      const Lease& l = leases[results[i].task];
+      return l.job == job && l.job_pending;
+    });
+    if (had_pending) continue;
     auto finished = maybe_finish(job, now_ms);
     if (!finished) return finished.error();
     if (!*finished) continue;
@@ -1022,6 +1031,7 @@ Result<JobDefinition> PoolStore::job_definition(const std::string& job) {
 
 Result<std::optional<TaskRef>> PoolStore::task_ref(const std::string& task) {
   if (auto it = task_refs_.find(task); it != task_refs_.end()) return std::optional<TaskRef>(it->second);
+  if (auto it = old_task_refs_.find(task); it != old_task_refs_.end()) return std::optional<TaskRef>(it->second);
   auto st = db_.prepare("SELECT job, shard FROM tasks WHERE id = ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(task));

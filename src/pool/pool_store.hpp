@@ -238,7 +238,7 @@ class PoolStore {
   // a job's spec), so a claim or a result does not look them up each time;
   // bounded (emptied when full). Valid with several coordinators too.
   std::unordered_map<std::string, JobMeta> job_meta_;
-  std::unordered_map<std::string, TaskRef> task_refs_;
+  std::unordered_map<std::string, TaskRef> task_refs_, old_task_refs_;
 };
 
 // The bytes a worker signs for a result: task, attempt, exit code, and
