@@ -292,13 +292,18 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     // Results that passed their checks are completed together after the loop
     // (their answers are null until then): one set of statements, not one per result.
     std::vector<DeferredResult> deferred;
-    deferred_ = &deferred;
-    for (const auto& one : req["results"]) {
-      const std::string inner = one.is_object() ? one.value("op", "") : "";
-      answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
-                                                               : refuse("a batch holds results and failures only"));
+    {
+      deferred_ = &deferred;
+      struct Unset {  // also when an answer throws: deferred_ must not outlive `deferred`
+        std::vector<DeferredResult>*& p;
+        ~Unset() { p = nullptr; }
+      } unset{deferred_};
+      for (const auto& one : req["results"]) {
+        const std::string inner = one.is_object() ? one.value("op", "") : "";
+        answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
+                                                                 : refuse("a batch holds results and failures only"));
+      }
     }
-    deferred_ = nullptr;
     if (!deferred.empty()) {
       std::vector<Completion> completions;
       for (const auto& d : deferred) completions.push_back({d.task, d.attempt, &d.result});
