@@ -272,19 +272,12 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       max = std::clamp<std::int64_t>(*pending_now / online, 1, max);
     }
     json tasks = json::array();
-    {
-      auto batch = store_.batch(/*shared=*/true);
-      if (!batch) return refuse(batch.error());
-      for (std::int64_t i = 0; i < max; ++i) {
-        auto task = store_.claim(device, peer, now, from_job);
-        if (!task) return refuse(task.error());
-        if (!*task) break;
-        const auto& t = **task;
-        if (learned_) learned_->task_started({t.id, device, t.job, t.workload, scheduling::Preference::balanced, 1}, now_s());
-        tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
-                         {"workload", t.workload}, {"spec", t.spec}});
-      }
-      if (auto c = batch->commit(); !c) return refuse(c.error());
+    auto leased = store_.claim_many(device, peer, now, max, from_job);
+    if (!leased) return refuse(leased.error());
+    for (const auto& t : *leased) {
+      if (learned_) learned_->task_started({t.id, device, t.job, t.workload, scheduling::Preference::balanced, 1}, now_s());
+      tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
+                       {"workload", t.workload}, {"spec", t.spec}});
     }
     if (tasks.empty()) return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
     waiting_.erase(device);
@@ -296,10 +289,31 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto batch = store_.batch(/*shared=*/false);
     if (!batch) return refuse(batch.error());
     json answers = json::array();
-    for (const auto& one : req["results"]) {
-      const std::string inner = one.is_object() ? one.value("op", "") : "";
-      answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
-                                                               : refuse("a batch holds results and failures only"));
+    // Results that passed their checks are completed together after the loop
+    // (their answers are null until then): one set of statements, not one per result.
+    std::vector<DeferredResult> deferred;
+    {
+      deferred_ = &deferred;
+      struct Unset {  // also when an answer throws: deferred_ must not outlive `deferred`
+        std::vector<DeferredResult>*& p;
+        ~Unset() { p = nullptr; }
+      } unset{deferred_};
+      for (const auto& one : req["results"]) {
+        const std::string inner = one.is_object() ? one.value("op", "") : "";
+        answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
+                                                                 : refuse("a batch holds results and failures only"));
+      }
+    }
+    if (!deferred.empty()) {
+      std::vector<Completion> completions;
+      for (const auto& d : deferred) completions.push_back({d.task, d.attempt, &d.result});
+      auto outcomes = store_.complete_many(peer, completions, now);
+      std::size_t k = 0;
+      for (auto& answer : answers) {
+        if (!answer.is_null()) continue;
+        answer = outcomes ? completed(deferred[k].task, peer, deferred[k].result, (*outcomes)[k]) : refuse(outcomes.error());
+        ++k;
+      }
     }
     if (auto c = batch->commit(); !c) return refuse(c.error());
     return {{"ok", true}, {"answers", answers}};
@@ -360,15 +374,24 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       on_event_({{"event", "result_rejected"}, {"task", task}, {"peer", peer}, {"reason", bad}});
       return {{"ok", true}, {"accepted", false}, {"why", bad}};
     }
+    if (deferred_) {  // inside a "results" batch: completed with the others
+      deferred_->push_back({task, attempt, std::move(*result)});
+      return nullptr;
+    }
     auto outcome = store_.complete(task, attempt, peer, *result, now);
     if (!outcome) return refuse(outcome.error());
-    if (outcome->accepted) publish_progress(task, *result);
-    if (outcome->job_finished) forget_job(task);
-    on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
-               {"paid", format_credits(outcome->paid)}, {"why", outcome->why}});
-    return {{"ok", true}, {"accepted", outcome->accepted}, {"why", outcome->why}, {"paid", format_credits(outcome->paid)}};
+    return completed(task, peer, *result, *outcome);
   }
   return refuse("unknown op '" + op.substr(0, 40) + "'");
+}
+
+json Coordinator::completed(const std::string& task, const std::string& peer, const TaskResult& result,
+                            const CompleteOutcome& outcome) {
+  if (outcome.accepted) publish_progress(task, result);
+  if (outcome.job_finished) forget_job(task);
+  on_event_({{"event", outcome.accepted ? "task_done" : "result_ignored"}, {"task", task}, {"peer", peer},
+             {"paid", format_credits(outcome.paid)}, {"why", outcome.why}});
+  return {{"ok", true}, {"accepted", outcome.accepted}, {"why", outcome.why}, {"paid", format_credits(outcome.paid)}};
 }
 
 ResultChecker* Coordinator::checker_for(const std::string& job) {

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <variant>
+#include <vector>
 
 namespace runsnack::pool {
 
@@ -69,6 +70,9 @@ class Coordinator {
   void forget_job(const std::string& task);
   // The workload's event for an accepted result (the render preview's tiles).
   void publish_progress(const std::string& task, const TaskResult& result);
+  // What follows a result's completion (progress, events) and the worker's answer.
+  nlohmann::json completed(const std::string& task, const std::string& peer, const TaskResult& result,
+                           const CompleteOutcome& outcome);
 
   boost::asio::any_io_executor ex_;
   PoolStore& store_;
@@ -79,6 +83,14 @@ class Coordinator {
   std::variant<std::string, nlohmann::json> learned_choice(const std::string& device);
   void learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome);
   void save_learned();
+
+  // A "results" batch's checked results, completed together (PoolStore::complete_many).
+  struct DeferredResult {
+    std::string task;
+    std::int64_t attempt = 0;
+    TaskResult result;
+  };
+  std::vector<DeferredResult>* deferred_ = nullptr;  // set while a batch is handled
 
   std::map<std::string, WaitingDevice> waiting_;
   std::optional<scheduling::Scheduler> learned_;

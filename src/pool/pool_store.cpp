@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <utility>
 
 namespace runsnack::pool {
 namespace {
@@ -120,6 +121,11 @@ CREATE TABLE scheduler_state (
   state  TEXT NOT NULL
 ) STRICT;
 )sql"},
+    {5, R"sql(
+-- Nothing here: version 5 narrows PostgreSQL's task indexes to unfinished
+-- tasks. SQLite would not use those (it only matches a partial index whose
+-- condition the query repeats word for word) and needs no such help.
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -222,6 +228,16 @@ CREATE TABLE scheduler_state (
   state  TEXT NOT NULL
 );
 )sql"},
+    {5, R"sql(
+-- Finished tasks leave the state and worker indexes: a task's last update
+-- (leased to done) then writes two index entries instead of four. Every
+-- query that used them names an unfinished state ('pending', 'leased',
+-- 'failed'), which implies these conditions.
+DROP INDEX tasks_by_state;
+CREATE INDEX tasks_unfinished ON tasks (state, job, shard) WHERE state <> 'done';
+DROP INDEX tasks_by_worker;
+CREATE INDEX tasks_leased_by_worker ON tasks (worker) WHERE state = 'leased';
+)sql"},
 };
 
 std::string hex(std::span<const std::uint8_t> bytes) {
@@ -239,6 +255,30 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string new_id(const char* prefix) { return std::string(prefix) + new_grant_id(); }
+
+// Cache bounds (PoolStore's caches of facts that never change).
+constexpr std::size_t kMaxCachedRefs = 8192, kMaxCachedJobs = 256;
+
+// "?F, ?F+1, ..." : n numbered parameters from F (SQLite and PostgreSQL alike).
+std::string param_list(std::size_t n, std::size_t first = 1) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i) out += ", ";
+    out += '?';
+    out += std::to_string(first + i);
+  }
+  return out;
+}
+
+// "(?1, ?2), (?3, ?4), ..." : `rows` rows of `cols` numbered parameters.
+std::string value_rows(std::size_t rows, std::size_t cols) {
+  std::string out;
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (r) out += ", ";
+    out += '(' + param_list(cols, 1 + r * cols) + ')';
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -424,12 +464,12 @@ Result<std::string> PoolStore::create_job(const std::string& owner, const std::s
   st->bind(1, std::string_view(job)).bind(2, std::string_view(owner)).bind(3, std::string_view(workload)).bind(4, std::string_view(spec.dump())).bind(5, std::string_view(input.dump()));
   if (auto r = st->bind(6, shards).bind(7, budget).bind(8, now_ms).bind(9, std::string_view(info.is_object() ? info.dump() : "{}")).run(); !r)
     return r.error();
-  auto ins = db_.prepare("INSERT INTO tasks (id, job, shard, state) VALUES (?, ?, ?, 'pending')");
+  // Every task in one statement (not a round trip per shard): ids "<job>.<shard>".
+  auto ins = db_.prepare(
+      "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?2) "
+      "INSERT INTO tasks (id, job, shard, state) SELECT ?1 || '.' || CAST(i AS TEXT), ?1, i, 'pending' FROM s");
   if (!ins) return ins.error();
-  for (std::int64_t i = 0; i < shards; ++i) {
-    ins->reset();
-    if (auto r = ins->bind(1, std::string_view(job + "." + std::to_string(i))).bind(2, std::string_view(job)).bind(3, i).run(); !r) return r.error();
-  }
+  if (auto r = ins->bind(1, std::string_view(job)).bind(2, shards).run(); !r) return r.error();
   if (budget > 0) {
     auto txn = new_txn("escrow", now_ms);
     if (!txn) return txn.error();
@@ -481,49 +521,92 @@ Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64
 
 Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
                                                    std::int64_t now_ms, const std::optional<std::string>& only_job) {
+  auto tasks = claim_many(device, peer, now_ms, 1, only_job);
+  if (!tasks) return tasks.error();
+  if (tasks->empty()) return std::optional<LeasedTask>{};
+  return std::optional<LeasedTask>(std::move(tasks->front()));
+}
+
+Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device, const std::string& peer,
+                                                      std::int64_t now_ms, std::int64_t max,
+                                                      const std::optional<std::string>& only_job) {
+  std::vector<LeasedTask> out;
   auto tx = db_.begin(/*shared=*/true);
   if (!tx) return tx.error();
-  // One statement picks and leases: only a row still 'pending' can be taken.
-  // On PostgreSQL concurrent claims skip each other's rows instead of waiting.
-  // The oldest running job with a task this peer may take, then that job's
-  // lowest pending shard: two index walks (jobs by (state, created), tasks by
-  // (state, job, shard)), never a sort of every pending task.
+  // One statement picks and leases up to ?5 tasks of one job: only rows still
+  // 'pending' can be taken. On PostgreSQL concurrent claims skip each other's
+  // rows instead of waiting. The oldest running job with a task this peer may
+  // take, then that job's lowest pending shards: two index walks (jobs by
+  // (state, created), tasks by (state, job, shard)), never a sort of every
+  // pending task. A job with fewer pending tasks than wanted: the next job.
   const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
-  auto st = db_.prepare(
+  const std::string sql =
       "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
-      "lease_deadline = ?4 WHERE id = (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
-      (only_job ? std::string("(SELECT j.id FROM jobs j WHERE j.id = ?5 AND j.state = 'running')")
+      "lease_deadline = ?4 WHERE id IN (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
+      (only_job ? std::string("(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running')")
                 : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t WHERE "
                   "t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
-      " AND " + not_rejected +
-      " ORDER BY t.shard LIMIT 1" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
-      ") AND state = 'pending' RETURNING id, job, shard, attempts");
-  if (!st) return st.error();
-  st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
-  if (only_job) st->bind(5, std::string_view(*only_job));
-  auto row = st->step();
-  if (!row) return row.error();
-  if (!*row) return std::optional<LeasedTask>{};
-  LeasedTask t;
-  t.id = st->column_text(0), t.job = st->column_text(1), t.shard = st->column_int64(2), t.attempt = st->column_int64(3);
-  if (auto more = st->step(); !more) return more.error();
+      " AND " + not_rejected + " ORDER BY t.shard LIMIT ?5" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
+      ") AND state = 'pending' RETURNING id, job, shard, attempts";
+  while (static_cast<std::int64_t>(out.size()) < max) {
+    auto st = db_.prepare(sql);
+    if (!st) return st.error();
+    st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
+    st->bind(5, max - static_cast<std::int64_t>(out.size()));
+    if (only_job) st->bind(6, std::string_view(*only_job));
+    const std::size_t before = out.size();
+    while (true) {
+      auto row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      LeasedTask t;
+      t.id = st->column_text(0), t.job = st->column_text(1), t.shard = st->column_int64(2), t.attempt = st->column_int64(3);
+      out.push_back(std::move(t));
+    }
+    if (out.size() == before) break;
+    // RETURNING's order is unspecified: lowest shards first, as leased.
+    std::sort(out.begin() + static_cast<std::ptrdiff_t>(before), out.end(),
+              [](const LeasedTask& a, const LeasedTask& b) { return a.shard < b.shard; });
+  }
+  for (auto& t : out) {
+    auto meta = job_meta(t.job);
+    if (!meta) return meta.error();
+    t.spec = (*meta)->spec, t.shards = (*meta)->shards, t.workload = (*meta)->workload;
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  for (const auto& t : out) remember_ref(t.id, TaskRef{t.job, t.shard});
+  return out;
+}
+
+Result<const PoolStore::JobMeta*> PoolStore::job_meta(const std::string& job) {
+  if (auto it = job_meta_.find(job); it != job_meta_.end()) return &it->second;
   auto js = db_.prepare("SELECT spec, shards, workload FROM jobs WHERE id = ?");
   if (!js) return js.error();
-  js->bind(1, std::string_view(t.job));
+  js->bind(1, std::string_view(job));
   auto jr = js->step();
   if (!jr) return jr.error();
   if (!*jr) return fail(errc::internal, "task without job");
-  t.spec = nlohmann::json::parse(js->column_text(0), nullptr, false);
-  t.shards = js->column_int64(1);
-  t.workload = js->column_text(2);
-  if (auto r = tx->commit(); !r) return r.error();
-  return std::optional<LeasedTask>(std::move(t));
+  if (job_meta_.size() >= kMaxCachedJobs) job_meta_.clear();
+  JobMeta m{js->column_text(2), nlohmann::json::parse(js->column_text(0), nullptr, false), js->column_int64(1)};
+  return &job_meta_.emplace(job, std::move(m)).first->second;
+}
+
+void PoolStore::remember_ref(const std::string& task, TaskRef ref) {
+  // Two generations: a full cache becomes the older one, so the refs of
+  // tasks still out on lease are not all forgotten at once.
+  if (task_refs_.size() >= kMaxCachedRefs) old_task_refs_ = std::exchange(task_refs_, {});
+  task_refs_.emplace(task, std::move(ref));
 }
 
 Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) {
-  auto st = db_.prepare("UPDATE tasks SET lease_deadline = ? WHERE worker = ? AND state = 'leased'");
+  // Only leases with less than three quarters left: a batch of short tasks
+  // is usually done before any needs it, so heartbeats do not rewrite every
+  // fresh lease (long tasks are still renewed every lease/4 or so).
+  auto st = db_.prepare(
+      "UPDATE tasks SET lease_deadline = ?1 WHERE worker = ?2 AND state = 'leased' AND lease_deadline <= ?3");
   if (!st) return st.error();
-  if (auto r = st->bind(1, now_ms + policy_.lease_ms).bind(2, std::string_view(peer)).run(); !r) return r;
+  st->bind(1, now_ms + policy_.lease_ms).bind(2, std::string_view(peer)).bind(3, now_ms + policy_.lease_ms * 3 / 4);
+  if (auto r = st->run(); !r) return r;
   auto dv = db_.prepare("UPDATE devices SET last_seen = ?, online = 1 WHERE peer = ?");
   if (!dv) return dv.error();
   return dv->bind(1, now_ms).bind(2, std::string_view(peer)).run();
@@ -531,51 +614,196 @@ Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) 
 
 Result<CompleteOutcome> PoolStore::complete(const std::string& task, std::int64_t attempt, const std::string& peer,
                                             const TaskResult& result, std::int64_t now_ms) {
+  const Completion one{task, attempt, &result};
+  auto out = complete_many(peer, {&one, 1}, now_ms);
+  if (!out) return out.error();
+  return std::move(out->front());
+}
+
+Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string& peer,
+                                                              std::span<const Completion> results,
+                                                              std::int64_t now_ms) {
+  std::vector<CompleteOutcome> out(results.size());
+  if (results.empty()) return out;
   auto tx = db_.begin();
   if (!tx) return tx.error();
-  auto st = db_.prepare(
-      "SELECT t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS BIGINT), "
-      "CAST(d.price AS BIGINT) FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device "
-      "WHERE t.id = ?");
-  if (!st) return st.error();
-  st->bind(1, std::string_view(task));
-  auto row = st->step();
-  if (!row) return row.error();
-  CompleteOutcome out;
-  if (!*row) return out.why = "no such task", out;
-  std::string state = st->column_text(0), worker = st->column_optional_text(2).value_or(""), job = st->column_text(4);
-  if (state != "leased") return out.why = "task is " + state, out;
-  if (st->column_int64(1) != attempt || worker != peer) return out.why = "lease is no longer yours", out;
-  if (st->column_text(5) != "running") return out.why = "job is " + st->column_text(5), out;
-  double score = static_cast<double>(st->column_int64(6));
-  double price = static_cast<double>(st->column_int64(7)) / 1000.0;
-  std::int64_t run_ms = now_ms - st->column_optional_int64(3).value_or(now_ms);
 
-  auto up = db_.prepare("UPDATE tasks SET state = 'done' WHERE id = ? AND state = 'leased'");
-  if (!up) return up.error();
-  if (auto r = up->bind(1, std::string_view(task)).run(); !r) return r.error();
-  auto ins = db_.prepare(
-      "INSERT INTO results (task, worker, exit_code, stdout, files, signature, received) VALUES (?, ?, ?, ?, ?, ?, ?)");
-  if (!ins) return ins.error();
-  ins->bind(1, std::string_view(task)).bind(2, std::string_view(peer)).bind(3, result.exit_code);
-  ins->bind_blob(4, {reinterpret_cast<const std::uint8_t*>(result.stdout_data.data()), result.stdout_data.size()});
-  if (auto r = ins->bind(5, std::string_view(result.files.dump())).bind(6, std::string_view(result.signature)).bind(7, now_ms).run(); !r) return r.error();
-
-  auto left = balance(escrow_account(job));
-  if (!left) return left.error();
-  Micro charge = task_charge(price, score, std::chrono::milliseconds(run_ms), *left);
-  if (charge > 0) {
-    auto txn = new_txn("payment", now_ms);
-    if (!txn) return txn.error();
-    if (auto r = entry(*txn, escrow_account(job), -charge, "payment", task, job); !r) return r.error();
-    if (auto r = entry(*txn, peer_account(peer), charge, "payment", task, job); !r) return r.error();
+  // 1. Every named task's lease, job and device, in one read.
+  struct Lease {
+    std::string state, worker, job, job_state;
+    std::int64_t attempts = 0, lease_start = 0, shard = 0;
+    double score = 0, price = 0;
+    Micro escrow = 0;           // what the job's escrow holds
+    bool job_pending = false;   // the job has pending tasks (so cannot finish in this batch)
+  };
+  std::unordered_map<std::string, Lease> leases;
+  {
+    std::vector<std::string> ids;
+    for (const auto& r : results)
+      if (std::find(ids.begin(), ids.end(), r.task) == ids.end()) ids.push_back(r.task);
+    auto st = db_.prepare(
+        "SELECT t.id, t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS BIGINT), "
+        "CAST(d.price AS BIGINT), t.shard, (SELECT b.amount FROM balances b WHERE b.account = ?1 || t.job), "
+        "CASE WHEN EXISTS (SELECT 1 FROM tasks p WHERE p.state = 'pending' AND p.job = t.job) THEN 1 ELSE 0 END "
+        "FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device WHERE t.id IN (" +
+        param_list(ids.size(), 2) + ")");
+    if (!st) return st.error();
+    st->bind(1, std::string_view(escrow_account("")));
+    for (std::size_t i = 0; i < ids.size(); ++i) st->bind(static_cast<int>(i + 2), std::string_view(ids[i]));
+    while (true) {
+      auto row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      Lease l;
+      l.state = st->column_text(1), l.attempts = st->column_int64(2), l.worker = st->column_optional_text(3).value_or("");
+      l.lease_start = st->column_optional_int64(4).value_or(now_ms), l.job = st->column_text(5);
+      l.job_state = st->column_text(6), l.score = static_cast<double>(st->column_int64(7));
+      l.price = static_cast<double>(st->column_int64(8)) / 1000.0;
+      l.shard = st->column_int64(9);
+      l.escrow = st->column_int64(10);
+      l.job_pending = st->column_int64(11) != 0;
+      leases.emplace(st->column_text(0), std::move(l));
+    }
   }
-  auto finished = maybe_finish(job, now_ms);
-  if (!finished) return finished.error();
-  out.job_finished = *finished;
+
+  // 2. Which are accepted, in order (an accepted task is done for the ones after it).
+  std::vector<std::size_t> accepted;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    auto it = leases.find(results[i].task);
+    if (it == leases.end()) {
+      out[i].why = "no such task";
+      continue;
+    }
+    Lease& l = it->second;
+    if (l.state != "leased") out[i].why = "task is " + l.state;
+    else if (l.attempts != results[i].attempt || l.worker != peer) out[i].why = "lease is no longer yours";
+    else if (l.job_state != "running") out[i].why = "job is " + l.job_state;
+    else l.state = "done", accepted.push_back(i);
+  }
+  if (accepted.empty()) return out;
+
+  // 3. The tasks done and their results.
+  {
+    auto up = db_.prepare("UPDATE tasks SET state = 'done' WHERE id IN (" + param_list(accepted.size()) +
+                          ") AND state = 'leased' RETURNING id");
+    if (!up) return up.error();
+    for (std::size_t k = 0; k < accepted.size(); ++k) up->bind(static_cast<int>(k + 1), std::string_view(results[accepted[k]].task));
+    std::size_t changed = 0;
+    while (true) {
+      auto row = up->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      ++changed;
+    }
+    if (changed != accepted.size()) return fail(errc::internal, "a result's task changed while it was accepted");
+    auto ins = db_.prepare("INSERT INTO results (task, worker, exit_code, stdout, files, signature, received) VALUES " +
+                           value_rows(accepted.size(), 7));
+    if (!ins) return ins.error();
+    for (std::size_t k = 0; k < accepted.size(); ++k) {
+      const Completion& c = results[accepted[k]];
+      const TaskResult& r = *c.result;
+      const int p = static_cast<int>(k * 7);
+      ins->bind(p + 1, std::string_view(c.task)).bind(p + 2, std::string_view(peer)).bind(p + 3, r.exit_code);
+      ins->bind_blob(p + 4, {reinterpret_cast<const std::uint8_t*>(r.stdout_data.data()), r.stdout_data.size()});
+      ins->bind(p + 5, std::string_view(r.files.dump())).bind(p + 6, std::string_view(r.signature)).bind(p + 7, now_ms);
+    }
+    if (auto r = ins->run(); !r) return r.error();
+  }
+
+  // 4. Each payment out of its job's escrow, in order (never more than is left).
+  std::vector<std::string> jobs;  // touched, in order of their last accepted result
+  for (std::size_t i : accepted) {
+    const std::string& job = leases[results[i].task].job;
+    if (auto it = std::find(jobs.begin(), jobs.end(), job); it != jobs.end()) jobs.erase(it);
+    jobs.push_back(job);
+  }
+  std::map<std::string, Micro> left;  // escrow account -> what it holds
+  for (std::size_t i : accepted) {
+    const Lease& l = leases[results[i].task];
+    left.emplace(escrow_account(l.job), l.escrow);
+  }
+  std::vector<std::size_t> paid;
+  std::map<std::string, Micro> moved;  // account -> its change
+  for (std::size_t i : accepted) {
+    const Lease& l = leases[results[i].task];
+    Micro& have = left[escrow_account(l.job)];
+    Micro charge = task_charge(l.price, l.score, std::chrono::milliseconds(now_ms - l.lease_start), have);
+    have -= charge;
+    out[i].paid = charge;
+    if (charge > 0) {
+      paid.push_back(i);
+      moved[escrow_account(l.job)] -= charge;
+      moved[peer_account(peer)] += charge;
+    }
+  }
+
+  // 5. One ledger transaction per payment (escrow to provider), all in three statements.
+  if (!paid.empty()) {
+    std::string rows;
+    for (std::size_t k = 0; k < paid.size(); ++k) rows += (k ? ", " : "") + std::string("('payment', ?1)");
+    auto tx_ins = db_.prepare("INSERT INTO ledger_txns (kind, time) VALUES " + rows + " RETURNING id");
+    if (!tx_ins) return tx_ins.error();
+    tx_ins->bind(1, now_ms);
+    // Every row is ('payment', now): which payment gets which id does not matter.
+    std::vector<std::int64_t> txns;
+    while (true) {
+      auto row = tx_ins->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      txns.push_back(tx_ins->column_int64(0));
+    }
+    if (txns.size() != paid.size()) return fail(errc::internal, "ledger transactions not all made");
+    std::sort(txns.begin(), txns.end());
+    auto led = db_.prepare("INSERT INTO ledger (txn, account, amount, kind, task, job) VALUES " +
+                           value_rows(2 * paid.size(), 6));
+    if (!led) return led.error();
+    int p = 0;
+    for (std::size_t k = 0; k < paid.size(); ++k) {
+      const Completion& c = results[paid[k]];
+      const std::string& job = leases[c.task].job;
+      const Micro charge = out[paid[k]].paid;
+      for (const auto& [account, amount] : {std::pair{escrow_account(job), -charge}, std::pair{peer_account(peer), charge}}) {
+        led->bind(p + 1, txns[k]).bind(p + 2, std::string_view(account)).bind(p + 3, amount);
+        led->bind(p + 4, std::string_view("payment")).bind(p + 5, std::string_view(c.task)).bind(p + 6, std::string_view(job));
+        p += 6;
+      }
+    }
+    if (auto r = led->run(); !r) return r.error();
+    // The kept balances, one row per account (a row may change once per statement).
+    auto bal = db_.prepare("INSERT INTO balances (account, amount) VALUES " + value_rows(moved.size(), 2) +
+                           " ON CONFLICT (account) DO UPDATE SET amount = balances.amount + excluded.amount");
+    if (!bal) return bal.error();
+    p = 0;
+    for (const auto& [account, amount] : moved) {
+      bal->bind(p + 1, std::string_view(account)).bind(p + 2, amount);
+      p += 2;
+    }
+    if (auto r = bal->run(); !r) return r.error();
+  }
+
+  // 6. A job whose last task this was ends (its unused escrow returns). One
+  // that had pending tasks still has them: claims wait for this transaction.
+  for (const auto& job : jobs) {
+    const bool had_pending = std::any_of(accepted.begin(), accepted.end(), [&](std::size_t i) {
+      const Lease& l = leases[results[i].task];
+      return l.job == job && l.job_pending;
+    });
+    if (had_pending) continue;
+    auto finished = maybe_finish(job, now_ms);
+    if (!finished) return finished.error();
+    if (!*finished) continue;
+    for (auto k = accepted.rbegin(); k != accepted.rend(); ++k)
+      if (leases[results[*k].task].job == job) {
+        out[*k].job_finished = true;
+        break;
+      }
+  }
   if (auto r = tx->commit(); !r) return r.error();
-  out.accepted = true;
-  out.paid = charge;
+  for (std::size_t i : accepted) {
+    out[i].accepted = true;
+    const Lease& l = leases[results[i].task];
+    remember_ref(results[i].task, TaskRef{l.job, l.shard});
+  }
   return out;
 }
 
@@ -689,8 +917,10 @@ Result<int> PoolStore::release_leases(const std::string& peer, const std::vector
 Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
   auto tx = db_.begin();
   if (!tx) return tx.error();
-  auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased'");
+  // Only the leases past their deadline: not every lease, four times a second.
+  auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased' AND lease_deadline <= ?");
   if (!st) return st.error();
+  st->bind(1, now_ms);
   std::vector<std::tuple<std::string, std::string, std::int64_t>> expired;
   while (true) {
     auto row = st->step();
@@ -725,8 +955,11 @@ JobStatus read_job(SqlStmt& st) {
   JobStatus j;
   j.id = st.column_text(0), j.owner = st.column_text(1), j.state = st.column_text(2), j.reason = st.column_text(3);
   j.workload = st.column_text(4), j.tasks = st.column_int64(5), j.budget = st.column_int64(6);
-  j.pending = st.column_int64(7), j.leased = st.column_int64(8), j.done = st.column_int64(9);
+  j.pending = st.column_int64(7), j.leased = st.column_int64(8);
   j.failed = st.column_int64(10), j.spent = st.column_int64(11);
+  // A job's tasks are made with it, one per shard, and never removed: the
+  // rest are done (no count over the finished tasks).
+  j.done = st.column_int64(9) - j.pending - j.leased - j.failed;
   j.info = nlohmann::json::parse(st.column_text(12), nullptr, false);
   j.verified = st.column_int64(13), j.rejected = st.column_int64(14);
   j.verify_us = st.column_int64(15), j.compute_us = st.column_int64(16);
@@ -736,7 +969,7 @@ constexpr const char* kJobColumns =
     "SELECT j.id, j.owner, j.state, j.reason, j.workload, j.shards, j.budget, "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'pending'), "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'leased'), "
-    "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'done'), "
+    "j.shards, "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'failed'), "
     "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.job = j.id AND l.kind = 'payment' AND l.amount > 0), "
     "j.info, j.verified, j.rejected, j.verify_us, j.compute_us "
@@ -797,13 +1030,17 @@ Result<JobDefinition> PoolStore::job_definition(const std::string& job) {
 }
 
 Result<std::optional<TaskRef>> PoolStore::task_ref(const std::string& task) {
+  if (auto it = task_refs_.find(task); it != task_refs_.end()) return std::optional<TaskRef>(it->second);
+  if (auto it = old_task_refs_.find(task); it != old_task_refs_.end()) return std::optional<TaskRef>(it->second);
   auto st = db_.prepare("SELECT job, shard FROM tasks WHERE id = ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(task));
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return std::optional<TaskRef>{};
-  return std::optional<TaskRef>(TaskRef{st->column_text(0), st->column_int64(1)});
+  TaskRef ref{st->column_text(0), st->column_int64(1)};
+  remember_ref(task, ref);
+  return std::optional<TaskRef>(std::move(ref));
 }
 
 Result<std::optional<std::string>> PoolStore::record_check(const std::string& device, const std::string& task,

@@ -22,7 +22,9 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace runsnack::pool {
@@ -89,6 +91,13 @@ struct LedgerTotals {
   Micro minted = 0, escrowed = 0, paid = 0, refunded = 0, held = 0;
 };
 
+// One result to accept (PoolStore::complete_many); `result` must outlive the call.
+struct Completion {
+  std::string task;
+  std::int64_t attempt = 0;
+  const TaskResult* result = nullptr;
+};
+
 struct CompleteOutcome {
   bool accepted = false;
   bool job_finished = false;  // this result was the job's last
@@ -150,6 +159,11 @@ class PoolStore {
   // given), or nothing.
   Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms,
                                           const std::optional<std::string>& job = std::nullopt);
+  // Leases up to `max` pending tasks at once (oldest job first, lowest shards
+  // first, as claim() one after another would): one statement per job
+  // touched, not one per task.
+  Result<std::vector<LeasedTask>> claim_many(const std::string& device, const std::string& peer, std::int64_t now_ms,
+                                             std::int64_t max, const std::optional<std::string>& job = std::nullopt);
   // Running jobs with pending tasks, oldest first (at most `limit`), with
   // their pending count (counted up to `count_limit`) and their info.
   struct PendingJobRow {
@@ -158,12 +172,20 @@ class PoolStore {
     nlohmann::json info;
   };
   Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit);
-  // Renews the deadlines of every lease `peer` holds.
+  // Renews the deadlines of the leases `peer` holds that have less than
+  // three quarters of a lease left (the others need no write yet).
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
   // Accepts a result for (task, attempt) from `peer` when that lease is the
   // live one; pays the worker once and ends the job when it was the last.
   Result<CompleteOutcome> complete(const std::string& task, std::int64_t attempt, const std::string& peer,
                                    const TaskResult& result, std::int64_t now_ms);
+  // complete() for several results of `peer` in one transaction with a fixed
+  // number of statements (set-based, not one round of statements per
+  // result): the outcomes, in order, are those of completing them one after
+  // another (a duplicate of an accepted task is refused, payments come out
+  // of the escrow in order, the job's last result finishes it).
+  Result<std::vector<CompleteOutcome>> complete_many(const std::string& peer, std::span<const Completion> results,
+                                                     std::int64_t now_ms);
   // The attempt failed (bad result, command error, lost worker): requeue or fail.
   Result<void> fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                             const std::string& reason, std::int64_t now_ms);
@@ -201,8 +223,22 @@ class PoolStore {
   Result<int> release_leases(const std::string& peer, const std::vector<std::string>* keep, const std::string& reason,
                              std::int64_t now_ms);
 
+  // What a lease hands out with a task; a job's workload and spec never change.
+  struct JobMeta {
+    std::string workload;
+    nlohmann::json spec;
+    std::int64_t shards = 0;
+  };
+  Result<const JobMeta*> job_meta(const std::string& job);
+  void remember_ref(const std::string& task, TaskRef ref);
+
   SqlDb db_;
   PoolPolicy policy_;
+  // Caches of facts that never change once written (a task's job and shard,
+  // a job's spec), so a claim or a result does not look them up each time;
+  // bounded (emptied when full). Valid with several coordinators too.
+  std::unordered_map<std::string, JobMeta> job_meta_;
+  std::unordered_map<std::string, TaskRef> task_refs_, old_task_refs_;
 };
 
 // The bytes a worker signs for a result: task, attempt, exit code, and

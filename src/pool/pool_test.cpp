@@ -192,6 +192,75 @@ TEST_F(Store, CancelReturnsTheEscrow) {
   expect_audit_ok();
 }
 
+TEST_F(Store, ClaimManyLeasesLowestShardsOldestJobFirst) {
+  auto a = store->create_job("carol", "exec", {{"argv", {"a"}}}, {}, {}, 2, 0, now).value();
+  auto b = store->create_job("carol", "noop", {{"shards", 3}}, {}, {}, 3, 0, now + 1).value();
+  auto got = store->claim_many(dev_a, "alice", now, 4).value();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].id, a + ".0");
+  EXPECT_EQ(got[1].id, a + ".1");
+  EXPECT_EQ(got[2].id, b + ".0");
+  EXPECT_EQ(got[3].id, b + ".1");
+  EXPECT_EQ(got[0].workload, "exec");
+  EXPECT_EQ(got[0].spec["argv"][0], "a");
+  EXPECT_EQ(got[3].workload, "noop");
+  EXPECT_EQ(got[3].shards, 3);
+  EXPECT_EQ(got[3].attempt, 1);
+  auto rest = store->claim_many(dev_b, "bob", now, 10, b).value();  // of one job only
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].id, b + ".2");
+  EXPECT_TRUE(store->claim_many(dev_b, "bob", now, 10).value().empty());  // never the same lease twice
+  EXPECT_EQ(store->task_ref(b + ".1").value()->shard, 1);
+}
+
+TEST_F(Store, CompleteManySettlesExactlyAsOneAtATime) {
+  // 3.5 credits of escrow, 1 credit per task (1 s at 3600/h, reference score):
+  // the fourth accepted task gets the last half credit, the fifth nothing.
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 5, 3'500'000, now).value();
+  auto mine = store->claim_many(dev_a, "alice", now, 4).value();
+  auto last = store->claim_many(dev_b, "bob", now, 4).value();
+  ASSERT_EQ(mine.size(), 4u);
+  ASSERT_EQ(last.size(), 1u);
+  const std::vector<Completion> batch = {{mine[0].id, mine[0].attempt, &ok_result},
+                                         {mine[0].id, mine[0].attempt, &ok_result},  // duplicate
+                                         {mine[1].id, mine[1].attempt + 1, &ok_result},  // not the live lease
+                                         {mine[2].id, mine[2].attempt, &ok_result},
+                                         {mine[3].id, mine[3].attempt, &ok_result},
+                                         {"nope", 1, &ok_result}};
+  auto out = store->complete_many("alice", batch, now + 1000).value();
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_TRUE(out[0].accepted);
+  EXPECT_EQ(out[0].paid, kMicroPerCredit);
+  EXPECT_FALSE(out[1].accepted);
+  EXPECT_EQ(out[1].why, "task is done");
+  EXPECT_EQ(out[1].paid, 0);
+  EXPECT_FALSE(out[2].accepted);
+  EXPECT_EQ(out[2].why, "lease is no longer yours");
+  EXPECT_TRUE(out[3].accepted && out[4].accepted);
+  EXPECT_EQ(out[4].paid, kMicroPerCredit);
+  EXPECT_FALSE(out[5].accepted);
+  EXPECT_EQ(out[5].why, "no such task");
+  for (const auto& o : out) EXPECT_FALSE(o.job_finished);
+  EXPECT_FALSE(store->complete_many("bob", batch, now + 1000).value()[3].accepted);  // not bob's lease
+  auto one = store->complete(mine[1].id, mine[1].attempt, "alice", ok_result, now + 1000).value();
+  EXPECT_EQ(one.paid, 500'000);
+  const std::vector<Completion> final_one = {{last[0].id, last[0].attempt, &ok_result}};
+  auto fin = store->complete_many("bob", final_one, now + 1000).value();
+  EXPECT_TRUE(fin[0].accepted);
+  EXPECT_EQ(fin[0].paid, 0);  // the escrow is spent
+  EXPECT_TRUE(fin[0].job_finished);
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.state, "done");
+  EXPECT_EQ(st.done, 5);
+  EXPECT_EQ(st.spent, 3'500'000);
+  EXPECT_EQ(store->balance(peer_account("alice")).value(), 3'500'000);
+  EXPECT_EQ(store->balance(peer_account("bob")).value(), 0);
+  EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit - 3'500'000);
+  EXPECT_EQ(store->balance(escrow_account(job)).value(), 0);
+  EXPECT_EQ(store->entries_for(peer_account("alice")).value().size(), 4u);  // one payment entry per paid task
+  expect_audit_ok();
+}
+
 TEST(Sql, SqliteParametersBecomePostgresOnes) {
   EXPECT_EQ(to_postgres_params("SELECT ? , ? FROM t"), "SELECT $1 , $2 FROM t");
   EXPECT_EQ(to_postgres_params("VALUES (?1, ?2, ?7, ?7) SET a = ?4"), "VALUES ($1, $2, $7, $7) SET a = $4");

@@ -3,9 +3,18 @@
 #include <libpq-fe.h>
 
 #include <cstdlib>
+#include <unordered_map>
 #include <utility>
 
 namespace runsnack::pool {
+
+// Server-side prepared statements of one connection: statement text plus
+// parameter types -> name. Bounded: past the cap (statements whose text is
+// made per call, e.g. a batch's VALUES list of one length) they run unprepared.
+struct PgPrepared {
+  static constexpr std::size_t kMax = 512;
+  std::unordered_map<std::string, std::string> names;
+};
 namespace {
 
 constexpr unsigned kInt8Oid = 20, kTextOid = 25, kByteaOid = 17;
@@ -55,13 +64,13 @@ std::string to_postgres_params(std::string_view sql) {
 // --- statements ----------------------------------------------------------------
 
 SqlStmt::SqlStmt(SqlStmt&& o) noexcept
-    : lite_(std::move(o.lite_)), conn_(o.conn_), sql_(std::move(o.sql_)), params_(std::move(o.params_)),
+    : lite_(std::move(o.lite_)), conn_(o.conn_), prepared_(o.prepared_), sql_(std::move(o.sql_)), params_(std::move(o.params_)),
       res_(std::exchange(o.res_, nullptr)), row_(o.row_), rows_(o.rows_), executed_(o.executed_) {}
 
 SqlStmt& SqlStmt::operator=(SqlStmt&& o) noexcept {
   if (this != &o) {
     if (res_) PQclear(res_);
-    lite_ = std::move(o.lite_), conn_ = o.conn_, sql_ = std::move(o.sql_), params_ = std::move(o.params_);
+    lite_ = std::move(o.lite_), conn_ = o.conn_, prepared_ = o.prepared_, sql_ = std::move(o.sql_), params_ = std::move(o.params_);
     res_ = std::exchange(o.res_, nullptr), row_ = o.row_, rows_ = o.rows_, executed_ = o.executed_;
   }
   return *this;
@@ -126,8 +135,25 @@ Result<bool> SqlStmt::step() {
       lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
       formats.push_back(p.binary ? 1 : 0);
     }
-    res_ = PQexecParams(conn_, sql_.c_str(), static_cast<int>(params_.size()), types.data(), values.data(),
-                        lengths.data(), formats.data(), 0);
+    const int n = static_cast<int>(params_.size());
+    std::string key = sql_;
+    key += '\0';
+    for (Oid t : types) key.append(std::to_string(t)).push_back(',');
+    const std::string* name = nullptr;
+    if (prepared_) {
+      if (auto it = prepared_->names.find(key); it != prepared_->names.end()) {
+        name = &it->second;
+      } else if (prepared_->names.size() < PgPrepared::kMax) {
+        std::string fresh = "rs" + std::to_string(prepared_->names.size());
+        PGresult* made = PQprepare(conn_, fresh.c_str(), sql_.c_str(), n, types.data());
+        auto ok = check(conn_, made, "postgres");
+        PQclear(made);
+        if (!ok) return ok.error();
+        name = &prepared_->names.emplace(std::move(key), std::move(fresh)).first->second;
+      }
+    }
+    res_ = name ? PQexecPrepared(conn_, name->c_str(), n, values.data(), lengths.data(), formats.data(), 0)
+                : PQexecParams(conn_, sql_.c_str(), n, types.data(), values.data(), lengths.data(), formats.data(), 0);
     if (auto r = check(conn_, res_, "postgres"); !r) return r.error();
     rows_ = PQresultStatus(res_) == PGRES_TUPLES_OK ? PQntuples(res_) : 0;
   }
@@ -220,13 +246,15 @@ Result<void> SqlTxn::commit() {
 
 // --- connections ----------------------------------------------------------------
 
-SqlDb::SqlDb(SqlDb&& o) noexcept : lite_(std::move(o.lite_)), pg_(std::exchange(o.pg_, nullptr)) {}
+SqlDb::SqlDb(SqlDb&& o) noexcept
+    : lite_(std::move(o.lite_)), pg_(std::exchange(o.pg_, nullptr)), prepared_(std::move(o.prepared_)) {}
 
 SqlDb& SqlDb::operator=(SqlDb&& o) noexcept {
   if (this != &o) {
     if (pg_) PQfinish(pg_);
     lite_ = std::move(o.lite_);
     pg_ = std::exchange(o.pg_, nullptr);
+    prepared_ = std::move(o.prepared_);
   }
   return *this;
 }
@@ -254,6 +282,7 @@ Result<void> SqlDb::pg_exec(const std::string& sql) {
 Result<SqlDb> SqlDb::open_postgres(const std::string& url, std::span<const Migration> migrations) {
   SqlDb out;
   out.pg_ = PQconnectdb(url.c_str());
+  out.prepared_ = std::make_unique<PgPrepared>();
   if (!out.pg_ || PQstatus(out.pg_) != CONNECTION_OK) return pg_error(out.pg_, "cannot connect to PostgreSQL");
   if (auto r = out.pg_exec("SET client_min_messages = warning"); !r) return r.error();
   // Commits do not wait for the WAL flush: each would otherwise cost a disk
@@ -299,6 +328,7 @@ Result<SqlStmt> SqlDb::prepare(std::string_view sql) {
     return st;
   }
   st.conn_ = pg_;
+  st.prepared_ = prepared_.get();
   st.sql_ = to_postgres_params(sql);
   return st;
 }
@@ -326,10 +356,10 @@ Result<SqlTxn> SqlDb::begin(bool shared) {
     tx.lite_.emplace(std::move(*t));
     return tx;
   }
-  if (auto r = pg_exec("BEGIN"); !r) return r.error();
+  // One round trip for both (a simple query may hold several statements).
   tx.conn_ = pg_;  // from here on the guard rolls back
-  std::string lock = std::string("SELECT pg_advisory_xact_lock") + (shared ? "_shared(" : "(") + kLockKey + ")";
-  if (auto r = pg_exec(lock); !r) return r.error();
+  std::string begin = std::string("BEGIN; SELECT pg_advisory_xact_lock") + (shared ? "_shared(" : "(") + kLockKey + ")";
+  if (auto r = pg_exec(begin); !r) return r.error();
   return tx;
 }
 

@@ -9,6 +9,10 @@
 // coordinator processes exactly as on SQLite), shared for task claims, which
 // then run concurrently and pick rows with FOR UPDATE SKIP LOCKED.
 //
+// PostgreSQL statements are prepared on the server once per connection (by
+// their text and parameter types) and then only executed: a repeated
+// statement is not parsed and planned again.
+//
 // Thread-safety: one thread at a time per SqlDb and its statements.
 
 #include "core/error.hpp"
@@ -30,6 +34,7 @@ struct pg_result;
 namespace runsnack::pool {
 
 class SqlDb;
+struct PgPrepared;
 
 class SqlStmt {
  public:
@@ -70,6 +75,7 @@ class SqlStmt {
   std::optional<Statement> lite_;
   // PostgreSQL
   pg_conn* conn_ = nullptr;
+  PgPrepared* prepared_ = nullptr;  // the connection's statements (owned by SqlDb)
   std::string sql_;
   std::vector<Param> params_;
   pg_result* res_ = nullptr;
@@ -117,6 +123,7 @@ class SqlDb {
   friend class SqlTxn;
   std::optional<Database> lite_;
   pg_conn* pg_ = nullptr;
+  std::unique_ptr<PgPrepared> prepared_;  // on the heap: statements keep a pointer across moves
   int depth_ = 0;  // open transactions (outermost plus savepoints)
 };
 
