@@ -65,7 +65,7 @@ sfs::path cache_file_for(const sfs::path& root) {
   if (!dir) return {};
   sfs::create_directories(*dir / "sync-cache");
   std::string key = root.string();
-  return *dir / "sync-cache" / (fs::sha256_hex(key.data(), key.size()).substr(0, 32) + ".json");
+  return *dir / "sync-cache" / (fs::sha256_hex(key.data(), key.size()).substr(0, 32) + ".hashes");
 }
 
 std::string human(std::uint64_t n) {
@@ -150,6 +150,7 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
     cache.load(cache_file);
     auto entries = fs::scan_tree(root->get(), "", ignore_rules_for(root_path), &cache);
     if (!entries) co_return report(entries.error());
+    cache.retain(*entries);
     cache.save(cache_file);
     const nlohmann::json sync_args = {{"mode", "sync"}};
     auto stats = co_await upload(session, exec::kServiceRun, sync_args, root->get(), std::move(*entries), std::nullopt);
@@ -157,6 +158,7 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
     if (stats->files_sent > 0)
       std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent, " << human(stats->bytes)
                 << " (" << human(stats->wire_bytes) << " on the wire)" << std::endl;
+    if (stats->deleted > 0) std::cerr << "sync: " << stats->deleted << " deleted in the workspace" << std::endl;
   }
 
   nlohmann::json req = {{"type", "exec"}, {"argv", args.command}};

@@ -152,6 +152,38 @@ class Sync(RunBase):
         syncs = [e for e in self.audit(self.phome) if e["kind"] == "sync"]
         self.assertEqual([s["detail"]["files"] for s in syncs], [21, 0, 1])
 
+    def test_deleted_files_disappear_remote_outputs_stay(self):
+        self.setup_pair()
+        self.write("a.txt", "a")
+        self.write("b.txt", "b")
+        self.write("dir/c.txt", "c")
+        self.write("gone/d.txt", "d")
+        cp = self.run_remote("sh", "-c", "echo out > made.txt; echo r > dir/remote.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        os.remove(os.path.join(self.work, "b.txt"))
+        os.remove(os.path.join(self.work, "dir", "c.txt"))
+        os.remove(os.path.join(self.work, "gone", "d.txt"))
+        os.rmdir(os.path.join(self.work, "gone"))
+        cp = self.run_remote("sh", "-c", "ls -R")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("4 deleted", cp.stderr)  # b.txt, dir/c.txt, gone/d.txt and then the empty "gone"
+        for path in ("b.txt", "dir/c.txt", "gone"):
+            self.assertFalse(os.path.exists(os.path.join(self.workspace, path)), path)
+        for path in ("a.txt", "made.txt", "dir/remote.txt"):  # what commands wrote stays
+            self.assertTrue(os.path.exists(os.path.join(self.workspace, path)), path)
+
+    def test_workspace_change_seen_on_unchanged_resync(self):
+        self.setup_pair()
+        self.write("a.txt", "original")
+        cp = self.run_remote("sh", "-c", "printf tampered > a.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        cp = self.run_remote("cat", "a.txt")  # nothing changed locally: the workspace must still be put right
+        self.assertEqual(cp.stdout, "original", cp.stderr)
+        self.assertIn("sync: 1 of", cp.stderr)
+        cp = self.run_remote("cat", "a.txt")
+        self.assertEqual(cp.stdout, "original", cp.stderr)
+        self.assertNotIn("sync:", cp.stderr)
+
     def test_symlink_outside_refused(self):
         self.setup_pair()
         self.write("ok.txt", "ok")

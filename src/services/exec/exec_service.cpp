@@ -305,20 +305,21 @@ asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecCont
     if (auto parts = fs::split_relative_path(dest); !parts) co_return co_await refuse(*stream, parts.error());
   auto target = fs::open_dir(root->get(), dest, true);
   if (!target) co_return co_await refuse(*stream, target.error());
-  fs::HashCache cache;
-  sfs::path cache_file = dest_dir / (ctx.consumer.str() + ".hashes.json");
-  if (dest.empty()) cache.load(cache_file);
+  // The whole workspace keeps a SyncState (fast no-change answer, deletions); cp into a folder does not.
+  fs::SyncState state;
+  const sfs::path state_base = dest_dir / (ctx.consumer.str() + ".sync");
+  if (dest.empty()) state.load(state_base);
   const fs::ReceiveLimits limits{terms.disk_quota_bytes};
   const fs::Progress no_progress;
-  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, dest.empty() ? &cache : nullptr, no_progress);
-  if (dest.empty()) cache.save(cache_file);
+  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, dest.empty() ? &state : nullptr, no_progress);
+  if (dest.empty() && stats && !stats->unchanged) state.save(state_base);
   if (!stats) {
     audit(ctx, "sync", "refuse", stats.error().what(), {{"dest", dest}});
     (void)co_await stream->close_write();
     co_return;
   }
   audit(ctx, "sync", "accept", "", {{"dest", dest}, {"entries", stats->entries}, {"files", stats->files_sent},
-                                     {"bytes", stats->bytes}});
+                                     {"bytes", stats->bytes}, {"deleted", stats->deleted}});
   (void)co_await stream->close_write();
 }
 

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <string_view>
+#include <time.h>
 
 namespace runsnack::fs {
 
@@ -129,39 +131,127 @@ std::string sha256_hex(const void* data, std::size_t n) {
   return out;
 }
 
+std::int64_t wall_clock_ns() {
+  struct timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+namespace {
+
+FileStamp stamp_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
+          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
+}
+
+// Cache file: "RSH1" u32 count, then per entry: u16 path_len, path, u64 size, i64 mtime, i64 ctime,
+// u64 ino, i64 as_of, 32 bytes SHA-256 (host byte order: the file never leaves this machine).
+constexpr char kCacheMagic[4] = {'R', 'S', 'H', '1'};
+
+}  // namespace
+
 void HashCache::load(const std::filesystem::path& file) {
-  std::ifstream in(file);
+  items_.clear();
+  dirty_ = false;
+  std::ifstream in(file, std::ios::binary);
   if (!in) return;
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) return;
-  for (auto& [k, v] : j.items()) {
-    if (!v.is_array() || v.size() != 3 || !v[0].is_number_unsigned() || !v[1].is_number_integer() || !v[2].is_string())
-      continue;
-    items_[k] = {v[0].get<std::uint64_t>(), v[1].get<std::int64_t>(), v[2].get<std::string>()};
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t at = 0;
+  auto take = [&](void* out, std::size_t n) {
+    if (bytes.size() - at < n) return false;
+    std::memcpy(out, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  char magic[4];
+  std::uint32_t count = 0;
+  if (!take(magic, 4) || std::memcmp(magic, kCacheMagic, 4) != 0 || !take(&count, 4)) return;
+  items_.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint16_t len = 0;
+    Item item;
+    std::uint8_t sha[32];
+    if (!take(&len, 2) || bytes.size() - at < len) return items_.clear();
+    std::string path = bytes.substr(at, len);
+    at += len;
+    if (!take(&item.stamp.size, 8) || !take(&item.stamp.mtime_ns, 8) || !take(&item.stamp.ctime_ns, 8) ||
+        !take(&item.stamp.ino, 8) || !take(&item.as_of_ns, 8) || !take(sha, 32))
+      return items_.clear();
+    item.sha = bytes_to_hex(sha, 32);
+    items_[std::move(path)] = std::move(item);
   }
 }
 
-void HashCache::save(const std::filesystem::path& file) const {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : items_) j[k] = {v.size, v.mtime_ns, v.sha};
+void HashCache::save(const std::filesystem::path& file) {
+  if (!dirty_) return;
+  std::string out(kCacheMagic, 4);
+  auto put_raw = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
+  const auto count = static_cast<std::uint32_t>(items_.size());
+  put_raw(&count, 4);
+  for (const auto& [path, item] : items_) {
+    const auto len = static_cast<std::uint16_t>(path.size());
+    std::uint8_t sha[32] = {};
+    hex_to_bytes(item.sha, sha, 32);
+    put_raw(&len, 2);
+    out += path;
+    put_raw(&item.stamp.size, 8);
+    put_raw(&item.stamp.mtime_ns, 8);
+    put_raw(&item.stamp.ctime_ns, 8);
+    put_raw(&item.stamp.ino, 8);
+    put_raw(&item.as_of_ns, 8);
+    put_raw(sha, 32);
+  }
   auto tmp = file;
   tmp += ".tmp";
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump();
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(out.data(), static_cast<std::streamsize>(out.size()));
+    if (!f) return;
   }
   std::error_code ec;
   std::filesystem::rename(tmp, file, ec);
+  if (!ec) dirty_ = false;
 }
 
-std::optional<std::string> HashCache::find(const std::string& path, std::uint64_t size, std::int64_t mtime) const {
+std::optional<std::string> HashCache::find(const std::string& path, const FileStamp& stamp) const {
   auto it = items_.find(path);
-  if (it == items_.end() || it->second.size != size || it->second.mtime_ns != mtime) return std::nullopt;
+  if (it == items_.end() || !(it->second.stamp == stamp) || stamp.ctime_ns + racy_ns_ > it->second.as_of_ns)
+    return std::nullopt;
   return it->second.sha;
 }
 
-void HashCache::put(const std::string& path, std::uint64_t size, std::int64_t mtime, std::string sha) {
-  items_[path] = {size, mtime, std::move(sha)};
+void HashCache::put(const std::string& path, const FileStamp& stamp, std::string sha, std::int64_t as_of_ns) {
+  items_[path] = {stamp, as_of_ns, std::move(sha)};
+  dirty_ = true;
+}
+
+void HashCache::retain(const std::vector<Entry>& entries) {
+  std::unordered_map<std::string_view, const Entry*> keep;
+  keep.reserve(entries.size());
+  for (const auto& e : entries)
+    if (e.type == EntryType::file) keep[e.path] = &e;
+  for (auto it = items_.begin(); it != items_.end();) {
+    if (keep.count(it->first)) {
+      ++it;
+    } else {
+      it = items_.erase(it);
+      dirty_ = true;
+    }
+  }
+}
+
+void HashCache::settle() {
+  std::int64_t newest = 0;
+  for (const auto& [path, item] : items_) newest = std::max(newest, item.stamp.ctime_ns);
+  std::int64_t now = wall_clock_ns();
+  if (newest + racy_ns_ > now) {
+    const std::int64_t wait = newest + racy_ns_ - now;
+    struct timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
+    while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    now = wall_clock_ns();
+  }
+  for (auto& [path, item] : items_)
+    if (item.as_of_ns < now) item.as_of_ns = now, dirty_ = true;
 }
 
 namespace {
@@ -183,16 +273,18 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
     e.type = EntryType::file;
     e.size = static_cast<std::uint64_t>(st.st_size);
     e.executable = (st.st_mode & S_IXUSR) != 0;
-    if (auto hit = cache ? cache->find(rel, e.size, mtime_ns(st)) : std::nullopt) {
+    const FileStamp stamp = stamp_of(st);
+    if (auto hit = cache ? cache->find(rel, stamp) : std::nullopt) {
       e.sha256 = *hit;
     } else {
+      const std::int64_t as_of = wall_clock_ns();
       int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
       if (fd < 0) return std::nullopt;
       UniqueFd guard(fd);
       auto sha = sha256_fd(fd);
       if (!sha) return std::nullopt;
       e.sha256 = *sha;
-      if (cache) cache->put(rel, e.size, mtime_ns(st), e.sha256);
+      if (cache) cache->put(rel, stamp, e.sha256, as_of);
     }
   } else {
     return std::nullopt;  // sockets, fifos, devices never travel
@@ -209,6 +301,7 @@ Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, H
     ::close(fd);
     return sys_error("opendir " + rel);
   }
+  ::rewinddir(d);  // the dup shares the offset of `dirfd`, which an earlier walk left at the end
   std::vector<std::string> names;
   while (dirent* ent = ::readdir(d)) {
     std::string name = ent->d_name;
@@ -255,18 +348,88 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
   return out;
 }
 
-std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache) {
+Result<int> DirCursor::parent_of(const std::string& path, bool create, std::string* leaf) {
+  const auto slash = path.rfind('/');
+  const std::string_view dir = slash == std::string::npos ? std::string_view() : std::string_view(path).substr(0, slash);
+  const std::string_view name = slash == std::string::npos ? std::string_view(path) : std::string_view(path).substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") return fail(errc::invalid_argument, "refused path '" + path.substr(0, 200) + "'");
+  if (!fd_ || dir != dir_) {
+    fd_ = UniqueFd();
+    auto d = open_dir(root_, std::string(dir), create);
+    if (!d) return d.error();
+    fd_ = std::move(*d);
+    dir_ = dir;
+  }
+  leaf->assign(name);
+  return fd_.get();
+}
+
+std::optional<Entry> stat_entry(DirCursor& cursor, const std::string& path, HashCache* cache) {
   std::string leaf;
-  auto dir = open_parent(root, path, false, &leaf);
+  auto dir = cursor.parent_of(path, false, &leaf);
   if (!dir) return std::nullopt;
-  return entry_at(dir->get(), leaf, path, cache);
+  return entry_at(*dir, leaf, path, cache);
+}
+
+std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache) {
+  DirCursor cursor(root);
+  return stat_entry(cursor, path, cache);
+}
+
+std::optional<FileStamp> stamp_at(DirCursor& cursor, const std::string& path) {
+  std::string leaf;
+  auto dir = cursor.parent_of(path, false, &leaf);
+  struct stat st{};
+  if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return stamp_of(st);
+}
+
+bool tree_unchanged(int root, const std::vector<Entry>& entries, const HashCache& cache) {
+  DirCursor cursor(root);
+  std::string leaf;
+  char buf[kMaxPathBytes + 1];
+  for (const auto& e : entries) {
+    auto dir = cursor.parent_of(e.path, false, &leaf);
+    struct stat st{};
+    if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    if (e.type == EntryType::dir) {
+      if (!S_ISDIR(st.st_mode)) return false;
+    } else if (e.type == EntryType::link) {
+      if (!S_ISLNK(st.st_mode)) return false;
+      ssize_t n = ::readlinkat(*dir, leaf.c_str(), buf, sizeof buf - 1);
+      if (n < 0 || e.target != std::string_view(buf, static_cast<std::size_t>(n))) return false;
+    } else {
+      if (!S_ISREG(st.st_mode) || ((st.st_mode & S_IXUSR) != 0) != e.executable) return false;
+      auto sha = cache.find(e.path, stamp_of(st));
+      if (!sha || *sha != e.sha256) return false;
+    }
+  }
+  return true;
+}
+
+bool remove_synced(DirCursor& cursor, const Entry& entry, const HashCache& cache) {
+  std::string leaf;
+  auto dir = cursor.parent_of(entry.path, false, &leaf);
+  struct stat st{};
+  if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (entry.type == EntryType::dir) return S_ISDIR(st.st_mode) && ::unlinkat(*dir, leaf.c_str(), AT_REMOVEDIR) == 0;
+  if (entry.type == EntryType::link) return S_ISLNK(st.st_mode) && ::unlinkat(*dir, leaf.c_str(), 0) == 0;
+  // A file a command rewrote since the sync put it there belongs to the command now.
+  auto sha = S_ISREG(st.st_mode) ? cache.find(entry.path, stamp_of(st)) : std::nullopt;
+  return sha && *sha == entry.sha256 && ::unlinkat(*dir, leaf.c_str(), 0) == 0;
 }
 
 Result<AtomicFile> AtomicFile::create(int root, const std::string& path) {
+  DirCursor cursor(root);
+  return create(cursor, path);
+}
+
+Result<AtomicFile> AtomicFile::create(DirCursor& cursor, const std::string& path) {
   AtomicFile f;
-  auto dir = open_parent(root, path, true, &f.leaf_);
+  auto dir = cursor.parent_of(path, true, &f.leaf_);
   if (!dir) return dir.error();
-  f.dir_ = std::move(*dir);
+  f.dir_ = UniqueFd(::dup(*dir));
+  if (!f.dir_) return sys_error("dup");
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char name[64];
   std::snprintf(name, sizeof name, ".runsnack-part-%016llx", static_cast<unsigned long long>(rng()));
@@ -292,37 +455,47 @@ Result<void> AtomicFile::write(const void* data, std::size_t n) {
   return {};
 }
 
-Result<std::int64_t> AtomicFile::commit(bool executable) {
+Result<FileStamp> AtomicFile::commit(bool executable) {
   ::fchmod(fd_.get(), executable ? 0755 : 0644);
-  struct stat written{};
-  ::fstat(fd_.get(), &written);
   struct stat st{};
   if (::fstatat(dir_.get(), leaf_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
     return fail(errc::refused, leaf_ + " is a folder on the other side");
   if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), leaf_.c_str()) != 0) return sys_error("rename " + leaf_);
   committed_ = true;
-  return mtime_ns(written);
+  struct stat written{};  // after the rename, which changes the ctime
+  if (::fstat(fd_.get(), &written) != 0) return sys_error("stat " + leaf_);
+  return stamp_of(written);
+}
+
+Result<void> make_dir(DirCursor& cursor, const std::string& path) {
+  std::string leaf;
+  auto dir = cursor.parent_of(path, true, &leaf);
+  if (!dir) return dir.error();
+  if (::mkdirat(*dir, leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  return {};
 }
 
 Result<void> make_dir(int root, const std::string& path) {
+  DirCursor cursor(root);
+  return make_dir(cursor, path);
+}
+
+Result<void> make_symlink(DirCursor& cursor, const std::string& path, const std::string& target) {
   std::string leaf;
-  auto dir = open_parent(root, path, true, &leaf);
+  auto dir = cursor.parent_of(path, true, &leaf);
   if (!dir) return dir.error();
-  if (::mkdirat(dir->get(), leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  struct stat st{};
+  if (::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(st.st_mode)) return fail(errc::refused, path + " is a folder on the other side");
+    ::unlinkat(*dir, leaf.c_str(), 0);
+  }
+  if (::symlinkat(target.c_str(), *dir, leaf.c_str()) != 0) return sys_error("symlink " + path);
   return {};
 }
 
 Result<void> make_symlink(int root, const std::string& path, const std::string& target) {
-  std::string leaf;
-  auto dir = open_parent(root, path, true, &leaf);
-  if (!dir) return dir.error();
-  struct stat st{};
-  if (::fstatat(dir->get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISDIR(st.st_mode)) return fail(errc::refused, path + " is a folder on the other side");
-    ::unlinkat(dir->get(), leaf.c_str(), 0);
-  }
-  if (::symlinkat(target.c_str(), dir->get(), leaf.c_str()) != 0) return sys_error("symlink " + path);
-  return {};
+  DirCursor cursor(root);
+  return make_symlink(cursor, path, target);
 }
 
 }  // namespace runsnack::fs

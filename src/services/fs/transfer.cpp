@@ -7,7 +7,10 @@
 
 #include <cctype>
 #include <cerrno>
+#include <fstream>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
 
 namespace runsnack::fs {
 
@@ -120,18 +123,29 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
                                                  Progress progress, std::optional<TopRename> rename) {
   TransferStats stats;
   stats.entries = entries.size();
-  const nlohmann::json manifest = {{"type", "manifest"}, {"files", manifest_json(entries)}};
-  if (auto r = co_await write_control(stream, manifest); !r) co_return r.error();
+  const std::vector<std::uint8_t> wire = encode_manifest(entries);
+  const nlohmann::json offer = {{"type", "offer"}, {"digest", manifest_digest(wire)}, {"entries", entries.size()}};
+  if (auto r = co_await write_control(stream, offer); !r) co_return r.error();
+  auto answer = co_await read_control(stream);
+  if (!answer) co_return answer.error();
+  if ((*answer)["type"] == "synced") {
+    stats.unchanged = true;
+    co_return stats;
+  }
+  if ((*answer)["type"] != "send_manifest") co_return fail(errc::malformed, "expected synced or send_manifest");
+  if (auto r = co_await write_frame(stream, FrameType::manifest, wire); !r) co_return r.error();
   auto need = co_await read_control(stream);
   if (!need) co_return need.error();
   if ((*need)["type"] != "need" || !(*need)["paths"].is_array()) co_return fail(errc::malformed, "expected need");
-  std::map<std::string, std::uint64_t> sizes;
+  std::unordered_map<std::string_view, std::uint64_t> sizes;
+  sizes.reserve(entries.size());
   for (const auto& e : entries)
     if (e.type == EntryType::file) sizes[e.path] = e.size;
   std::uint64_t total = 0;
   for (const auto& p : (*need)["paths"]) {
-    if (!p.is_string() || !sizes.count(p.get<std::string>())) co_return fail(errc::malformed, "asked for an unknown file");
-    total += sizes[p.get<std::string>()];
+    auto it = p.is_string() ? sizes.find(p.get_ref<const std::string&>()) : sizes.end();
+    if (it == sizes.end()) co_return fail(errc::malformed, "asked for an unknown file");
+    total += it->second;
   }
   // Every needed file goes back to back, no round trip per file; the receiver
   // answers once at the end (or with an error, which the next read sees).
@@ -179,6 +193,7 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   auto done = co_await read_control(stream);
   if (!done) co_return done.error();
   if ((*done)["type"] != "synced") co_return fail(errc::malformed, "expected synced");
+  if ((*done)["deleted"].is_number_unsigned()) stats.deleted = (*done)["deleted"].get<std::size_t>();
   co_return stats;
 }
 
@@ -199,8 +214,9 @@ Result<void> check_quota(const std::vector<Entry>& entries, const ReceiveLimits&
 }
 
 // Receives one announced file into place; checks size and hash.
-asio::awaitable<Result<std::uint64_t>> receive_file(MuxStream& stream, int root, const Entry& entry, HashCache* cache) {
-  auto out = AtomicFile::create(root, entry.path);
+asio::awaitable<Result<std::uint64_t>> receive_file(MuxStream& stream, DirCursor& cursor, const Entry& entry,
+                                                    HashCache* cache) {
+  auto out = AtomicFile::create(cursor, entry.path);
   if (!out) co_return out.error();
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
@@ -231,41 +247,91 @@ asio::awaitable<Result<std::uint64_t>> receive_file(MuxStream& stream, int root,
   unsigned char digest[32];
   unsigned len = 0;
   EVP_DigestFinal_ex(md.get(), digest, &len);
-  static const char* hex = "0123456789abcdef";
-  std::string sha;
-  for (unsigned i = 0; i < len; ++i) sha += hex[digest[i] >> 4], sha += hex[digest[i] & 15];
+  const std::string sha = bytes_to_hex(digest, len);
   if (got != entry.size || sha != entry.sha256)
     co_return fail(errc::malformed, entry.path + ": checksum mismatch (the file changed while it was sent?)");
-  auto mtime = out->commit(entry.executable);
-  if (!mtime) co_return mtime.error();
-  if (cache) cache->put(entry.path, got, *mtime, sha);
+  auto stamp = out->commit(entry.executable);
+  if (!stamp) co_return stamp.error();
+  if (cache) cache->put(entry.path, *stamp, sha, wall_clock_ns());
   co_return got;
 }
 
 }  // namespace
 
+void SyncState::load(const std::filesystem::path& base) {
+  digest.clear();
+  entries.clear();
+  std::filesystem::path file = base;
+  file += ".manifest";
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 64) return;
+  const std::span<const std::uint8_t> wire(reinterpret_cast<const std::uint8_t*>(bytes.data()) + 64, bytes.size() - 64);
+  auto parsed = parse_manifest(wire);
+  if (!parsed) return;
+  entries = std::move(*parsed);
+  digest = bytes.substr(0, 64);
+  std::filesystem::path hashes_file = base;
+  hashes_file += ".hashes";
+  hashes.load(hashes_file);
+}
+
+void SyncState::save(const std::filesystem::path& base) {
+  std::filesystem::path hashes_file = base;
+  hashes_file += ".hashes";
+  hashes.save(hashes_file);
+  std::filesystem::path file = base, tmp = base;
+  file += ".manifest";
+  tmp += ".manifest.tmp";
+  const std::vector<std::uint8_t> wire = encode_manifest(entries);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(digest.data(), static_cast<std::streamsize>(digest.size()));
+    out.write(reinterpret_cast<const char*>(wire.data()), static_cast<std::streamsize>(wire.size()));
+    if (!out) return;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+}
+
 asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root, ReceiveLimits limits,
-                                                    HashCache* cache, Progress progress) {
+                                                    SyncState* state, Progress progress) {
   TransferStats stats;
-  auto msg = co_await read_control(stream);
-  if (!msg) co_return msg.error();
-  if ((*msg)["type"] != "manifest") co_return fail(errc::malformed, "expected a manifest");
-  auto entries = parse_manifest((*msg)["files"]);
+  auto offer = co_await read_control(stream);
+  if (!offer) co_return offer.error();
+  if ((*offer)["type"] != "offer" || !(*offer)["digest"].is_string()) co_return fail(errc::malformed, "expected an offer");
+  if (state && !state->digest.empty() && (*offer)["digest"] == state->digest &&
+      tree_unchanged(root, state->entries, state->hashes)) {
+    stats.entries = state->entries.size();
+    stats.unchanged = true;
+    const nlohmann::json synced = {{"type", "synced"}, {"files", 0}, {"bytes", 0}, {"deleted", 0}};
+    if (auto r = co_await write_control(stream, synced); !r) co_return r.error();
+    co_return stats;
+  }
+  const nlohmann::json ask = {{"type", "send_manifest"}};
+  if (auto r = co_await write_control(stream, ask); !r) co_return r.error();
+  auto frame = co_await read_frame(stream);
+  if (!frame) co_return frame.error();
+  if (frame->type != FrameType::manifest) co_return fail(errc::malformed, "expected a manifest");
+  auto entries = parse_manifest(frame->payload);
   Result<void> ok = entries ? check_quota(*entries, limits) : Result<void>(entries.error());
   if (!ok) {
     co_await send_error(stream, ok.error());
     co_return ok.error();
   }
   stats.entries = entries->size();
+  HashCache* cache = state ? &state->hashes : nullptr;
+  DirCursor cursor(root);
   std::map<std::string, Entry> have;
-  std::map<std::string, const Entry*> wanted;
+  std::unordered_map<std::string_view, const Entry*> wanted;
+  wanted.reserve(entries->size());
   for (const auto& e : *entries) {
     wanted[e.path] = &e;
-    auto now = stat_entry(root, e.path, e.type == EntryType::file ? cache : nullptr);
+    auto now = stat_entry(cursor, e.path, e.type == EntryType::file ? cache : nullptr);
     Result<void> r;
-    if (e.type == EntryType::dir && !(now && now->type == EntryType::dir)) r = make_dir(root, e.path);
+    if (e.type == EntryType::dir && !(now && now->type == EntryType::dir)) r = make_dir(cursor, e.path);
     else if (e.type == EntryType::link && !(now && now->type == EntryType::link && now->target == e.target))
-      r = make_symlink(root, e.path, e.target);
+      r = make_symlink(cursor, e.path, e.target);
     else if (now) have[e.path] = *now;
     if (!r) {
       co_await send_error(stream, r.error());
@@ -281,7 +347,7 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
     auto begin = co_await read_control(stream);
     if (!begin) co_return begin.error();
     if ((*begin)["type"] != "file" || (*begin)["path"] != path) co_return fail(errc::malformed, "expected file " + path);
-    auto got = co_await receive_file(stream, root, *wanted[path], cache);
+    auto got = co_await receive_file(stream, cursor, *wanted[path], cache);
     if (!got) {
       co_await send_error(stream, got.error());
       co_return got.error();
@@ -290,7 +356,17 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
     ++stats.files_sent;
     if (progress) progress(stats.bytes, total);
   }
-  const nlohmann::json synced = {{"type", "synced"}, {"files", stats.files_sent}, {"bytes", stats.bytes}};
+  if (state) {
+    // Deepest first (a manifest lists a folder before its contents), so emptied folders go too.
+    for (auto it = state->entries.rbegin(); it != state->entries.rend(); ++it)
+      if (!wanted.count(it->path) && remove_synced(cursor, *it, state->hashes)) ++stats.deleted;
+    state->digest = manifest_digest(frame->payload);
+    state->entries = std::move(*entries);
+    state->hashes.retain(state->entries);
+    state->hashes.settle();
+  }
+  const nlohmann::json synced = {{"type", "synced"}, {"files", stats.files_sent}, {"bytes", stats.bytes},
+                                 {"deleted", stats.deleted}};
   if (auto r = co_await write_control(stream, synced); !r) co_return r.error();
   co_return stats;
 }

@@ -3,11 +3,20 @@
 // and cp (put, get). The sender offers a manifest, the receiver answers with
 // the files it lacks, the sender streams them, the receiver confirms:
 //
-//   sender   -> {"type":"manifest","files":[...]}               (manifest.hpp)
+//   sender   -> {"type":"offer","digest":D,"entries":N}         D: manifest_digest (manifest.hpp)
+//   receiver -> {"type":"synced",...} when it holds exactly manifest D still (one round trip), else
+//               {"type":"send_manifest"}
+//   sender   -> manifest frame                                  (binary, manifest.hpp)
 //   receiver -> {"type":"need","paths":[...]} | {"type":"error","message":...}
 //   sender   -> for each needed file, in order:
 //                 {"type":"file","path":P}  data/zdata frames  {"type":"file_end"}
-//   receiver -> {"type":"synced","files":N,"bytes":N} | {"type":"error","message":...}
+//   receiver -> {"type":"synced","files":N,"bytes":N,"deleted":N} | {"type":"error","message":...}
+//
+// A receiver with a SyncState (the run workspace) remembers the last manifest
+// it applied and the stamps of the files it wrote: an unchanged offer is
+// answered after a stat of each entry, and an entry of the previous manifest
+// that the new one lacks (deleted on the sender) is removed, when it is still
+// what the sync put there (files a command wrote are kept).
 //
 // The receiver never trusts the sender: paths and symlinks are checked
 // (path_rules.hpp), writes go through safe_fs.hpp (no symlink followed,
@@ -42,6 +51,8 @@ struct TransferStats {
   std::size_t files_sent = 0;
   std::uint64_t bytes = 0;       // file bytes that travelled
   std::uint64_t wire_bytes = 0;  // after compression
+  std::size_t deleted = 0;       // entries removed because the sender no longer has them
+  bool unchanged = false;        // answered from the receiver's SyncState in one round trip
 };
 
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
@@ -59,7 +70,18 @@ struct ReceiveLimits {
   std::optional<std::uint64_t> quota_bytes;  // none: unlimited
 };
 
+// What a receiver remembers about its tree between syncs (one file per workspace).
+struct SyncState {
+  std::string digest;          // of the manifest last applied completely; "" none
+  std::vector<Entry> entries;  // that manifest
+  HashCache hashes{20'000'000};  // the workspace's files; racy window: ext4's clock tick, with settle()
+  // `base`.manifest and `base`.hashes; anything damaged loads as no state.
+  void load(const std::filesystem::path& base);
+  void save(const std::filesystem::path& base);
+};
+
+// `state` may be null (cp: no memory between transfers).
 boost::asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root, ReceiveLimits limits,
-                                                           HashCache* cache, Progress progress);
+                                                           SyncState* state, Progress progress);
 
 }  // namespace runsnack::fs
