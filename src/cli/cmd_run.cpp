@@ -42,11 +42,20 @@ struct RunArgs {
   std::string timeout;
   std::vector<std::string> pull;
   std::vector<std::string> command;
+  bool json = false;
 };
 
 struct CpArgs {
   std::string link, src, dst;
+  bool json = false;
 };
+
+// The counters of one transfer, for --json.
+nlohmann::json stats_json(const char* event, const fs::TransferStats& s) {
+  return {{"event", event},       {"entries", s.entries},           {"files", s.files_sent},
+          {"bytes", s.bytes},     {"wire_bytes", s.wire_bytes},     {"reused_bytes", s.reused_bytes},
+          {"deleted", s.deleted}, {"unchanged", s.unchanged}};
+}
 
 fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
   fs::IgnoreRules rules;
@@ -159,6 +168,7 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
       std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent, " << human(stats->bytes)
                 << " (" << human(stats->wire_bytes) << " on the wire)" << std::endl;
     if (stats->deleted > 0) std::cerr << "sync: " << stats->deleted << " deleted in the workspace" << std::endl;
+    if (args.json) std::cerr << stats_json("sync", *stats).dump() << std::endl;
   }
 
   nlohmann::json req = {{"type", "exec"}, {"argv", args.command}};
@@ -256,7 +266,8 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
     const std::optional<fs::TopRename> rename = fs::TopRename{name, leaf};
     auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename);
     if (!stats) co_return report(stats.error());
-    std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
+    if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
+    else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
     co_return 0;
   }
   std::string src(args.src.substr(kRemote.size()));
@@ -276,7 +287,8 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
   if (src.find('/') != std::string::npos) co_return report("cp from remote: give a top-level workspace path (e.g. remote:out)");
   auto stats = co_await download(session, exec::kServiceCp, get_args, root->get());
   if (!stats) co_return report(stats.error());
-  std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
+  if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
+  else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
   co_return 0;
 }
 
@@ -292,6 +304,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
   cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
+  cmd->add_flag("--json", args->json, "Also print the sync's counters as one JSON line on stderr (stdout is the command's)");
   cmd->add_option("CMD", args->command, "The command and its arguments, after --")->required();
   cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
               "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.");
@@ -304,6 +317,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cpc->add_option("LINK", cp->link, kRequiredLinkHelp)->required();
   cpc->add_option("SRC", cp->src, "Source (local path or remote:PATH)")->required();
   cpc->add_option("DST", cp->dst, "Destination (local path or remote:PATH; a trailing / means into that folder)")->required();
+  cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
   cpc->callback([&status, cp] {
     run_command(status, [&] {
       SessionCommand command;

@@ -1,6 +1,7 @@
 """runsnack run / cp end to end: sync, sandbox, streaming, signals, limits, bad input."""
 
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -171,6 +172,11 @@ class Sync(RunBase):
             self.assertFalse(os.path.exists(os.path.join(self.workspace, path)), path)
         for path in ("a.txt", "made.txt", "dir/remote.txt"):  # what commands wrote stays
             self.assertTrue(os.path.exists(os.path.join(self.workspace, path)), path)
+        other = os.path.join(self.tmp, "other.txt")
+        with open(other, "w") as f:
+            f.write("o")
+        self.ok(self.chome, "cp", self.provider.link, other, "remote:")  # cp is no sync: deletes nothing
+        self.assertTrue(os.path.exists(os.path.join(self.workspace, "a.txt")))
 
     def test_workspace_change_seen_on_unchanged_resync(self):
         self.setup_pair()
@@ -183,6 +189,23 @@ class Sync(RunBase):
         cp = self.run_remote("cat", "a.txt")
         self.assertEqual(cp.stdout, "original", cp.stderr)
         self.assertNotIn("sync:", cp.stderr)
+
+    def test_large_file_changed_in_place_sends_only_changed_chunks(self):
+        self.setup_pair()
+        data = bytearray(os.urandom(64 * 1024 * 1024))
+        self.write("model.bin", bytes(data))
+        cp = self.run_remote("true", extra=("--json",))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        at = 32 * 1024 * 1024 + 100 * 1024  # 1 MiB, not chunk-aligned, in the middle
+        data[at:at + 1024 * 1024] = os.urandom(1024 * 1024)
+        self.write("model.bin", bytes(data))
+        cp = self.run_remote("sha256sum", "model.bin", extra=("--json",))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        stats = [json.loads(l) for l in cp.stderr.splitlines() if l.startswith("{")][-1]
+        self.assertEqual(stats["files"], 1)
+        self.assertLessEqual(stats["bytes"], 2 * 1024 * 1024)  # 5 chunks of 256 KiB at most
+        self.assertGreaterEqual(stats["reused_bytes"], 62 * 1024 * 1024)
+        self.assertIn(hashlib.sha256(bytes(data)).hexdigest(), cp.stdout)
 
     def test_symlink_outside_refused(self):
         self.setup_pair()
@@ -310,6 +333,40 @@ class Cp(RunBase):
             self.assertEqual(f.read(), "B" * 100000)
         again = self.ok(self.chome, "cp", self.provider.link, "remote:inputs", dest + "/")
         self.assertIn("cp: 0 files", again.stderr)  # resume: what is there already is not sent again
+
+    def test_cp_resumes_within_a_large_file_after_a_cut(self):
+        self.setup_pair()
+        data = os.urandom(192 * 1024 * 1024)
+        src = self.write("big.bin", data)
+        proc = self.start(self.chome, "cp", self.provider.link, src, "remote:", name="cp")
+
+        def partial_size():
+            for name in os.listdir(self.workspace) if os.path.isdir(self.workspace) else []:
+                if name.startswith(".runsnack-part-"):
+                    try:
+                        return os.path.getsize(os.path.join(self.workspace, name))
+                    except OSError:
+                        pass
+            return 0
+        end = time.monotonic() + 60
+        while partial_size() < 16 * 1024 * 1024 and proc.alive() and time.monotonic() < end:
+            time.sleep(0.005)
+        self.assertTrue(proc.alive(), "cp finished before it could be cut off; make the file bigger")
+        proc.signal(signal.SIGKILL)  # the connection drops mid-file
+        proc.wait(10)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "big.bin")))  # never half written
+        kept = self.poll_until(lambda: [n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-resume-")],
+                               10, "the provider keeping the prefix")
+        self.assertEqual(len(kept), 1)
+        prefix = os.path.getsize(os.path.join(self.workspace, kept[0]))
+        cp = self.ok(self.chome, "cp", self.provider.link, src, "remote:", "--json")
+        stats = json.loads(cp.stdout)
+        self.assertGreaterEqual(stats["reused_bytes"], 8 * 1024 * 1024)  # the verified prefix did not travel again
+        self.assertLessEqual(stats["bytes"], len(data) - stats["reused_bytes"])
+        self.assertLess(stats["bytes"], len(data) - prefix // 2)
+        with open(os.path.join(self.workspace, "big.bin"), "rb") as f:
+            self.assertEqual(hashlib.sha256(f.read()).hexdigest(), hashlib.sha256(data).hexdigest())
+        self.assertEqual([n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")], [])
 
     def test_traversal_refused(self):
         self.setup_pair()

@@ -451,8 +451,18 @@ Result<void> AtomicFile::write(const void* data, std::size_t n) {
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return sys_error("write " + leaf_);
     p += w, n -= static_cast<std::size_t>(w);
+    written_ += static_cast<std::uint64_t>(w);
   }
   return {};
+}
+
+std::string resume_name(const std::string& leaf) {
+  return ".runsnack-part-resume-" + sha256_hex(leaf.data(), leaf.size()).substr(0, 24);
+}
+
+void AtomicFile::keep_partial() {
+  if (!fd_ || committed_) return;
+  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), resume_name(leaf_).c_str()) == 0) committed_ = true;
 }
 
 Result<FileStamp> AtomicFile::commit(bool executable) {

@@ -125,13 +125,23 @@ class AtomicFile {
   Result<void> write(const void* data, std::size_t n);
   // Renames into place; returns the file's stamp after the rename (for HashCache).
   Result<FileStamp> commit(bool executable);
+  // Instead of removing it, keeps what was written under resume_name(leaf) for a later transfer.
+  void keep_partial();
+  std::uint64_t written() const { return written_; }
+  int dir_fd() const { return dir_.get(); }
+  const std::string& leaf() const { return leaf_; }
 
  private:
   AtomicFile() = default;
   UniqueFd dir_, fd_;
   std::string temp_, leaf_;
+  std::uint64_t written_ = 0;
   bool committed_ = false;
 };
+
+// The name, in the same folder, under which an interrupted transfer of `leaf` keeps its
+// prefix (scan_tree skips it like every ".runsnack-part-" name).
+std::string resume_name(const std::string& leaf);
 
 Result<void> make_dir(int root, const std::string& path);
 Result<void> make_dir(DirCursor& cursor, const std::string& path);

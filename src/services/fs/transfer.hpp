@@ -8,8 +8,11 @@
 //               {"type":"send_manifest"}
 //   sender   -> manifest frame                                  (binary, manifest.hpp)
 //   receiver -> {"type":"need","paths":[...]} | {"type":"error","message":...}
+//               need may carry "bases": {path: [chunk SHA-256...]}, the receiver's older copy of a
+//               large file (or the prefix an interrupted transfer kept), in kMaxDataBytes chunks
 //   sender   -> for each needed file, in order:
-//                 {"type":"file","path":P}  data/zdata frames  {"type":"file_end"}
+//                 {"type":"file","path":P}  data/zdata frames and {"type":"same","chunks":K}
+//                 (the next K chunks equal the receiver's)  {"type":"file_end"}
 //   receiver -> {"type":"synced","files":N,"bytes":N,"deleted":N} | {"type":"error","message":...}
 //
 // A receiver with a SyncState (the run workspace) remembers the last manifest
@@ -21,8 +24,10 @@
 // The receiver never trusts the sender: paths and symlinks are checked
 // (path_rules.hpp), writes go through safe_fs.hpp (no symlink followed,
 // temp file + rename), each file must match its declared size and SHA-256,
-// and the quota bounds single files and the whole tree. An interrupted
-// transfer leaves finished files in place, so the next one sends only the rest.
+// and the quota bounds single files and the whole tree. A file is rebuilt in a
+// temp file and renamed into place, so no command sees it half written. An
+// interrupted transfer leaves finished files in place and keeps the prefix of
+// the file it was cut off in, so the next one sends only the rest.
 
 #include "core/error.hpp"
 #include "net/mux_stream.hpp"
@@ -50,6 +55,7 @@ struct TransferStats {
   std::size_t entries = 0;
   std::size_t files_sent = 0;
   std::uint64_t bytes = 0;       // file bytes that travelled
+  std::uint64_t reused_bytes = 0;  // file bytes rebuilt from the receiver's own older copy (chunk level)
   std::uint64_t wire_bytes = 0;  // after compression
   std::size_t deleted = 0;       // entries removed because the sender no longer has them
   bool unchanged = false;        // answered from the receiver's SyncState in one round trip
