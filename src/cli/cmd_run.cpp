@@ -103,7 +103,7 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, 
   co_return co_await session.open(header);
 }
 
-// Sends `entries` (read from `root`) to the provider: the run sync and cp put.
+// Sends `entries` (read from `root`) to the provider: cp put.
 asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* service, nlohmann::json args, int root,
                                                   std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename) {
   auto stream = co_await open_mode(session, service, std::move(args));
@@ -154,6 +154,10 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
   auto root = fs::open_root(root_path, false);
   if (!root) co_return report(root.error());
   if (!args.no_sync) {
+    // Opened before the scan: the provider checks its copy of the workspace while we scan ours.
+    const nlohmann::json sync_args = {{"mode", "sync"}};
+    auto sync_stream = co_await open_mode(session, exec::kServiceRun, sync_args);
+    if (!sync_stream) co_return report(Error(sync_stream.error().code, "sync failed: " + sync_stream.error().what()));
     fs::HashCache cache;
     sfs::path cache_file = cache_file_for(root_path);
     cache.load(cache_file);
@@ -161,8 +165,9 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
     if (!entries) co_return report(entries.error());
     cache.retain(*entries);
     cache.save(cache_file);
-    const nlohmann::json sync_args = {{"mode", "sync"}};
-    auto stats = co_await upload(session, exec::kServiceRun, sync_args, root->get(), std::move(*entries), std::nullopt);
+    const fs::Progress bar = progress_bar("sync");
+    auto stats = co_await fs::send_tree(**sync_stream, root->get(), *entries, bar, std::nullopt);
+    (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
       std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent, " << human(stats->bytes)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -152,6 +153,9 @@ constexpr char kCacheMagic[4] = {'R', 'S', 'H', '1'};
 
 void HashCache::load(const std::filesystem::path& file) {
   items_.clear();
+  index_.clear();
+  indexed_ = false;
+  next_ = 0;
   dirty_ = false;
   std::ifstream in(file, std::ios::binary);
   if (!in) return;
@@ -166,19 +170,16 @@ void HashCache::load(const std::filesystem::path& file) {
   char magic[4];
   std::uint32_t count = 0;
   if (!take(magic, 4) || std::memcmp(magic, kCacheMagic, 4) != 0 || !take(&count, 4)) return;
-  items_.reserve(count);
   for (std::uint32_t i = 0; i < count; ++i) {
     std::uint16_t len = 0;
     Item item;
-    std::uint8_t sha[32];
     if (!take(&len, 2) || bytes.size() - at < len) return items_.clear();
-    std::string path = bytes.substr(at, len);
+    item.path.assign(bytes, at, len);
     at += len;
     if (!take(&item.stamp.size, 8) || !take(&item.stamp.mtime_ns, 8) || !take(&item.stamp.ctime_ns, 8) ||
-        !take(&item.stamp.ino, 8) || !take(&item.as_of_ns, 8) || !take(sha, 32))
+        !take(&item.stamp.ino, 8) || !take(&item.as_of_ns, 8) || !take(item.sha.data(), 32))
       return items_.clear();
-    item.sha = bytes_to_hex(sha, 32);
-    items_[std::move(path)] = std::move(item);
+    items_.push_back(std::move(item));
   }
 }
 
@@ -188,18 +189,16 @@ void HashCache::save(const std::filesystem::path& file) {
   auto put_raw = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
   const auto count = static_cast<std::uint32_t>(items_.size());
   put_raw(&count, 4);
-  for (const auto& [path, item] : items_) {
-    const auto len = static_cast<std::uint16_t>(path.size());
-    std::uint8_t sha[32] = {};
-    hex_to_bytes(item.sha, sha, 32);
+  for (const auto& item : items_) {
+    const auto len = static_cast<std::uint16_t>(item.path.size());
     put_raw(&len, 2);
-    out += path;
+    out += item.path;
     put_raw(&item.stamp.size, 8);
     put_raw(&item.stamp.mtime_ns, 8);
     put_raw(&item.stamp.ctime_ns, 8);
     put_raw(&item.stamp.ino, 8);
     put_raw(&item.as_of_ns, 8);
-    put_raw(sha, 32);
+    put_raw(item.sha.data(), 32);
   }
   auto tmp = file;
   tmp += ".tmp";
@@ -213,36 +212,67 @@ void HashCache::save(const std::filesystem::path& file) {
   if (!ec) dirty_ = false;
 }
 
+HashCache::Item* HashCache::locate(const std::string& path) const {
+  std::size_t at = next_;
+  if (at >= items_.size() || items_[at].path != path) {
+    if (!indexed_) {
+      index_.reserve(items_.size());
+      for (std::size_t i = 0; i < items_.size(); ++i) index_[items_[i].path] = i;
+      indexed_ = true;
+    }
+    auto it = index_.find(path);
+    if (it == index_.end()) return nullptr;
+    at = it->second;  // and on sequentially from there: a miss is usually one added or removed entry
+  }
+  next_ = at + 1;
+  return const_cast<Item*>(&items_[at]);
+}
+
 std::optional<std::string> HashCache::find(const std::string& path, const FileStamp& stamp) const {
-  auto it = items_.find(path);
-  if (it == items_.end() || !(it->second.stamp == stamp) || stamp.ctime_ns + racy_ns_ > it->second.as_of_ns)
-    return std::nullopt;
-  return it->second.sha;
+  const Item* item = locate(path);
+  if (!item || !(item->stamp == stamp) || stamp.ctime_ns + racy_ns_ > item->as_of_ns) return std::nullopt;
+  return bytes_to_hex(item->sha.data(), 32);
 }
 
 void HashCache::put(const std::string& path, const FileStamp& stamp, std::string sha, std::int64_t as_of_ns) {
-  items_[path] = {stamp, as_of_ns, std::move(sha)};
+  Item* item = locate(path);
+  if (!item) {
+    items_.push_back({path, {}, 0, {}});
+    item = &items_.back();
+    if (indexed_) index_[item->path] = items_.size() - 1;
+  }
+  item->stamp = stamp;
+  item->as_of_ns = as_of_ns;
+  hex_to_bytes(sha, item->sha.data(), 32);
   dirty_ = true;
 }
 
 void HashCache::retain(const std::vector<Entry>& entries) {
-  std::unordered_map<std::string_view, const Entry*> keep;
-  keep.reserve(entries.size());
-  for (const auto& e : entries)
-    if (e.type == EntryType::file) keep[e.path] = &e;
-  for (auto it = items_.begin(); it != items_.end();) {
-    if (keep.count(it->first)) {
-      ++it;
-    } else {
-      it = items_.erase(it);
-      dirty_ = true;
-    }
+  // Rebuilt in the order of `entries`, so that the next scan finds each item where it looks first.
+  std::vector<Item*> keep;
+  keep.reserve(items_.size());
+  next_ = 0;
+  bool same_order = true;
+  for (const auto& e : entries) {
+    if (e.type != EntryType::file) continue;
+    const std::size_t expect = next_;
+    Item* item = locate(e.path);
+    if (!item) continue;
+    same_order &= next_ == expect + 1;
+    keep.push_back(item);
   }
+  if (!same_order || keep.size() != items_.size()) dirty_ = true;
+  std::deque<Item> kept;
+  for (Item* item : keep) kept.push_back(std::move(*item));  // index_ is not used from here on
+  items_ = std::move(kept);
+  index_.clear();
+  indexed_ = false;
+  next_ = 0;
 }
 
 void HashCache::settle() {
   std::int64_t newest = 0;
-  for (const auto& [path, item] : items_) newest = std::max(newest, item.stamp.ctime_ns);
+  for (const auto& item : items_) newest = std::max(newest, item.stamp.ctime_ns);
   std::int64_t now = wall_clock_ns();
   if (newest + racy_ns_ > now) {
     const std::int64_t wait = newest + racy_ns_ - now;
@@ -250,7 +280,7 @@ void HashCache::settle() {
     while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     now = wall_clock_ns();
   }
-  for (auto& [path, item] : items_)
+  for (auto& item : items_)
     if (item.as_of_ns < now) item.as_of_ns = now, dirty_ = true;
 }
 

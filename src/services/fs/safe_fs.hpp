@@ -12,6 +12,8 @@
 #include "services/fs/ignore_rules.hpp"
 #include "services/fs/manifest.hpp"
 
+#include <array>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -78,11 +80,23 @@ class HashCache {
   // for the provider's freshly written workspace files, whose only writer is the sync itself.
   void settle();
   std::size_t size() const { return items_.size(); }
+  HashCache(HashCache&&) = delete;  // index_ points into items_
 
  private:
-  struct Item { FileStamp stamp; std::int64_t as_of_ns; std::string sha; };
+  struct Item {
+    std::string path;
+    FileStamp stamp;
+    std::int64_t as_of_ns = 0;
+    std::array<std::uint8_t, 32> sha{};
+  };
+  // Items in the order save() wrote them, which is the order the next scan asks in: a lookup
+  // first tries the item after the previous one and hashes a path only when that misses.
+  Item* locate(const std::string& path) const;
   std::int64_t racy_ns_;
-  std::unordered_map<std::string, Item> items_;
+  std::deque<Item> items_;  // push_back keeps elements in place: index_ views their paths
+  mutable std::unordered_map<std::string_view, std::size_t> index_;
+  mutable bool indexed_ = false;
+  mutable std::size_t next_ = 0;
   bool dirty_ = false;
 };
 

@@ -426,11 +426,12 @@ void SyncState::save(const std::filesystem::path& base) {
 asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root, ReceiveLimits limits,
                                                     SyncState* state, Progress progress) {
   TransferStats stats;
+  // Checked before the offer arrives: the sender opens the stream before it scans its tree.
+  const bool kept = state && !state->digest.empty() && tree_unchanged(root, state->entries, state->hashes);
   auto offer = co_await read_control(stream);
   if (!offer) co_return offer.error();
   if ((*offer)["type"] != "offer" || !(*offer)["digest"].is_string()) co_return fail(errc::malformed, "expected an offer");
-  if (state && !state->digest.empty() && (*offer)["digest"] == state->digest &&
-      tree_unchanged(root, state->entries, state->hashes)) {
+  if (kept && (*offer)["digest"] == state->digest) {
     stats.entries = state->entries.size();
     stats.unchanged = true;
     const nlohmann::json synced = {{"type", "synced"}, {"files", 0}, {"bytes", 0}, {"deleted", 0}};
