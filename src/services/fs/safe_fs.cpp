@@ -496,11 +496,12 @@ void AtomicFile::keep_partial() {
 }
 
 Result<FileStamp> AtomicFile::commit(bool executable) {
-  ::fchmod(fd_.get(), executable ? 0755 : 0644);
-  struct stat st{};
-  if (::fstatat(dir_.get(), leaf_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-    return fail(errc::refused, leaf_ + " is a folder on the other side");
-  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), leaf_.c_str()) != 0) return sys_error("rename " + leaf_);
+  // Created 0644 (less the umask, as cp does); only an executable needs another call.
+  if (executable) ::fchmod(fd_.get(), 0755);
+  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), leaf_.c_str()) != 0) {
+    if (errno == EISDIR) return fail(errc::refused, leaf_ + " is a folder on the other side");
+    return sys_error("rename " + leaf_);
+  }
   committed_ = true;
   struct stat written{};  // after the rename, which changes the ctime
   if (::fstat(fd_.get(), &written) != 0) return sys_error("stat " + leaf_);
