@@ -15,6 +15,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -23,6 +24,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -98,6 +100,19 @@ fs::Progress progress_bar(const char* what) {
   };
 }
 
+// Scans (and hashes what changed) on a thread of its own: hashing a large tree takes seconds,
+// and the session's keepalive must be answered meanwhile.
+asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
+                                                                fs::HashCache* cache) {
+  auto job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache); });
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    tick.expires_after(std::chrono::milliseconds(1));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+  co_return job.get();
+}
+
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service, nlohmann::json args) {
   StreamHeader header{service, std::move(args)};
   co_return co_await session.open(header);
@@ -161,7 +176,10 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
     fs::HashCache cache;
     sfs::path cache_file = cache_file_for(root_path);
     cache.load(cache_file);
-    auto entries = fs::scan_tree(root->get(), "", ignore_rules_for(root_path), &cache);
+    // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
+    std::string whole;
+    fs::IgnoreRules rules = ignore_rules_for(root_path);
+    auto entries = co_await scan_off_thread(root->get(), whole, rules, &cache);
     if (!entries) co_return report(entries.error());
     cache.retain(*entries);
     cache.save(cache_file);
@@ -264,7 +282,7 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
     auto root = fs::open_root(src.parent_path(), false);
     if (!root) co_return report(root.error());
     fs::IgnoreRules rules;
-    auto entries = fs::scan_tree(root->get(), leaf, rules, nullptr);
+    auto entries = co_await scan_off_thread(root->get(), leaf, rules, nullptr);
     if (!entries) co_return report(entries.error());
     for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
     const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
