@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <atomic>
 #include <random>
+#include <thread>
 #include <string_view>
 #include <time.h>
 
@@ -286,7 +288,9 @@ void HashCache::settle() {
 
 namespace {
 
-std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache) {
+// `defer`: a file the cache does not know is left unhashed (empty sha256) and its stamp stored there.
+std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache,
+                              FileStamp* defer = nullptr) {
   struct stat st{};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
   Entry e;
@@ -306,6 +310,8 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
     const FileStamp stamp = stamp_of(st);
     if (auto hit = cache ? cache->find(rel, stamp) : std::nullopt) {
       e.sha256 = *hit;
+    } else if (defer) {
+      *defer = stamp;
     } else {
       const std::int64_t as_of = wall_clock_ns();
       int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -322,8 +328,13 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
   return e;
 }
 
+struct Pending {
+  std::size_t index;  // into the scan's entries
+  FileStamp stamp;
+};
+
 Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, HashCache* cache,
-                  std::vector<Entry>& out) {
+                  std::vector<Entry>& out, std::vector<Pending>& pending) {
   int fd = ::dup(dirfd);
   if (fd < 0) return sys_error("dup");
   DIR* d = ::fdopendir(fd);
@@ -341,26 +352,64 @@ Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, H
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
     std::string path = rel.empty() ? name : rel + "/" + name;
-    auto e = entry_at(dirfd, name, path, cache);
+    FileStamp stamp;
+    auto e = entry_at(dirfd, name, path, cache, &stamp);
     if (!e || rules.ignored(path, e->type == EntryType::dir)) continue;
     if (out.size() >= kMaxManifestEntries) return fail(errc::too_large, "more than 200000 files to sync");
-    out.push_back(*e);
+    if (e->type == EntryType::file && e->sha256.empty()) pending.push_back({out.size(), stamp});
+    out.push_back(std::move(*e));
     if (e->type == EntryType::dir) {
       int sub = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub < 0) continue;
       UniqueFd guard(sub);
-      if (auto r = walk(sub, path, rules, cache, out); !r) return r;
+      if (auto r = walk(sub, path, rules, cache, out, pending); !r) return r;
     }
   }
   return {};
+}
+
+// Hashes the files the walk left unhashed, on several threads (SHA-256 is the cost of a first
+// scan). The stamp and size are taken from the opened file, so they match what was hashed; a
+// file gone meanwhile is dropped.
+void hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pending, HashCache* cache) {
+  if (pending.empty()) return;
+  std::vector<std::int64_t> as_of(pending.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < pending.size();) {
+      Entry& e = out[pending[i].index];
+      as_of[i] = wall_clock_ns();
+      auto file = open_regular_file(root, e.path);
+      struct stat st{};
+      if (!file || ::fstat(file->get(), &st) != 0) continue;
+      auto sha = sha256_fd(file->get());
+      if (!sha) continue;
+      e.sha256 = std::move(*sha);
+      e.size = static_cast<std::uint64_t>(st.st_size);
+      e.executable = (st.st_mode & S_IXUSR) != 0;
+      pending[i].stamp = stamp_of(st);
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>({4, std::max(1u, std::thread::hardware_concurrency()), pending.size()});
+  std::vector<std::thread> helpers;
+  for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+  work();
+  for (auto& t : helpers) t.join();
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    const Entry& e = out[pending[i].index];
+    if (cache && !e.sha256.empty()) cache->put(e.path, pending[i].stamp, e.sha256, as_of[i]);
+  }
+  std::erase_if(out, [](const Entry& e) { return e.type == EntryType::file && e.sha256.empty(); });
 }
 
 }  // namespace
 
 Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache) {
   std::vector<Entry> out;
+  std::vector<Pending> pending;
   if (prefix.empty()) {
-    if (auto r = walk(root, "", rules, cache, out); !r) return r.error();
+    if (auto r = walk(root, "", rules, cache, out, pending); !r) return r.error();
+    hash_pending(root, out, pending, cache);
     return out;
   }
   std::string leaf;
@@ -373,7 +422,8 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
     int sub = ::openat(dir->get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) return sys_error("open " + prefix);
     UniqueFd guard(sub);
-    if (auto r = walk(sub, prefix, rules, cache, out); !r) return r.error();
+    if (auto r = walk(sub, prefix, rules, cache, out, pending); !r) return r.error();
+    hash_pending(root, out, pending, cache);
   }
   return out;
 }
