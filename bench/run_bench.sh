@@ -74,19 +74,32 @@ PY
 t0=$(now); rs run "$LINK" --sync "$TMP/tree" -- true 2>/dev/null; t1=$(now)
 t2=$(now); rsync -a -e "$SSH" "$TMP/tree/" "root@127.0.0.1:$TMP/rsync-dst/"; t3=$(now)
 echo "first sync ${TREE_MB} MiB: runsnack $(ms "$t0" "$t1") ms, rsync -a -e ssh $(ms "$t2" "$t3") ms"
-t0=$(now); rs run "$LINK" --sync "$TMP/tree" -- true; t1=$(now)
-t2=$(now); rsync -a -e "$SSH" "$TMP/tree/" "root@127.0.0.1:$TMP/rsync-dst/"; t3=$(now)
-echo "no-change re-sync: runsnack $(ms "$t0" "$t1") ms (incl. running true), rsync $(ms "$t2" "$t3") ms"
+# No-change re-sync: the median of 5 of each.
+rt=(); rr=()
+for _ in 1 2 3 4 5; do
+  t0=$(now); rs run "$LINK" --sync "$TMP/tree" -- true; t1=$(now); rt+=("$(ms "$t0" "$t1")")
+  t2=$(now); rsync -a -e "$SSH" "$TMP/tree/" "root@127.0.0.1:$TMP/rsync-dst/"; t3=$(now); rr+=("$(ms "$t2" "$t3")")
+done
+median() { printf '%s\n' "$@" | sort -n | sed -n 3p; }
+echo "no-change re-sync (median of 5): runsnack $(median "${rt[@]}") ms (incl. running true), rsync $(median "${rr[@]}") ms"
 
-# First byte of streamed output: time from start to the first line, for a command that keeps running.
+# First byte of streamed output: from the start of `runsnack run` to the first line, and from the
+# moment the remote command wrote it (its own CLOCK_REALTIME stamp, same machine) to the line
+# arriving here; then Ctrl-C until `run` exits. Median of 5.
 python3 - "$BIN" "$LINK" "$TMP/c" <<'PY'
-import os, signal, subprocess, sys, time
+import os, signal, statistics, subprocess, sys, time
 bin, link, home = sys.argv[1:4]
 env = dict(os.environ, RUNSNACK_HOME=home)
-t0 = time.monotonic()
-p = subprocess.Popen([bin, "run", link, "--no-sync", "--", "sh", "-c", "echo x; sleep 100"], stdout=subprocess.PIPE, env=env)
-p.stdout.readline(); t1 = time.monotonic()
-print(f"first byte of output: {(t1 - t0) * 1000:.1f} ms (from process start)")
-p.send_signal(signal.SIGINT); p.wait(); t2 = time.monotonic()
-print(f"Ctrl-C to remote command gone (run exited): {(t2 - t1) * 1000:.1f} ms")
+start, stream, ctrl_c = [], [], []
+for _ in range(5):
+    t0 = time.monotonic()
+    p = subprocess.Popen([bin, "run", link, "--no-sync", "--", "sh", "-c", "date +%s.%N; sleep 100"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    line = p.stdout.readline(); t1 = time.monotonic(); arrived = time.time()
+    start.append((t1 - t0) * 1000); stream.append((arrived - float(line)) * 1000)
+    p.send_signal(signal.SIGINT); p.wait(); t2 = time.monotonic()
+    ctrl_c.append((t2 - t1) * 1000)
+m = statistics.median
+print(f"first byte of output: {m(start):.1f} ms from `run` start, {m(stream):.2f} ms from the remote write (median of 5)")
+print(f"Ctrl-C to remote command gone (run exited): {m(ctrl_c):.1f} ms (median of 5)")
 PY

@@ -15,6 +15,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -23,6 +24,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -42,11 +44,20 @@ struct RunArgs {
   std::string timeout;
   std::vector<std::string> pull;
   std::vector<std::string> command;
+  bool json = false;
 };
 
 struct CpArgs {
   std::string link, src, dst;
+  bool json = false;
 };
+
+// The counters of one transfer, for --json.
+nlohmann::json stats_json(const char* event, const fs::TransferStats& s) {
+  return {{"event", event},       {"entries", s.entries},           {"files", s.files_sent},
+          {"bytes", s.bytes},     {"wire_bytes", s.wire_bytes},     {"reused_bytes", s.reused_bytes},
+          {"deleted", s.deleted}, {"unchanged", s.unchanged}};
+}
 
 fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
   fs::IgnoreRules rules;
@@ -65,7 +76,7 @@ sfs::path cache_file_for(const sfs::path& root) {
   if (!dir) return {};
   sfs::create_directories(*dir / "sync-cache");
   std::string key = root.string();
-  return *dir / "sync-cache" / (fs::sha256_hex(key.data(), key.size()).substr(0, 32) + ".json");
+  return *dir / "sync-cache" / (fs::sha256_hex(key.data(), key.size()).substr(0, 32) + ".hashes");
 }
 
 std::string human(std::uint64_t n) {
@@ -89,12 +100,25 @@ fs::Progress progress_bar(const char* what) {
   };
 }
 
+// Scans (and hashes what changed) on a thread of its own: hashing a large tree takes seconds,
+// and the session's keepalive must be answered meanwhile.
+asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
+                                                                fs::HashCache* cache) {
+  auto job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache); });
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    tick.expires_after(std::chrono::milliseconds(1));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+  co_return job.get();
+}
+
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service, nlohmann::json args) {
   StreamHeader header{service, std::move(args)};
   co_return co_await session.open(header);
 }
 
-// Sends `entries` (read from `root`) to the provider: the run sync and cp put.
+// Sends `entries` (read from `root`) to the provider: cp put.
 asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* service, nlohmann::json args, int root,
                                                   std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename) {
   auto stream = co_await open_mode(session, service, std::move(args));
@@ -145,18 +169,29 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
   auto root = fs::open_root(root_path, false);
   if (!root) co_return report(root.error());
   if (!args.no_sync) {
+    // Opened before the scan: the provider checks its copy of the workspace while we scan ours.
+    const nlohmann::json sync_args = {{"mode", "sync"}};
+    auto sync_stream = co_await open_mode(session, exec::kServiceRun, sync_args);
+    if (!sync_stream) co_return report(Error(sync_stream.error().code, "sync failed: " + sync_stream.error().what()));
     fs::HashCache cache;
     sfs::path cache_file = cache_file_for(root_path);
     cache.load(cache_file);
-    auto entries = fs::scan_tree(root->get(), "", ignore_rules_for(root_path), &cache);
+    // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
+    std::string whole;
+    fs::IgnoreRules rules = ignore_rules_for(root_path);
+    auto entries = co_await scan_off_thread(root->get(), whole, rules, &cache);
     if (!entries) co_return report(entries.error());
+    cache.retain(*entries);
     cache.save(cache_file);
-    const nlohmann::json sync_args = {{"mode", "sync"}};
-    auto stats = co_await upload(session, exec::kServiceRun, sync_args, root->get(), std::move(*entries), std::nullopt);
+    const fs::Progress bar = progress_bar("sync");
+    auto stats = co_await fs::send_tree(**sync_stream, root->get(), *entries, bar, std::nullopt);
+    (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
       std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent, " << human(stats->bytes)
                 << " (" << human(stats->wire_bytes) << " on the wire)" << std::endl;
+    if (stats->deleted > 0) std::cerr << "sync: " << stats->deleted << " deleted in the workspace" << std::endl;
+    if (args.json) std::cerr << stats_json("sync", *stats).dump() << std::endl;
   }
 
   nlohmann::json req = {{"type", "exec"}, {"argv", args.command}};
@@ -247,14 +282,15 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
     auto root = fs::open_root(src.parent_path(), false);
     if (!root) co_return report(root.error());
     fs::IgnoreRules rules;
-    auto entries = fs::scan_tree(root->get(), leaf, rules, nullptr);
+    auto entries = co_await scan_off_thread(root->get(), leaf, rules, nullptr);
     if (!entries) co_return report(entries.error());
     for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
     const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
     const std::optional<fs::TopRename> rename = fs::TopRename{name, leaf};
     auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename);
     if (!stats) co_return report(stats.error());
-    std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
+    if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
+    else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
     co_return 0;
   }
   std::string src(args.src.substr(kRemote.size()));
@@ -274,7 +310,8 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
   if (src.find('/') != std::string::npos) co_return report("cp from remote: give a top-level workspace path (e.g. remote:out)");
   auto stats = co_await download(session, exec::kServiceCp, get_args, root->get());
   if (!stats) co_return report(stats.error());
-  std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
+  if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
+  else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
   co_return 0;
 }
 
@@ -290,6 +327,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
   cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
+  cmd->add_flag("--json", args->json, "Also print the sync's counters as one JSON line on stderr (stdout is the command's)");
   cmd->add_option("CMD", args->command, "The command and its arguments, after --")->required();
   cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
               "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.");
@@ -302,6 +340,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cpc->add_option("LINK", cp->link, kRequiredLinkHelp)->required();
   cpc->add_option("SRC", cp->src, "Source (local path or remote:PATH)")->required();
   cpc->add_option("DST", cp->dst, "Destination (local path or remote:PATH; a trailing / means into that folder)")->required();
+  cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
   cpc->callback([&status, cp] {
     run_command(status, [&] {
       SessionCommand command;

@@ -1,6 +1,7 @@
 """runsnack run / cp end to end: sync, sandbox, streaming, signals, limits, bad input."""
 
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -152,6 +153,60 @@ class Sync(RunBase):
         syncs = [e for e in self.audit(self.phome) if e["kind"] == "sync"]
         self.assertEqual([s["detail"]["files"] for s in syncs], [21, 0, 1])
 
+    def test_deleted_files_disappear_remote_outputs_stay(self):
+        self.setup_pair()
+        self.write("a.txt", "a")
+        self.write("b.txt", "b")
+        self.write("dir/c.txt", "c")
+        self.write("gone/d.txt", "d")
+        cp = self.run_remote("sh", "-c", "echo out > made.txt; echo r > dir/remote.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        os.remove(os.path.join(self.work, "b.txt"))
+        os.remove(os.path.join(self.work, "dir", "c.txt"))
+        os.remove(os.path.join(self.work, "gone", "d.txt"))
+        os.rmdir(os.path.join(self.work, "gone"))
+        cp = self.run_remote("sh", "-c", "ls -R")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("4 deleted", cp.stderr)  # b.txt, dir/c.txt, gone/d.txt and then the empty "gone"
+        for path in ("b.txt", "dir/c.txt", "gone"):
+            self.assertFalse(os.path.exists(os.path.join(self.workspace, path)), path)
+        for path in ("a.txt", "made.txt", "dir/remote.txt"):  # what commands wrote stays
+            self.assertTrue(os.path.exists(os.path.join(self.workspace, path)), path)
+        other = os.path.join(self.tmp, "other.txt")
+        with open(other, "w") as f:
+            f.write("o")
+        self.ok(self.chome, "cp", self.provider.link, other, "remote:")  # cp is no sync: deletes nothing
+        self.assertTrue(os.path.exists(os.path.join(self.workspace, "a.txt")))
+
+    def test_workspace_change_seen_on_unchanged_resync(self):
+        self.setup_pair()
+        self.write("a.txt", "original")
+        cp = self.run_remote("sh", "-c", "printf tampered > a.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        cp = self.run_remote("cat", "a.txt")  # nothing changed locally: the workspace must still be put right
+        self.assertEqual(cp.stdout, "original", cp.stderr)
+        self.assertIn("sync: 1 of", cp.stderr)
+        cp = self.run_remote("cat", "a.txt")
+        self.assertEqual(cp.stdout, "original", cp.stderr)
+        self.assertNotIn("sync:", cp.stderr)
+
+    def test_large_file_changed_in_place_sends_only_changed_chunks(self):
+        self.setup_pair()
+        data = bytearray(os.urandom(64 * 1024 * 1024))
+        self.write("model.bin", bytes(data))
+        cp = self.run_remote("true", extra=("--json",))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        at = 32 * 1024 * 1024 + 100 * 1024  # 1 MiB, not chunk-aligned, in the middle
+        data[at:at + 1024 * 1024] = os.urandom(1024 * 1024)
+        self.write("model.bin", bytes(data))
+        cp = self.run_remote("sha256sum", "model.bin", extra=("--json",))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        stats = [json.loads(l) for l in cp.stderr.splitlines() if l.startswith("{")][-1]
+        self.assertEqual(stats["files"], 1)
+        self.assertLessEqual(stats["bytes"], 2 * 1024 * 1024)  # 5 chunks of 256 KiB at most
+        self.assertGreaterEqual(stats["reused_bytes"], 62 * 1024 * 1024)
+        self.assertIn(hashlib.sha256(bytes(data)).hexdigest(), cp.stdout)
+
     def test_symlink_outside_refused(self):
         self.setup_pair()
         self.write("ok.txt", "ok")
@@ -278,6 +333,40 @@ class Cp(RunBase):
             self.assertEqual(f.read(), "B" * 100000)
         again = self.ok(self.chome, "cp", self.provider.link, "remote:inputs", dest + "/")
         self.assertIn("cp: 0 files", again.stderr)  # resume: what is there already is not sent again
+
+    def test_cp_resumes_within_a_large_file_after_a_cut(self):
+        self.setup_pair()
+        data = os.urandom(192 * 1024 * 1024)
+        src = self.write("big.bin", data)
+        proc = self.start(self.chome, "cp", self.provider.link, src, "remote:", name="cp")
+
+        def partial_size():
+            for name in os.listdir(self.workspace) if os.path.isdir(self.workspace) else []:
+                if name.startswith(".runsnack-part-"):
+                    try:
+                        return os.path.getsize(os.path.join(self.workspace, name))
+                    except OSError:
+                        pass
+            return 0
+        end = time.monotonic() + 60
+        while partial_size() < 16 * 1024 * 1024 and proc.alive() and time.monotonic() < end:
+            time.sleep(0.005)
+        self.assertTrue(proc.alive(), "cp finished before it could be cut off; make the file bigger")
+        proc.signal(signal.SIGKILL)  # the connection drops mid-file
+        proc.wait(10)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "big.bin")))  # never half written
+        kept = self.poll_until(lambda: [n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-resume-")],
+                               10, "the provider keeping the prefix")
+        self.assertEqual(len(kept), 1)
+        prefix = os.path.getsize(os.path.join(self.workspace, kept[0]))
+        cp = self.ok(self.chome, "cp", self.provider.link, src, "remote:", "--json")
+        stats = json.loads(cp.stdout)
+        self.assertGreaterEqual(stats["reused_bytes"], 8 * 1024 * 1024)  # the verified prefix did not travel again
+        self.assertLessEqual(stats["bytes"], len(data) - stats["reused_bytes"])
+        self.assertLess(stats["bytes"], len(data) - prefix // 2)
+        with open(os.path.join(self.workspace, "big.bin"), "rb") as f:
+            self.assertEqual(hashlib.sha256(f.read()).hexdigest(), hashlib.sha256(data).hexdigest())
+        self.assertEqual([n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")], [])
 
     def test_traversal_refused(self):
         self.setup_pair()

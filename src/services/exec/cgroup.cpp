@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -93,12 +94,13 @@ Cgroup::~Cgroup() {
   for (int fd : procs_fds_) ::close(fd);
   if (dirs_.empty()) return;
   kill_all();
-  // The kernel needs the killed processes reaped before rmdir succeeds.
-  for (int i = 0; i < 50; ++i) {
+  // The kernel needs the killed processes reaped before rmdir succeeds: usually within a
+  // millisecond, so short waits first (up to about a second in all).
+  for (int wait_us = 250, waited_us = 0; waited_us < 1000000; waited_us += wait_us, wait_us = std::min(wait_us * 2, 20000)) {
     bool all = true;
     for (const auto& d : dirs_) all &= ::rmdir(d.c_str()) == 0 || errno == ENOENT;
     if (all) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
   }
 }
 

@@ -273,7 +273,6 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   ExitInfo exit = co_await child->wait();
   ctl->finished = true;
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
-  ctl->cgroup.reset();  // kills any straggler, removes the group
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   *budget_done = true;
   budget->record(exit.cpu_user_s + exit.cpu_sys_s, seconds);
@@ -286,16 +285,21 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
                            {"cpu_sys_s", exit.cpu_sys_s},
                            {"peak_memory_bytes", peak.value_or(exit.max_rss_bytes)}};
   audit(ctx, "run_end", "", ctl->reason, detail);
-  if (ctl->consumer_gone) co_return;
-  const nlohmann::json done = {{"type", "exit"}, {"status", exit.status},
-                               {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
-                               {"reason", ctl->reason}, {"seconds", seconds}};
-  (void)co_await fs::write_control(*stream, done);
-  (void)co_await stream->close_write();
+  if (!ctl->consumer_gone) {
+    const nlohmann::json done = {{"type", "exit"}, {"status", exit.status},
+                                 {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
+                                 {"reason", ctl->reason}, {"seconds", seconds}};
+    (void)co_await fs::write_control(*stream, done);
+  }
+  // After the answer, which need not wait for it: the pid namespace died with its init, so
+  // nothing of the command runs any more; this kills any straggler and removes the group.
+  ctl->cgroup.reset();
+  if (!ctl->consumer_gone) (void)co_await stream->close_write();
 }
 
+// `whole`: the run sync of the whole workspace (remembered state, deletions); otherwise cp put into `dest`.
 asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecContext& ctx, const sfs::path& dest_dir,
-                               const std::string& dest) {
+                               const std::string& dest, bool whole) {
   RunTerms terms = RunTerms::from_json(ctx.grant.terms.value("run", nlohmann::json::object()));
   auto ws = workspace_path(ctx);
   if (!ws) co_return co_await refuse(*stream, ws.error());
@@ -305,20 +309,21 @@ asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecCont
     if (auto parts = fs::split_relative_path(dest); !parts) co_return co_await refuse(*stream, parts.error());
   auto target = fs::open_dir(root->get(), dest, true);
   if (!target) co_return co_await refuse(*stream, target.error());
-  fs::HashCache cache;
-  sfs::path cache_file = dest_dir / (ctx.consumer.str() + ".hashes.json");
-  if (dest.empty()) cache.load(cache_file);
+  // The run sync keeps a SyncState (fast no-change answer, deletions); cp does not.
+  fs::SyncState state;
+  const sfs::path state_base = dest_dir / (ctx.consumer.str() + ".sync");
+  if (whole) state.load(state_base);
   const fs::ReceiveLimits limits{terms.disk_quota_bytes};
   const fs::Progress no_progress;
-  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, dest.empty() ? &cache : nullptr, no_progress);
-  if (dest.empty()) cache.save(cache_file);
+  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, whole ? &state : nullptr, no_progress);
+  if (whole && stats && !stats->unchanged) state.save(state_base);
   if (!stats) {
     audit(ctx, "sync", "refuse", stats.error().what(), {{"dest", dest}});
     (void)co_await stream->close_write();
     co_return;
   }
   audit(ctx, "sync", "accept", "", {{"dest", dest}, {"entries", stats->entries}, {"files", stats->files_sent},
-                                     {"bytes", stats->bytes}});
+                                     {"bytes", stats->bytes}, {"deleted", stats->deleted}});
   (void)co_await stream->close_write();
 }
 
@@ -376,8 +381,8 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
   auto ws = workspace_path(context);
   if (mode == "sync" && ws) {
     const sfs::path dir = ws->parent_path();
-    const std::string whole;
-    co_return co_await run_sync(stream, context, dir, whole);
+    const std::string root_dest;
+    co_return co_await run_sync(stream, context, dir, root_dest, true);
   }
   if (mode == "exec") co_return co_await run_exec(stream, context);
   if (mode == "pull") {
@@ -395,7 +400,7 @@ asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json
   if (mode == "put" && ws) {
     const std::string dest = args.value("dest", std::string());
     const sfs::path dir = ws->parent_path();
-    co_return co_await run_sync(stream, context, dir, dest);
+    co_return co_await run_sync(stream, context, dir, dest, false);
   }
   if (mode == "get") {
     std::vector<std::string> paths{args.value("path", std::string())};

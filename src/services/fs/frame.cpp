@@ -9,10 +9,11 @@ namespace runsnack::fs {
 
 Result<FrameHeader> decode_frame_header(std::span<const std::uint8_t, kFrameHeaderBytes> b) {
   FrameHeader h;
-  if (b[0] < 1 || b[0] > 6) return fail(errc::malformed, "unknown frame type " + std::to_string(b[0]));
+  if (b[0] < 1 || b[0] > 7) return fail(errc::malformed, "unknown frame type " + std::to_string(b[0]));
   h.type = static_cast<FrameType>(b[0]);
   h.length = (std::uint32_t(b[1]) << 24) | (std::uint32_t(b[2]) << 16) | (std::uint32_t(b[3]) << 8) | b[4];
-  std::uint32_t max = h.type == FrameType::control ? kMaxControlBytes : kMaxDataBytes;
+  const bool big = h.type == FrameType::control || h.type == FrameType::manifest;
+  std::uint32_t max = big ? kMaxControlBytes : kMaxDataBytes;
   if (h.length > max) return fail(errc::too_large, "frame of " + std::to_string(h.length) + " bytes is over the limit");
   return h;
 }

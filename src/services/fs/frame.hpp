@@ -13,6 +13,7 @@
 //   type 5 zdata    payload: one zstd frame of file bytes, compressed <= kMaxDataBytes,
 //                   declared content size <= kMaxDataBytes
 //   type 6 stdin    payload: raw bytes (shell)
+//   type 7 manifest payload: a binary manifest (manifest.hpp), <= kMaxControlBytes
 //
 // An unknown type, a length over its limit or control text that is not a
 // JSON object is errc::malformed / too_large: the stream is closed.
@@ -30,7 +31,7 @@
 
 namespace runsnack::fs {
 
-enum class FrameType : std::uint8_t { control = 1, out = 2, err = 3, data = 4, zdata = 5, in = 6 };
+enum class FrameType : std::uint8_t { control = 1, out = 2, err = 3, data = 4, zdata = 5, in = 6, manifest = 7 };
 
 inline constexpr std::size_t kFrameHeaderBytes = 5;
 inline constexpr std::uint32_t kMaxDataBytes = 256 * 1024;

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -63,16 +64,54 @@ TEST(Manifest, DiffSendsOnlyChanged) {
   EXPECT_TRUE(files_to_fetch(wanted, have).empty());
 }
 
+std::vector<std::uint8_t> wire_of(std::initializer_list<std::uint8_t> head, const std::string& path,
+                                  std::initializer_list<std::uint8_t> tail) {
+  std::vector<std::uint8_t> w = {'R', 'S', 'M', '1', 0, 0, 0, 1};
+  w.insert(w.end(), head);
+  w.push_back(std::uint8_t(path.size() >> 8));
+  w.push_back(std::uint8_t(path.size()));
+  w.insert(w.end(), path.begin(), path.end());
+  w.insert(w.end(), tail);
+  return w;
+}
+
 TEST(Manifest, RoundTripAndValidation) {
   std::vector<Entry> e = {file("a/b", 'a'), {"d", EntryType::dir, 0, false, "", ""}, {"l", EntryType::link, 0, false, "", "a/b"}};
-  auto back = parse_manifest(manifest_json(e));
+  e[0].executable = true;
+  auto wire = encode_manifest(e);
+  auto back = parse_manifest(wire);
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, e);
-  EXPECT_FALSE(parse_manifest(nlohmann::json::parse(R"([{"p":"../x","t":"f","s":1,"h":"00"}])")));
-  EXPECT_FALSE(parse_manifest(nlohmann::json::parse(R"([{"p":"/etc/x","t":"d"}])")));
-  EXPECT_FALSE(parse_manifest(nlohmann::json::parse(R"([{"p":"l","t":"l","l":"/etc/passwd"}])")));
-  EXPECT_FALSE(parse_manifest(nlohmann::json::parse(R"([{"p":"l","t":"l","l":"../../x"}])")));
-  EXPECT_FALSE(parse_manifest(nlohmann::json::parse(R"([{"p":"a","t":"d"},{"p":"a","t":"d"}])")));
+  EXPECT_EQ(manifest_digest(wire), manifest_digest(encode_manifest(*back)));
+  e[0].size = 2;
+  EXPECT_NE(manifest_digest(wire), manifest_digest(encode_manifest(e)));
+  // Each damage alone is refused.
+  auto truncated = wire;
+  truncated.pop_back();
+  EXPECT_FALSE(parse_manifest(truncated));
+  auto trailing = wire;
+  trailing.push_back(0);
+  EXPECT_FALSE(parse_manifest(trailing));
+  auto liar = wire;
+  liar[4] = 0x7f;  // count far beyond the bytes
+  EXPECT_FALSE(parse_manifest(liar));
+  EXPECT_TRUE(parse_manifest(wire_of({1}, "d", {})));
+  EXPECT_FALSE(parse_manifest(wire_of({1}, "../x", {})));
+  EXPECT_FALSE(parse_manifest(wire_of({1}, "/etc/x", {})));
+  EXPECT_FALSE(parse_manifest(wire_of({1}, "a//b", {})));
+  EXPECT_FALSE(parse_manifest(wire_of({9}, "d", {})));
+  EXPECT_FALSE(parse_manifest(wire_of({0x81}, "d", {})));
+  EXPECT_TRUE(parse_manifest(wire_of({2}, "l", {0, 1, 'x'})));
+  EXPECT_FALSE(parse_manifest(wire_of({2}, "l", {0, 11, '/', 'e', 't', 'c', '/', 'p', 'a', 's', 's', 'w', 'd'})));
+  EXPECT_FALSE(parse_manifest(wire_of({2}, "l", {0, 7, '.', '.', '/', '.', '.', '/', 'x'})));
+  std::vector<std::uint8_t> huge(8, 0xff);  // size over kMaxFileBytes
+  huge.resize(40, 0);
+  std::vector<std::uint8_t> tail(huge.begin(), huge.end());
+  auto w = wire_of({0}, "f", {});
+  w.insert(w.end(), tail.begin(), tail.end());
+  EXPECT_FALSE(parse_manifest(w));
+  auto dup = encode_manifest({{"a", EntryType::dir, 0, false, "", ""}, {"a", EntryType::dir, 0, false, "", ""}});
+  EXPECT_FALSE(parse_manifest(dup));
 }
 
 TEST(Frame, HeaderLimits) {
@@ -105,6 +144,74 @@ TEST(SafeFs, RefusesSymlinkInPath) {
   EXPECT_TRUE(std::filesystem::exists(dir / "ws" / "ok" / "x"));
   EXPECT_TRUE(std::filesystem::is_empty(dir / "outside"));
   std::filesystem::remove_all(dir);
+}
+
+struct TempDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() / ("fs_test_" + std::to_string(::getpid()) + "_" +
+                                                                         std::to_string(counter++));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  void write(const std::string& rel, const std::string& data) const {
+    std::filesystem::create_directories((path / rel).parent_path());
+    std::ofstream(path / rel, std::ios::trunc) << data;
+  }
+  static inline int counter = 0;
+};
+
+TEST(HashCache, RehashesAnyChangeAndSurvivesSaveLoad) {
+  TempDir dir;
+  dir.write("a.txt", "one");
+  auto root = open_root(dir.path, false);
+  ASSERT_TRUE(root);
+  HashCache cache(0);  // no racy window: every put is trusted at once
+  auto first = scan_tree(root->get(), "", IgnoreRules(), &cache);
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].sha256, sha256_hex("one", 3));
+  cache.save(dir.path / "cache");
+  HashCache loaded(0);
+  loaded.load(dir.path / "cache");
+  EXPECT_EQ(loaded.size(), 1u);
+  dir.write("a.txt", "two");  // same size: the stamp (mtime/ctime/inode) still tells
+  auto second = scan_tree(root->get(), "", IgnoreRules(), &loaded);
+  ASSERT_TRUE(second);
+  auto it = std::find_if(second->begin(), second->end(), [](const Entry& e) { return e.path == "a.txt"; });
+  ASSERT_NE(it, second->end());
+  EXPECT_EQ(it->sha256, sha256_hex("two", 3));
+}
+
+TEST(HashCache, RacyEntriesAreNotTrusted) {
+  HashCache cache;  // 2 s window
+  const FileStamp stamp{3, wall_clock_ns(), wall_clock_ns(), 7};
+  cache.put("a", stamp, std::string(64, 'a'), wall_clock_ns());
+  EXPECT_FALSE(cache.find("a", stamp));  // changed within the window: could change again unseen
+  cache.put("b", {3, 0, 0, 7}, std::string(64, 'b'), wall_clock_ns());
+  EXPECT_TRUE(cache.find("b", {3, 0, 0, 7}));
+  EXPECT_FALSE(cache.find("b", {3, 0, 0, 8}));
+}
+
+TEST(SafeFs, TreeUnchangedAndRemoveSynced) {
+  TempDir dir;
+  dir.write("d/a.txt", "aaa");
+  dir.write("d/b.txt", "bbb");
+  auto root = open_root(dir.path, false);
+  ASSERT_TRUE(root);
+  HashCache cache(0);
+  auto entries = scan_tree(root->get(), "", IgnoreRules(), &cache);
+  ASSERT_TRUE(entries);
+  EXPECT_TRUE(tree_unchanged(root->get(), *entries, cache));
+  dir.write("d/extra.txt", "x");  // a path the tree does not name does not count
+  EXPECT_TRUE(tree_unchanged(root->get(), *entries, cache));
+  dir.write("d/a.txt", "AAA");
+  EXPECT_FALSE(tree_unchanged(root->get(), *entries, cache));
+  DirCursor cursor(root->get());
+  const Entry a = *std::find_if(entries->begin(), entries->end(), [](const Entry& e) { return e.path == "d/a.txt"; });
+  const Entry b = *std::find_if(entries->begin(), entries->end(), [](const Entry& e) { return e.path == "d/b.txt"; });
+  EXPECT_FALSE(remove_synced(cursor, a, cache));  // rewritten since: kept
+  EXPECT_TRUE(remove_synced(cursor, b, cache));
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "d/b.txt"));
+  EXPECT_FALSE(remove_synced(cursor, {"d", EntryType::dir, 0, false, "", ""}, cache));  // not empty
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "d/a.txt"));
 }
 
 }  // namespace

@@ -2,63 +2,145 @@
 
 #include "services/fs/path_rules.hpp"
 
-#include <set>
+#include <openssl/evp.h>
+
+#include <string_view>
+#include <unordered_set>
 
 namespace runsnack::fs {
 
-nlohmann::json manifest_json(const std::vector<Entry>& entries) {
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& e : entries) {
-    if (e.type == EntryType::file)
-      files.push_back({{"p", e.path}, {"t", "f"}, {"s", e.size}, {"x", e.executable}, {"h", e.sha256}});
-    else if (e.type == EntryType::dir)
-      files.push_back({{"p", e.path}, {"t", "d"}});
-    else
-      files.push_back({{"p", e.path}, {"t", "l"}, {"l", e.target}});
-  }
-  return files;
-}
-
 namespace {
 
-bool is_hex64(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
+constexpr std::uint8_t kMagic[4] = {'R', 'S', 'M', '1'};
+constexpr std::uint8_t kExecBit = 0x80;
+
+void put_u16(std::vector<std::uint8_t>& out, std::size_t v) {
+  out.push_back(std::uint8_t(v >> 8));
+  out.push_back(std::uint8_t(v));
 }
+
+void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(std::uint8_t(v >> s));
+}
+
+void put_u64(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  for (int s = 56; s >= 0; s -= 8) out.push_back(std::uint8_t(v >> s));
+}
+
+// Bounds-checked big-endian reads over the untrusted wire form.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::uint8_t> b) : b_(b) {}
+  bool take(std::size_t n, const std::uint8_t** p) {
+    if (b_.size() - at_ < n) return false;
+    *p = b_.data() + at_;
+    at_ += n;
+    return true;
+  }
+  bool u8(std::uint8_t* v) {
+    const std::uint8_t* p;
+    if (!take(1, &p)) return false;
+    *v = *p;
+    return true;
+  }
+  bool uint(std::size_t bytes, std::uint64_t* v) {
+    const std::uint8_t* p;
+    if (!take(bytes, &p)) return false;
+    *v = 0;
+    for (std::size_t i = 0; i < bytes; ++i) *v = (*v << 8) | p[i];
+    return true;
+  }
+  bool text(std::string* s) {
+    std::uint64_t n;
+    const std::uint8_t* p;
+    if (!uint(2, &n) || !take(n, &p)) return false;
+    s->assign(reinterpret_cast<const char*>(p), n);
+    return true;
+  }
+  bool done() const { return at_ == b_.size(); }
+
+ private:
+  std::span<const std::uint8_t> b_;
+  std::size_t at_ = 0;
+};
 
 }  // namespace
 
-Result<std::vector<Entry>> parse_manifest(const nlohmann::json& files) {
-  if (!files.is_array()) return fail(errc::malformed, "manifest: files is not an array");
-  if (files.size() > kMaxManifestEntries) return fail(errc::too_large, "manifest: too many entries");
+bool hex_to_bytes(std::string_view hex, std::uint8_t* out, std::size_t n) {
+  if (hex.size() != 2 * n) return false;
+  auto nib = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    int hi = nib(hex[2 * i]), lo = nib(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = std::uint8_t(hi << 4 | lo);
+  }
+  return true;
+}
+
+std::string bytes_to_hex(const std::uint8_t* data, std::size_t n) {
+  static const char* hex = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) out[2 * i] = hex[data[i] >> 4], out[2 * i + 1] = hex[data[i] & 15];
+  return out;
+}
+
+std::vector<std::uint8_t> encode_manifest(const std::vector<Entry>& entries) {
+  std::vector<std::uint8_t> out;
+  out.reserve(8 + entries.size() * 80);
+  out.insert(out.end(), kMagic, kMagic + 4);
+  put_u32(out, static_cast<std::uint32_t>(entries.size()));
+  for (const auto& e : entries) {
+    const std::uint8_t kind = e.type == EntryType::file ? (e.executable ? kExecBit : 0) : e.type == EntryType::dir ? 1 : 2;
+    out.push_back(kind);
+    put_u16(out, e.path.size());
+    out.insert(out.end(), e.path.begin(), e.path.end());
+    if (e.type == EntryType::file) {
+      put_u64(out, e.size);
+      std::uint8_t sha[32] = {};
+      hex_to_bytes(e.sha256, sha, 32);
+      out.insert(out.end(), sha, sha + 32);
+    } else if (e.type == EntryType::link) {
+      put_u16(out, e.target.size());
+      out.insert(out.end(), e.target.begin(), e.target.end());
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Entry>> parse_manifest(std::span<const std::uint8_t> wire) {
+  Reader in(wire);
+  const std::uint8_t* magic;
+  std::uint64_t count;
+  if (!in.take(4, &magic) || !std::equal(magic, magic + 4, kMagic) || !in.uint(4, &count))
+    return fail(errc::malformed, "manifest: bad header");
+  if (count > kMaxManifestEntries) return fail(errc::too_large, "manifest: too many entries");
+  // Each entry takes at least 3 bytes: a count beyond that is a lie, not a reason to reserve memory.
+  if (count > wire.size() / 3) return fail(errc::malformed, "manifest: truncated");
   std::vector<Entry> out;
-  std::set<std::string> seen;
-  out.reserve(files.size());
-  for (const auto& f : files) {
-    if (!f.is_object() || !f.contains("p") || !f["p"].is_string() || !f.contains("t") || !f["t"].is_string())
-      return fail(errc::malformed, "manifest: bad entry");
+  out.reserve(count);
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
     Entry e;
-    e.path = f["p"].get<std::string>();
+    std::uint8_t kind;
+    if (!in.u8(&kind) || !in.text(&e.path)) return fail(errc::malformed, "manifest: truncated");
     if (auto parts = split_relative_path(e.path); !parts) return parts.error();
-    if (!seen.insert(e.path).second) return fail(errc::malformed, "manifest: duplicate path " + e.path);
-    const std::string t = f["t"].get<std::string>();
-    if (t == "f") {
+    if ((kind & ~kExecBit) == 0) {
       e.type = EntryType::file;
-      if (!f.contains("s") || !f["s"].is_number_unsigned() || !f.contains("h") || !f["h"].is_string())
-        return fail(errc::malformed, "manifest: bad file entry " + e.path);
-      e.size = f["s"].get<std::uint64_t>();
+      e.executable = (kind & kExecBit) != 0;
+      const std::uint8_t* sha;
+      if (!in.uint(8, &e.size) || !in.take(32, &sha)) return fail(errc::malformed, "manifest: truncated");
       if (e.size > kMaxFileBytes) return fail(errc::too_large, "manifest: file too large " + e.path);
-      e.sha256 = f["h"].get<std::string>();
-      if (!is_hex64(e.sha256)) return fail(errc::malformed, "manifest: bad hash for " + e.path);
-      e.executable = f.contains("x") && f["x"].is_boolean() && f["x"].get<bool>();
-    } else if (t == "d") {
+      e.sha256 = bytes_to_hex(sha, 32);
+    } else if (kind == 1) {
       e.type = EntryType::dir;
-    } else if (t == "l") {
+    } else if (kind == 2) {
       e.type = EntryType::link;
-      if (!f.contains("l") || !f["l"].is_string()) return fail(errc::malformed, "manifest: bad link " + e.path);
-      e.target = f["l"].get<std::string>();
+      if (!in.text(&e.target)) return fail(errc::malformed, "manifest: truncated");
       if (!symlink_stays_inside(e.path, e.target))
         return fail(errc::invalid_argument, "refused symlink '" + e.path + "' -> '" + e.target.substr(0, 200) +
                                                 "': it points outside the workspace");
@@ -67,7 +149,18 @@ Result<std::vector<Entry>> parse_manifest(const nlohmann::json& files) {
     }
     out.push_back(std::move(e));
   }
+  if (!in.done()) return fail(errc::malformed, "manifest: trailing bytes");
+  // Views into `out`, which no longer grows.
+  for (const auto& e : out)
+    if (!seen.insert(e.path).second) return fail(errc::malformed, "manifest: duplicate path " + e.path);
   return out;
+}
+
+std::string manifest_digest(std::span<const std::uint8_t> wire) {
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_Digest(wire.data(), wire.size(), md, &len, EVP_sha256(), nullptr);
+  return bytes_to_hex(md, len);
 }
 
 std::vector<std::string> files_to_fetch(const std::vector<Entry>& wanted, const std::map<std::string, Entry>& have) {

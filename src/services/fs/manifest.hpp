@@ -1,19 +1,23 @@
 #pragma once
 // A tree as one side of a sync sees it, and what must travel. The wire form
-// is the "files" array of a {"type":"manifest"} control frame:
-//   {"p":"src/a.py","t":"f","s":1234,"x":false,"h":"<sha256 hex>"}   file
-//   {"p":"lib","t":"d"}                                               folder
-//   {"p":"cur","t":"l","l":"src/a.py"}                                symlink
-// parse_manifest() checks every path (path_rules.hpp), sizes, hashes, the
-// count and duplicates; what fails is errc::malformed / invalid_argument.
-// Pure: no filesystem access.
+// is the payload of one `manifest` frame (frame.hpp), binary, big-endian:
+//
+//   "RSM1"  u32 count  then `count` entries:
+//     u8 kind         0 file, 1 folder, 2 symlink; file | 0x80: executable
+//     u16 path_len    path bytes (path_rules.hpp)
+//     file:    u64 size, 32 bytes SHA-256
+//     symlink: u16 target_len, target bytes
+//
+// parse_manifest() checks every path (path_rules.hpp), sizes, the count,
+// duplicates and trailing bytes; what fails is errc::malformed /
+// invalid_argument / too_large. manifest_digest() names a manifest (SHA-256
+// of its wire form, hex). Pure: no filesystem access.
 
 #include "core/error.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,13 +38,18 @@ struct Entry {
   bool operator==(const Entry&) const = default;
 };
 
-nlohmann::json manifest_json(const std::vector<Entry>& entries);
-Result<std::vector<Entry>> parse_manifest(const nlohmann::json& files);
+std::vector<std::uint8_t> encode_manifest(const std::vector<Entry>& entries);
+Result<std::vector<Entry>> parse_manifest(std::span<const std::uint8_t> wire);
+std::string manifest_digest(std::span<const std::uint8_t> wire);
 
 // The files of `wanted` whose content `have` lacks (missing, other hash, or
 // another type), in `wanted`'s order. Folders and links never need data.
 std::vector<std::string> files_to_fetch(const std::vector<Entry>& wanted, const std::map<std::string, Entry>& have);
 
 std::uint64_t total_file_bytes(const std::vector<Entry>& entries);
+
+// 64 hex digits <-> 32 bytes.
+bool hex_to_bytes(std::string_view hex, std::uint8_t* out, std::size_t n);
+std::string bytes_to_hex(const std::uint8_t* data, std::size_t n);
 
 }  // namespace runsnack::fs

@@ -8,10 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <atomic>
 #include <random>
+#include <thread>
+#include <string_view>
+#include <time.h>
 
 namespace runsnack::fs {
 
@@ -129,44 +134,163 @@ std::string sha256_hex(const void* data, std::size_t n) {
   return out;
 }
 
-void HashCache::load(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) return;
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) return;
-  for (auto& [k, v] : j.items()) {
-    if (!v.is_array() || v.size() != 3 || !v[0].is_number_unsigned() || !v[1].is_number_integer() || !v[2].is_string())
-      continue;
-    items_[k] = {v[0].get<std::uint64_t>(), v[1].get<std::int64_t>(), v[2].get<std::string>()};
-  }
-}
-
-void HashCache::save(const std::filesystem::path& file) const {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : items_) j[k] = {v.size, v.mtime_ns, v.sha};
-  auto tmp = file;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump();
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-}
-
-std::optional<std::string> HashCache::find(const std::string& path, std::uint64_t size, std::int64_t mtime) const {
-  auto it = items_.find(path);
-  if (it == items_.end() || it->second.size != size || it->second.mtime_ns != mtime) return std::nullopt;
-  return it->second.sha;
-}
-
-void HashCache::put(const std::string& path, std::uint64_t size, std::int64_t mtime, std::string sha) {
-  items_[path] = {size, mtime, std::move(sha)};
+std::int64_t wall_clock_ns() {
+  struct timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 namespace {
 
-std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache) {
+FileStamp stamp_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
+          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
+}
+
+// Cache file: "RSH1" u32 count, then per entry: u16 path_len, path, u64 size, i64 mtime, i64 ctime,
+// u64 ino, i64 as_of, 32 bytes SHA-256 (host byte order: the file never leaves this machine).
+constexpr char kCacheMagic[4] = {'R', 'S', 'H', '1'};
+
+}  // namespace
+
+void HashCache::load(const std::filesystem::path& file) {
+  items_.clear();
+  index_.clear();
+  indexed_ = false;
+  next_ = 0;
+  dirty_ = false;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t at = 0;
+  auto take = [&](void* out, std::size_t n) {
+    if (bytes.size() - at < n) return false;
+    std::memcpy(out, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  char magic[4];
+  std::uint32_t count = 0;
+  if (!take(magic, 4) || std::memcmp(magic, kCacheMagic, 4) != 0 || !take(&count, 4)) return;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint16_t len = 0;
+    Item item;
+    if (!take(&len, 2) || bytes.size() - at < len) return items_.clear();
+    item.path.assign(bytes, at, len);
+    at += len;
+    if (!take(&item.stamp.size, 8) || !take(&item.stamp.mtime_ns, 8) || !take(&item.stamp.ctime_ns, 8) ||
+        !take(&item.stamp.ino, 8) || !take(&item.as_of_ns, 8) || !take(item.sha.data(), 32))
+      return items_.clear();
+    items_.push_back(std::move(item));
+  }
+}
+
+void HashCache::save(const std::filesystem::path& file) {
+  if (!dirty_) return;
+  std::string out(kCacheMagic, 4);
+  auto put_raw = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
+  const auto count = static_cast<std::uint32_t>(items_.size());
+  put_raw(&count, 4);
+  for (const auto& item : items_) {
+    const auto len = static_cast<std::uint16_t>(item.path.size());
+    put_raw(&len, 2);
+    out += item.path;
+    put_raw(&item.stamp.size, 8);
+    put_raw(&item.stamp.mtime_ns, 8);
+    put_raw(&item.stamp.ctime_ns, 8);
+    put_raw(&item.stamp.ino, 8);
+    put_raw(&item.as_of_ns, 8);
+    put_raw(item.sha.data(), 32);
+  }
+  auto tmp = file;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(out.data(), static_cast<std::streamsize>(out.size()));
+    if (!f) return;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (!ec) dirty_ = false;
+}
+
+HashCache::Item* HashCache::locate(const std::string& path) const {
+  std::size_t at = next_;
+  if (at >= items_.size() || items_[at].path != path) {
+    if (!indexed_) {
+      index_.reserve(items_.size());
+      for (std::size_t i = 0; i < items_.size(); ++i) index_[items_[i].path] = i;
+      indexed_ = true;
+    }
+    auto it = index_.find(path);
+    if (it == index_.end()) return nullptr;
+    at = it->second;  // and on sequentially from there: a miss is usually one added or removed entry
+  }
+  next_ = at + 1;
+  return const_cast<Item*>(&items_[at]);
+}
+
+std::optional<std::string> HashCache::find(const std::string& path, const FileStamp& stamp) const {
+  const Item* item = locate(path);
+  if (!item || !(item->stamp == stamp) || stamp.ctime_ns + racy_ns_ > item->as_of_ns) return std::nullopt;
+  return bytes_to_hex(item->sha.data(), 32);
+}
+
+void HashCache::put(const std::string& path, const FileStamp& stamp, std::string sha, std::int64_t as_of_ns) {
+  Item* item = locate(path);
+  if (!item) {
+    items_.push_back({path, {}, 0, {}});
+    item = &items_.back();
+    if (indexed_) index_[item->path] = items_.size() - 1;
+  }
+  item->stamp = stamp;
+  item->as_of_ns = as_of_ns;
+  hex_to_bytes(sha, item->sha.data(), 32);
+  dirty_ = true;
+}
+
+void HashCache::retain(const std::vector<Entry>& entries) {
+  // Rebuilt in the order of `entries`, so that the next scan finds each item where it looks first.
+  std::vector<Item*> keep;
+  keep.reserve(items_.size());
+  next_ = 0;
+  bool same_order = true;
+  for (const auto& e : entries) {
+    if (e.type != EntryType::file) continue;
+    const std::size_t expect = next_;
+    Item* item = locate(e.path);
+    if (!item) continue;
+    same_order &= next_ == expect + 1;
+    keep.push_back(item);
+  }
+  if (!same_order || keep.size() != items_.size()) dirty_ = true;
+  std::deque<Item> kept;
+  for (Item* item : keep) kept.push_back(std::move(*item));  // index_ is not used from here on
+  items_ = std::move(kept);
+  index_.clear();
+  indexed_ = false;
+  next_ = 0;
+}
+
+void HashCache::settle() {
+  std::int64_t newest = 0;
+  for (const auto& item : items_) newest = std::max(newest, item.stamp.ctime_ns);
+  std::int64_t now = wall_clock_ns();
+  if (newest + racy_ns_ > now) {
+    const std::int64_t wait = newest + racy_ns_ - now;
+    struct timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
+    while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    now = wall_clock_ns();
+  }
+  for (auto& item : items_)
+    if (item.as_of_ns < now) item.as_of_ns = now, dirty_ = true;
+}
+
+namespace {
+
+// `defer`: a file the cache does not know is left unhashed (empty sha256) and its stamp stored there.
+std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache,
+                              FileStamp* defer = nullptr) {
   struct stat st{};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
   Entry e;
@@ -183,16 +307,20 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
     e.type = EntryType::file;
     e.size = static_cast<std::uint64_t>(st.st_size);
     e.executable = (st.st_mode & S_IXUSR) != 0;
-    if (auto hit = cache ? cache->find(rel, e.size, mtime_ns(st)) : std::nullopt) {
+    const FileStamp stamp = stamp_of(st);
+    if (auto hit = cache ? cache->find(rel, stamp) : std::nullopt) {
       e.sha256 = *hit;
+    } else if (defer) {
+      *defer = stamp;
     } else {
+      const std::int64_t as_of = wall_clock_ns();
       int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
       if (fd < 0) return std::nullopt;
       UniqueFd guard(fd);
       auto sha = sha256_fd(fd);
       if (!sha) return std::nullopt;
       e.sha256 = *sha;
-      if (cache) cache->put(rel, e.size, mtime_ns(st), e.sha256);
+      if (cache) cache->put(rel, stamp, e.sha256, as_of);
     }
   } else {
     return std::nullopt;  // sockets, fifos, devices never travel
@@ -200,8 +328,13 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
   return e;
 }
 
+struct Pending {
+  std::size_t index;  // into the scan's entries
+  FileStamp stamp;
+};
+
 Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, HashCache* cache,
-                  std::vector<Entry>& out) {
+                  std::vector<Entry>& out, std::vector<Pending>& pending) {
   int fd = ::dup(dirfd);
   if (fd < 0) return sys_error("dup");
   DIR* d = ::fdopendir(fd);
@@ -209,6 +342,7 @@ Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, H
     ::close(fd);
     return sys_error("opendir " + rel);
   }
+  ::rewinddir(d);  // the dup shares the offset of `dirfd`, which an earlier walk left at the end
   std::vector<std::string> names;
   while (dirent* ent = ::readdir(d)) {
     std::string name = ent->d_name;
@@ -218,26 +352,64 @@ Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, H
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
     std::string path = rel.empty() ? name : rel + "/" + name;
-    auto e = entry_at(dirfd, name, path, cache);
+    FileStamp stamp;
+    auto e = entry_at(dirfd, name, path, cache, &stamp);
     if (!e || rules.ignored(path, e->type == EntryType::dir)) continue;
     if (out.size() >= kMaxManifestEntries) return fail(errc::too_large, "more than 200000 files to sync");
-    out.push_back(*e);
+    if (e->type == EntryType::file && e->sha256.empty()) pending.push_back({out.size(), stamp});
+    out.push_back(std::move(*e));
     if (e->type == EntryType::dir) {
       int sub = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub < 0) continue;
       UniqueFd guard(sub);
-      if (auto r = walk(sub, path, rules, cache, out); !r) return r;
+      if (auto r = walk(sub, path, rules, cache, out, pending); !r) return r;
     }
   }
   return {};
+}
+
+// Hashes the files the walk left unhashed, on several threads (SHA-256 is the cost of a first
+// scan). The stamp and size are taken from the opened file, so they match what was hashed; a
+// file gone meanwhile is dropped.
+void hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pending, HashCache* cache) {
+  if (pending.empty()) return;
+  std::vector<std::int64_t> as_of(pending.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < pending.size();) {
+      Entry& e = out[pending[i].index];
+      as_of[i] = wall_clock_ns();
+      auto file = open_regular_file(root, e.path);
+      struct stat st{};
+      if (!file || ::fstat(file->get(), &st) != 0) continue;
+      auto sha = sha256_fd(file->get());
+      if (!sha) continue;
+      e.sha256 = std::move(*sha);
+      e.size = static_cast<std::uint64_t>(st.st_size);
+      e.executable = (st.st_mode & S_IXUSR) != 0;
+      pending[i].stamp = stamp_of(st);
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>({4, std::max(1u, std::thread::hardware_concurrency()), pending.size()});
+  std::vector<std::thread> helpers;
+  for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+  work();
+  for (auto& t : helpers) t.join();
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    const Entry& e = out[pending[i].index];
+    if (cache && !e.sha256.empty()) cache->put(e.path, pending[i].stamp, e.sha256, as_of[i]);
+  }
+  std::erase_if(out, [](const Entry& e) { return e.type == EntryType::file && e.sha256.empty(); });
 }
 
 }  // namespace
 
 Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache) {
   std::vector<Entry> out;
+  std::vector<Pending> pending;
   if (prefix.empty()) {
-    if (auto r = walk(root, "", rules, cache, out); !r) return r.error();
+    if (auto r = walk(root, "", rules, cache, out, pending); !r) return r.error();
+    hash_pending(root, out, pending, cache);
     return out;
   }
   std::string leaf;
@@ -250,23 +422,94 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
     int sub = ::openat(dir->get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) return sys_error("open " + prefix);
     UniqueFd guard(sub);
-    if (auto r = walk(sub, prefix, rules, cache, out); !r) return r.error();
+    if (auto r = walk(sub, prefix, rules, cache, out, pending); !r) return r.error();
+    hash_pending(root, out, pending, cache);
   }
   return out;
 }
 
-std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache) {
+Result<int> DirCursor::parent_of(const std::string& path, bool create, std::string* leaf) {
+  const auto slash = path.rfind('/');
+  const std::string_view dir = slash == std::string::npos ? std::string_view() : std::string_view(path).substr(0, slash);
+  const std::string_view name = slash == std::string::npos ? std::string_view(path) : std::string_view(path).substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") return fail(errc::invalid_argument, "refused path '" + path.substr(0, 200) + "'");
+  if (!fd_ || dir != dir_) {
+    fd_ = UniqueFd();
+    auto d = open_dir(root_, std::string(dir), create);
+    if (!d) return d.error();
+    fd_ = std::move(*d);
+    dir_ = dir;
+  }
+  leaf->assign(name);
+  return fd_.get();
+}
+
+std::optional<Entry> stat_entry(DirCursor& cursor, const std::string& path, HashCache* cache) {
   std::string leaf;
-  auto dir = open_parent(root, path, false, &leaf);
+  auto dir = cursor.parent_of(path, false, &leaf);
   if (!dir) return std::nullopt;
-  return entry_at(dir->get(), leaf, path, cache);
+  return entry_at(*dir, leaf, path, cache);
+}
+
+std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache) {
+  DirCursor cursor(root);
+  return stat_entry(cursor, path, cache);
+}
+
+std::optional<FileStamp> stamp_at(DirCursor& cursor, const std::string& path) {
+  std::string leaf;
+  auto dir = cursor.parent_of(path, false, &leaf);
+  struct stat st{};
+  if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return stamp_of(st);
+}
+
+bool tree_unchanged(int root, const std::vector<Entry>& entries, const HashCache& cache) {
+  DirCursor cursor(root);
+  std::string leaf;
+  char buf[kMaxPathBytes + 1];
+  for (const auto& e : entries) {
+    auto dir = cursor.parent_of(e.path, false, &leaf);
+    struct stat st{};
+    if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    if (e.type == EntryType::dir) {
+      if (!S_ISDIR(st.st_mode)) return false;
+    } else if (e.type == EntryType::link) {
+      if (!S_ISLNK(st.st_mode)) return false;
+      ssize_t n = ::readlinkat(*dir, leaf.c_str(), buf, sizeof buf - 1);
+      if (n < 0 || e.target != std::string_view(buf, static_cast<std::size_t>(n))) return false;
+    } else {
+      if (!S_ISREG(st.st_mode) || ((st.st_mode & S_IXUSR) != 0) != e.executable) return false;
+      auto sha = cache.find(e.path, stamp_of(st));
+      if (!sha || *sha != e.sha256) return false;
+    }
+  }
+  return true;
+}
+
+bool remove_synced(DirCursor& cursor, const Entry& entry, const HashCache& cache) {
+  std::string leaf;
+  auto dir = cursor.parent_of(entry.path, false, &leaf);
+  struct stat st{};
+  if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (entry.type == EntryType::dir) return S_ISDIR(st.st_mode) && ::unlinkat(*dir, leaf.c_str(), AT_REMOVEDIR) == 0;
+  if (entry.type == EntryType::link) return S_ISLNK(st.st_mode) && ::unlinkat(*dir, leaf.c_str(), 0) == 0;
+  // A file a command rewrote since the sync put it there belongs to the command now.
+  auto sha = S_ISREG(st.st_mode) ? cache.find(entry.path, stamp_of(st)) : std::nullopt;
+  return sha && *sha == entry.sha256 && ::unlinkat(*dir, leaf.c_str(), 0) == 0;
 }
 
 Result<AtomicFile> AtomicFile::create(int root, const std::string& path) {
+  DirCursor cursor(root);
+  return create(cursor, path);
+}
+
+Result<AtomicFile> AtomicFile::create(DirCursor& cursor, const std::string& path) {
   AtomicFile f;
-  auto dir = open_parent(root, path, true, &f.leaf_);
+  auto dir = cursor.parent_of(path, true, &f.leaf_);
   if (!dir) return dir.error();
-  f.dir_ = std::move(*dir);
+  f.dir_ = UniqueFd(::dup(*dir));
+  if (!f.dir_) return sys_error("dup");
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char name[64];
   std::snprintf(name, sizeof name, ".runsnack-part-%016llx", static_cast<unsigned long long>(rng()));
@@ -288,41 +531,62 @@ Result<void> AtomicFile::write(const void* data, std::size_t n) {
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return sys_error("write " + leaf_);
     p += w, n -= static_cast<std::size_t>(w);
+    written_ += static_cast<std::uint64_t>(w);
   }
   return {};
 }
 
-Result<std::int64_t> AtomicFile::commit(bool executable) {
-  ::fchmod(fd_.get(), executable ? 0755 : 0644);
-  struct stat written{};
-  ::fstat(fd_.get(), &written);
-  struct stat st{};
-  if (::fstatat(dir_.get(), leaf_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-    return fail(errc::refused, leaf_ + " is a folder on the other side");
-  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), leaf_.c_str()) != 0) return sys_error("rename " + leaf_);
+std::string resume_name(const std::string& leaf) {
+  return ".runsnack-part-resume-" + sha256_hex(leaf.data(), leaf.size()).substr(0, 24);
+}
+
+void AtomicFile::keep_partial() {
+  if (!fd_ || committed_) return;
+  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), resume_name(leaf_).c_str()) == 0) committed_ = true;
+}
+
+Result<FileStamp> AtomicFile::commit(bool executable) {
+  // Created 0644 (less the umask, as cp does); only an executable needs another call.
+  if (executable) ::fchmod(fd_.get(), 0755);
+  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), leaf_.c_str()) != 0) {
+    if (errno == EISDIR) return fail(errc::refused, leaf_ + " is a folder on the other side");
+    return sys_error("rename " + leaf_);
+  }
   committed_ = true;
-  return mtime_ns(written);
+  struct stat written{};  // after the rename, which changes the ctime
+  if (::fstat(fd_.get(), &written) != 0) return sys_error("stat " + leaf_);
+  return stamp_of(written);
+}
+
+Result<void> make_dir(DirCursor& cursor, const std::string& path) {
+  std::string leaf;
+  auto dir = cursor.parent_of(path, true, &leaf);
+  if (!dir) return dir.error();
+  if (::mkdirat(*dir, leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  return {};
 }
 
 Result<void> make_dir(int root, const std::string& path) {
+  DirCursor cursor(root);
+  return make_dir(cursor, path);
+}
+
+Result<void> make_symlink(DirCursor& cursor, const std::string& path, const std::string& target) {
   std::string leaf;
-  auto dir = open_parent(root, path, true, &leaf);
+  auto dir = cursor.parent_of(path, true, &leaf);
   if (!dir) return dir.error();
-  if (::mkdirat(dir->get(), leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  struct stat st{};
+  if (::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(st.st_mode)) return fail(errc::refused, path + " is a folder on the other side");
+    ::unlinkat(*dir, leaf.c_str(), 0);
+  }
+  if (::symlinkat(target.c_str(), *dir, leaf.c_str()) != 0) return sys_error("symlink " + path);
   return {};
 }
 
 Result<void> make_symlink(int root, const std::string& path, const std::string& target) {
-  std::string leaf;
-  auto dir = open_parent(root, path, true, &leaf);
-  if (!dir) return dir.error();
-  struct stat st{};
-  if (::fstatat(dir->get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISDIR(st.st_mode)) return fail(errc::refused, path + " is a folder on the other side");
-    ::unlinkat(dir->get(), leaf.c_str(), 0);
-  }
-  if (::symlinkat(target.c_str(), dir->get(), leaf.c_str()) != 0) return sys_error("symlink " + path);
-  return {};
+  DirCursor cursor(root);
+  return make_symlink(cursor, path, target);
 }
 
 }  // namespace runsnack::fs

@@ -12,9 +12,12 @@
 #include "services/fs/ignore_rules.hpp"
 #include "services/fs/manifest.hpp"
 
+#include <array>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -49,45 +52,118 @@ Result<UniqueFd> open_regular_file(int root, const std::string& path);
 Result<std::string> sha256_fd(int fd);
 std::string sha256_hex(const void* data, std::size_t n);
 
-// path -> (size, mtime ns, sha256): skips rehashing unchanged files.
+// What says a file is unchanged without reading it: a change of content,
+// a replace or a touch changes at least one of these.
+struct FileStamp {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0, ctime_ns = 0;
+  std::uint64_t ino = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+// path -> (stamp, sha256): skips rehashing unchanged files. An entry is
+// trusted only when the file's ctime is at least `racy_ns` older than the
+// moment it was vouched for (`as_of_ns`, CLOCK_REALTIME): a write in the same
+// clock tick as the hash could leave the stamp as it was (git's "racy" files).
+// Saved in a binary file of its own; a damaged file loads as empty.
 class HashCache {
  public:
+  explicit HashCache(std::int64_t racy_ns = 2'000'000'000) : racy_ns_(racy_ns) {}
   void load(const std::filesystem::path& file);
-  void save(const std::filesystem::path& file) const;
-  std::optional<std::string> find(const std::string& path, std::uint64_t size, std::int64_t mtime_ns) const;
-  void put(const std::string& path, std::uint64_t size, std::int64_t mtime_ns, std::string sha);
+  // Writes only when something changed since load().
+  void save(const std::filesystem::path& file);
+  std::optional<std::string> find(const std::string& path, const FileStamp& stamp) const;
+  void put(const std::string& path, const FileStamp& stamp, std::string sha, std::int64_t as_of_ns);
+  // Drops what is not a file of `entries`.
+  void retain(const std::vector<Entry>& entries);
+  // Waits until no entry is racy any more (at most racy_ns) and vouches for all entries now:
+  // for the provider's freshly written workspace files, whose only writer is the sync itself.
+  void settle();
+  std::size_t size() const { return items_.size(); }
+  HashCache(HashCache&&) = delete;  // index_ points into items_
 
  private:
-  struct Item { std::uint64_t size; std::int64_t mtime_ns; std::string sha; };
-  std::map<std::string, Item> items_;
+  struct Item {
+    std::string path;
+    FileStamp stamp;
+    std::int64_t as_of_ns = 0;
+    std::array<std::uint8_t, 32> sha{};
+  };
+  // Items in the order save() wrote them, which is the order the next scan asks in: a lookup
+  // first tries the item after the previous one and hashes a path only when that misses.
+  Item* locate(const std::string& path) const;
+  std::int64_t racy_ns_;
+  std::deque<Item> items_;  // push_back keeps elements in place: index_ views their paths
+  mutable std::unordered_map<std::string_view, std::size_t> index_;
+  mutable bool indexed_ = false;
+  mutable std::size_t next_ = 0;
+  bool dirty_ = false;
 };
+
+std::int64_t wall_clock_ns();
 
 // Everything under `prefix` ("" for the whole root) that `rules` does not ignore,
 // without following symlinks, hashing files (through `cache` when given).
 Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache);
+
+// Walks a sequence of paths reusing the folder descriptor while consecutive
+// paths share a folder (a manifest lists a folder's entries together).
+class DirCursor {
+ public:
+  explicit DirCursor(int root) : root_(root) {}
+  // The folder holding `path` (a valid relative path; created when `create`); *leaf is its last component.
+  Result<int> parent_of(const std::string& path, bool create, std::string* leaf);
+
+ private:
+  int root_;
+  std::string dir_;
+  UniqueFd fd_;
+};
+
 // What the root holds at `path` now, or nothing.
 std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache);
+std::optional<Entry> stat_entry(DirCursor& cursor, const std::string& path, HashCache* cache);
+// Whether the root holds exactly `entries` (files checked by stamp against `cache`); extra paths are not looked at.
+bool tree_unchanged(int root, const std::vector<Entry>& entries, const HashCache& cache);
+// The stamp of the file at `path`, when it is a regular file.
+std::optional<FileStamp> stamp_at(DirCursor& cursor, const std::string& path);
 
 // A file being received: a temp name in the target folder until commit().
 class AtomicFile {
  public:
   static Result<AtomicFile> create(int root, const std::string& path);
+  static Result<AtomicFile> create(DirCursor& cursor, const std::string& path);
   AtomicFile(AtomicFile&&) noexcept = default;
   AtomicFile& operator=(AtomicFile&&) noexcept = default;
   ~AtomicFile();
   Result<void> write(const void* data, std::size_t n);
-  // Renames into place; returns the file's mtime in ns (for HashCache).
-  Result<std::int64_t> commit(bool executable);
+  // Renames into place; returns the file's stamp after the rename (for HashCache).
+  Result<FileStamp> commit(bool executable);
+  // Instead of removing it, keeps what was written under resume_name(leaf) for a later transfer.
+  void keep_partial();
+  std::uint64_t written() const { return written_; }
+  int dir_fd() const { return dir_.get(); }
+  const std::string& leaf() const { return leaf_; }
 
  private:
   AtomicFile() = default;
   UniqueFd dir_, fd_;
   std::string temp_, leaf_;
+  std::uint64_t written_ = 0;
   bool committed_ = false;
 };
 
+// The name, in the same folder, under which an interrupted transfer of `leaf` keeps its
+// prefix (scan_tree skips it like every ".runsnack-part-" name).
+std::string resume_name(const std::string& leaf);
+
 Result<void> make_dir(int root, const std::string& path);
+Result<void> make_dir(DirCursor& cursor, const std::string& path);
 // Replaces what is at `path` (not a folder) with a symlink; the caller checked the target.
 Result<void> make_symlink(int root, const std::string& path, const std::string& target);
+Result<void> make_symlink(DirCursor& cursor, const std::string& path, const std::string& target);
+// Removes the file or symlink at `path` when it is still what `cache` / `link_target` says a sync put
+// there, or the folder when it is empty; anything else stays. Whether something was removed.
+bool remove_synced(DirCursor& cursor, const Entry& entry, const HashCache& cache);
 
 }  // namespace runsnack::fs

@@ -3,17 +3,31 @@
 // and cp (put, get). The sender offers a manifest, the receiver answers with
 // the files it lacks, the sender streams them, the receiver confirms:
 //
-//   sender   -> {"type":"manifest","files":[...]}               (manifest.hpp)
+//   sender   -> {"type":"offer","digest":D,"entries":N}         D: manifest_digest (manifest.hpp)
+//   receiver -> {"type":"synced",...} when it holds exactly manifest D still (one round trip), else
+//               {"type":"send_manifest"}
+//   sender   -> manifest frame                                  (binary, manifest.hpp)
 //   receiver -> {"type":"need","paths":[...]} | {"type":"error","message":...}
+//               need may carry "bases": {path: [chunk SHA-256...]}, the receiver's older copy of a
+//               large file (or the prefix an interrupted transfer kept), in kMaxDataBytes chunks
 //   sender   -> for each needed file, in order:
-//                 {"type":"file","path":P}  data/zdata frames  {"type":"file_end"}
-//   receiver -> {"type":"synced","files":N,"bytes":N} | {"type":"error","message":...}
+//                 {"type":"file","path":P}  data/zdata frames and {"type":"same","chunks":K}
+//                 (the next K chunks equal the receiver's)  {"type":"file_end"}
+//   receiver -> {"type":"synced","files":N,"bytes":N,"deleted":N} | {"type":"error","message":...}
+//
+// A receiver with a SyncState (the run workspace) remembers the last manifest
+// it applied and the stamps of the files it wrote: an unchanged offer is
+// answered after a stat of each entry, and an entry of the previous manifest
+// that the new one lacks (deleted on the sender) is removed, when it is still
+// what the sync put there (files a command wrote are kept).
 //
 // The receiver never trusts the sender: paths and symlinks are checked
 // (path_rules.hpp), writes go through safe_fs.hpp (no symlink followed,
 // temp file + rename), each file must match its declared size and SHA-256,
-// and the quota bounds single files and the whole tree. An interrupted
-// transfer leaves finished files in place, so the next one sends only the rest.
+// and the quota bounds single files and the whole tree. A file is rebuilt in a
+// temp file and renamed into place, so no command sees it half written. An
+// interrupted transfer leaves finished files in place and keeps the prefix of
+// the file it was cut off in, so the next one sends only the rest.
 
 #include "core/error.hpp"
 #include "net/mux_stream.hpp"
@@ -41,7 +55,10 @@ struct TransferStats {
   std::size_t entries = 0;
   std::size_t files_sent = 0;
   std::uint64_t bytes = 0;       // file bytes that travelled
+  std::uint64_t reused_bytes = 0;  // file bytes rebuilt from the receiver's own older copy (chunk level)
   std::uint64_t wire_bytes = 0;  // after compression
+  std::size_t deleted = 0;       // entries removed because the sender no longer has them
+  bool unchanged = false;        // answered from the receiver's SyncState in one round trip
 };
 
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
@@ -59,7 +76,18 @@ struct ReceiveLimits {
   std::optional<std::uint64_t> quota_bytes;  // none: unlimited
 };
 
+// What a receiver remembers about its tree between syncs (one file per workspace).
+struct SyncState {
+  std::string digest;          // of the manifest last applied completely; "" none
+  std::vector<Entry> entries;  // that manifest
+  HashCache hashes{20'000'000};  // the workspace's files; racy window: ext4's clock tick, with settle()
+  // `base`.manifest and `base`.hashes; anything damaged loads as no state.
+  void load(const std::filesystem::path& base);
+  void save(const std::filesystem::path& base);
+};
+
+// `state` may be null (cp: no memory between transfers).
 boost::asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root, ReceiveLimits limits,
-                                                           HashCache* cache, Progress progress);
+                                                           SyncState* state, Progress progress);
 
 }  // namespace runsnack::fs
