@@ -9,6 +9,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <random>
+
 namespace runsnack::pool {
 
 namespace asio = boost::asio;
@@ -32,6 +34,8 @@ json job_json(const JobStatus& j, const json& verification_method) {
   verification["verify_seconds"] = static_cast<double>(j.verify_us) / 1e6;
   verification["compute_seconds"] = static_cast<double>(j.compute_us) / 1e6;
   verification["cost_fraction"] = j.compute_us > 0 ? static_cast<double>(j.verify_us) / static_cast<double>(j.compute_us) : 0.0;
+  if (verification.contains("copies"))  // replication: extra runs per task
+    verification["cost_fraction"] = verification["copies"].get<double>() / static_cast<double>(std::max<std::int64_t>(j.tasks, 1));
   out["verification"] = verification;
   return out;
 }
@@ -67,7 +71,8 @@ Result<TaskResult> parse_result(const json& req) {
 }  // namespace
 
 Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
-    : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex) {}
+    : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex),
+      replication_(store, on_event_, std::random_device{}()) {}
 
 std::int64_t Coordinator::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -279,7 +284,8 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
         auto task = store_.claim(device, peer, now, from_job);
         if (!task) return refuse(task.error());
         if (!*task) break;
-        const auto& t = **task;
+        auto& t = **task;
+        if (auto c = replication_.on_claimed(t, peer, now); !c) return refuse(c.error());
         if (learned_) learned_->task_started({t.id, device, t.job, t.workload, scheduling::Preference::balanced, 1}, now_s());
         tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
                          {"workload", t.workload}, {"spec", t.spec}});
@@ -354,6 +360,12 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       learned_finished(task, device, bad.empty() ? scheduling::Outcome::ok
                                                  : (verdict ? scheduling::Outcome::invalid : scheduling::Outcome::failed));
       if (verdict) learned_->verdict(device, verdict->accepted);
+    }
+    if (bad.empty() && !verdict) {  // no computational check: copies on other peers, when the job asks
+      auto audit = [&ctx](const std::string& what, const std::string& why, const json& detail) {
+        if (ctx.audit) ctx.audit(what, "refuse", why, detail);
+      };
+      if (auto answer = replication_.on_result(task, attempt, peer, device, *result, now, audit)) return *answer;
     }
     if (!bad.empty()) {
       if (auto r = store_.fail_attempt(task, attempt, peer, bad, now); !r) return refuse(r.error());
@@ -476,7 +488,12 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     if (!jobs) return refuse(jobs.error());
     json out = {{"ok", true}, {"jobs", json::array()}};
     for (const auto& j : *jobs)
-      if (!req.contains("job") || req["job"] == j.id) out["jobs"].push_back(job_json(j, verification_method(j.id)));
+      if (!req.contains("job") || req["job"] == j.id) {
+        json method = verification_method(j.id);
+        if (method.value("method", "") == "replication" || method.value("method", "") == "spot-check")
+          method["copies"] = replication_.copies(j.id);
+        out["jobs"].push_back(job_json(j, method));
+      }
     if (op == "status") {
       auto devs = store_.devices();
       if (!devs) return refuse(devs.error());

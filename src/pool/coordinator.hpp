@@ -13,6 +13,7 @@
 // Threading: one executor, like Provider. Must outlive the Provider using it.
 
 #include "pool/pool_store.hpp"
+#include "pool/replication.hpp"
 #include "pool/scheduler.hpp"
 #include "pool/scheduling/scheduler.hpp"
 #include "pool/workload.hpp"
@@ -89,6 +90,7 @@ class Coordinator {
   std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
+  Replication replication_;  // exec --replicas / --spot-check (after on_event_, which it copies)
 };
 
 }  // namespace runsnack::pool
