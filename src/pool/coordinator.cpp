@@ -194,7 +194,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   }
   idle.cancel();
   --workers_online_;
-  if (!device.empty()) waiting_.erase(device);
+  if (!device.empty()) waiting_.erase(device), found_nothing_.erase(device);
   if (learned_ && !device.empty()) learned_->device_left(device, now_s());
   auto released = store_.release_worker(peer, now_ms());
   on_event_({{"event", "worker_gone"}, {"peer", peer}, {"reason", why},
@@ -262,6 +262,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     std::vector<WaitingDevice> waiting;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.since < cutoff && it->first != device) it = waiting_.erase(it);
+      else if (it->first != device && found_nothing_.count(it->first) && found_nothing_[it->first] > cutoff) ++it;
       else waiting.push_back((it++)->second);
     }
     if (!learned_ && !may_claim(device, waiting, static_cast<std::size_t>(*pending)))
@@ -292,7 +293,14 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       }
       if (auto c = batch->commit(); !c) return refuse(c.error());
     }
-    if (tasks.empty()) return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
+    // A device that may claim but finds nothing it may run (every pending
+    // task is a copy of a shard it already ran, pool/replication.hpp) must
+    // not hold back the others for the next 2 s.
+    if (tasks.empty()) {
+      if (*pending > 0) found_nothing_[device] = std::chrono::system_clock::now();
+      return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
+    }
+    found_nothing_.erase(device);
     waiting_.erase(device);
     return {{"ok", true}, {"tasks", tasks}};
   }

@@ -82,6 +82,7 @@ class Coordinator {
   void save_learned();
 
   std::map<std::string, WaitingDevice> waiting_;
+  std::map<std::string, std::chrono::system_clock::time_point> found_nothing_;  // device -> when its claim found nothing
   std::optional<scheduling::Scheduler> learned_;
   std::uint64_t ticks_ = 0;  // maintenance rounds
   std::int64_t workers_online_ = 0;  // open worker streams
