@@ -1,6 +1,6 @@
 #include "pool/matmul/matrix.hpp"
 
-#include <cblas.h>
+#include "pool/matmul/blas.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -70,16 +70,16 @@ Matrix multiply(const Matrix& a, const Matrix& b) {
   // Matrix-vector products (the check's) go to sgemv: sgemm would first
   // copy ("pack") the whole matrix for a single column.
   if (b.cols == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(a.rows), static_cast<int>(a.cols), 1.0f, a.data.data(),
+    blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(a.rows), static_cast<int>(a.cols), 1.0f, a.data.data(),
                 static_cast<int>(a.cols), b.data.data(), 1, 0.0f, c.data.data(), 1);
     return c;
   }
   if (a.rows == 1) {
-    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(b.rows), static_cast<int>(b.cols), 1.0f, b.data.data(),
+    blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(b.rows), static_cast<int>(b.cols), 1.0f, b.data.data(),
                 static_cast<int>(b.cols), a.data.data(), 1, 0.0f, c.data.data(), 1);
     return c;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(a.rows), static_cast<int>(b.cols),
+  blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(a.rows), static_cast<int>(b.cols),
               static_cast<int>(a.cols), 1.0f, a.data.data(), static_cast<int>(a.cols), b.data.data(),
               static_cast<int>(b.cols), 0.0f, c.data.data(), static_cast<int>(c.cols));
   return c;
