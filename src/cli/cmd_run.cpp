@@ -269,10 +269,12 @@ int run(const RunArgs& args) {
   if (!root) return report(root.error());
   source.root = std::move(*root);
   if (!args.no_sync) {
-    source.cache_file = cache_file_for(source.path);
-    source.cache.load(source.cache_file);
-    source.rules = ignore_rules_for(source.path);
-    source.scan = std::async(std::launch::async, [&source] { return fs::scan_tree(source.root.get(), "", source.rules, &source.cache); });
+    source.scan = std::async(std::launch::async, [&source] {
+      source.cache_file = cache_file_for(source.path);
+      source.cache.load(source.cache_file);
+      source.rules = ignore_rules_for(source.path);
+      return fs::scan_tree(source.root.get(), "", source.rules, &source.cache);
+    });
   }
   SessionCommand command;
   command.link_arg = args.link;

@@ -142,6 +142,23 @@ std::int64_t wall_clock_ns() {
 
 namespace {
 
+// One read for the whole file (a 16k-entry cache is over a megabyte).
+bool read_whole_file(const std::filesystem::path& file, std::string& bytes) {
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return false;
+  bytes.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return true;
+}
+
 FileStamp stamp_of(const struct stat& st) {
   return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
           std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
@@ -159,9 +176,8 @@ void HashCache::load(const std::filesystem::path& file) {
   indexed_ = false;
   next_ = 0;
   dirty_ = false;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  if (!read_whole_file(file, bytes)) return;
   std::size_t at = 0;
   auto take = [&](void* out, std::size_t n) {
     if (bytes.size() - at < n) return false;
