@@ -268,16 +268,17 @@ int run(const RunArgs& args) {
   auto root = fs::open_root(source.path, false);
   if (!root) return report(root.error());
   source.root = std::move(*root);
-  if (!args.no_sync) {
-    source.scan = std::async(std::launch::async, [&source] {
-      source.cache_file = cache_file_for(source.path);
-      source.cache.load(source.cache_file);
-      source.rules = ignore_rules_for(source.path);
-      return fs::scan_tree(source.root.get(), "", source.rules, &source.cache);
-    });
-  }
   SessionCommand command;
   command.link_arg = args.link;
+  if (!args.no_sync)
+    command.before_connect = [&source] {
+      source.scan = std::async(std::launch::async, [&source] {
+        source.cache_file = cache_file_for(source.path);
+        source.cache.load(source.cache_file);
+        source.rules = ignore_rules_for(source.path);
+        return fs::scan_tree(source.root.get(), "", source.rules, &source.cache);
+      });
+    };
   command.body = [&args, &source](Session& session) -> asio::awaitable<int> { co_return co_await run_body(args, source, session); };
   const int status = run_session_command(command);
   if (source.scan.valid()) source.scan.wait();  // it uses `source`, whatever became of the session

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -396,6 +397,7 @@ Result<void> list_dir(int dirfd, Listing& listing, const IgnoreRules& rules) {
     ::close(fd);
     return sys_error("opendir " + listing.rel);
   }
+  ::rewinddir(d);  // the dup shares the offset of `dirfd`, which an earlier scan left at the end
   std::vector<std::string> names;
   while (dirent* ent = ::readdir(d)) {
     std::string name = ent->d_name;
@@ -434,14 +436,16 @@ Result<std::vector<Listing>> list_tree(int base, const std::string& base_rel, co
   for (std::size_t level_begin = 0, level_end = 1; level_begin < level_end;) {
     // The next level: every folder of this one, in order.
     const std::size_t next_begin = listings.size();
+    std::vector<Listing> level;  // appended after the loop: growing `listings` would move the items it walks
     for (std::size_t i = level_begin; i < level_end; ++i)
       for (auto& item : listings[i].items)
         if (S_ISDIR(item.st.st_mode)) {
-          item.child = listings.size();
+          item.child = next_begin + level.size();
           Listing sub;
           sub.rel = listings[i].rel.empty() ? item.name : listings[i].rel + "/" + item.name;
-          listings.push_back(std::move(sub));
+          level.push_back(std::move(sub));
         }
+    std::move(level.begin(), level.end(), std::back_inserter(listings));
     const std::size_t next_end = listings.size();
     std::atomic<std::size_t> next{next_begin};
     std::atomic<std::size_t> count{total};
