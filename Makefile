@@ -42,6 +42,7 @@ bench: release
 	bench/forward.sh $(RELEASE)
 	bench/run_bench.sh $(RELEASE)/src/cli/runsnack
 	bench/pool_bench.py $(RELEASE)/src/cli/runsnack
+	bench/render_pool_bench.py $(RELEASE)/src/cli/runsnack
 	$(RELEASE)/bench/matmul_bench 4096 1024 10
 	$(RELEASE)/bench/poolsim
 

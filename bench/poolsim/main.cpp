@@ -90,6 +90,13 @@ int main(int argc, char** argv) {
   app.add_option("--cheaters", c.cheater_share, "share of devices that cheat")->check(CLI::Range(0.0, 1.0));
   app.add_option("--new-share", c.new_share, "share of the initial honest devices with no record yet")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--trust-proving", c.trust.proving_run, "results replicated every time until this many in a row are valid")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--trust-falloff", c.trust.falloff, "then replicated with probability falloff / run ...")
+      ->check(CLI::Range(0.0, 1000.0));
+  app.add_option("--trust-floor", c.trust.min_probability, "... but never less than this")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--known-answers", c.trust.known_answer_tasks, "hidden known-answer tasks per new device")
+      ->check(CLI::Range(0, 100));
   app.add_option("--policies", policies, "which policies to run")
       ->check(CLI::IsMember({"ours", "round-robin", "random", "fcfs", "fastest-first", "fastest-first+backups"}));
   app.add_option("--trace", c.trace_s, "print the pool's state to stderr every this many simulated seconds");

@@ -5,6 +5,8 @@
 // every policy meets exactly the same pool, the same sessions, the same task
 // sizes and the same failures (common random numbers).
 
+#include "pool/scheduling/trust_policy.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,6 +51,7 @@ struct WorldConfig {
   double lease_s = 30;
   std::string prefer = "mixed";      // fast | cheap | balanced | mixed (per job)
   double trace_s = 0;                // > 0: print the pool's state to stderr this often
+  runsnack::pool::scheduling::TrustConfig trust;  // the verification policy under test (defaults: the coordinator's)
 };
 
 // One device identity (slot s, identity k: a replacement is a new identity).

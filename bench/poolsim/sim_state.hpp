@@ -113,7 +113,7 @@ inline double normal_draw(std::uint64_t key) {
 
 class Sim {
  public:
-  Sim(const WorldConfig& c, Policy& p) : c_(c), policy_(p), trust_(sch::TrustConfig{}, mix(c.seed, 0x7a57)) {}
+  Sim(const WorldConfig& c, Policy& p) : c_(c), policy_(p), trust_(c.trust, mix(c.seed, 0x7a57)) {}
   Metrics run();
 
  private:

@@ -478,7 +478,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   auto* submit_cmd = pool->add_subcommand(
       "submit",
       "Submit a job:\n"
-      "  submit LINK exec --shards N [--input DIR] [--reduce CMD] -- CMD ARGS\n"
+      "  submit LINK exec --shards N [--input DIR] [--reduce CMD] [--replicas R | --spot-check F] -- CMD ARGS\n"
       "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]\n"
       "  submit LINK render --scene FILE --width 3840 --height 2160 --tile 128 --overlap 8 --spp N --out image.png\n"
       "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)");
@@ -506,6 +506,10 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   submit_cmd->add_option("--max-depth", o.max_depth, "render: bounces per path (default 8)");
   submit_cmd->add_option("--a", o.a_file, "matmul: A as a float32 .npy file (with --b; 4 MiB in all)");
   submit_cmd->add_option("--b", o.b_file, "matmul: B as a float32 .npy file");
+  submit_cmd->add_option("--replicas", o.replicas,
+                         "exec: run every shard on R different peers and keep the result a majority agrees on (bit for bit)");
+  submit_cmd->add_option("--spot-check", o.spot_check,
+                         "exec: re-run at least this share of results on another peer (all of an unproven device's)");
   submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K (default 10)");
   submit_cmd->add_option("--tolerance", o.tolerance, "matmul: relative tolerance of the check (default 1e-5)");
   submit_cmd->add_option("command", o.command, "exec: -- CMD ARGS ({shard} and {shards} substituted)");

@@ -9,6 +9,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <random>
+#include <set>
+
 namespace runsnack::pool {
 
 namespace asio = boost::asio;
@@ -32,6 +35,8 @@ json job_json(const JobStatus& j, const json& verification_method) {
   verification["verify_seconds"] = static_cast<double>(j.verify_us) / 1e6;
   verification["compute_seconds"] = static_cast<double>(j.compute_us) / 1e6;
   verification["cost_fraction"] = j.compute_us > 0 ? static_cast<double>(j.verify_us) / static_cast<double>(j.compute_us) : 0.0;
+  if (verification.contains("copies"))  // replication: extra runs per task
+    verification["cost_fraction"] = verification["copies"].get<double>() / static_cast<double>(std::max<std::int64_t>(j.tasks, 1));
   out["verification"] = verification;
   return out;
 }
@@ -67,7 +72,8 @@ Result<TaskResult> parse_result(const json& req) {
 }  // namespace
 
 Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
-    : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex) {}
+    : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex),
+      replication_(store, on_event_, std::random_device{}()) {}
 
 std::int64_t Coordinator::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -189,7 +195,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   }
   idle.cancel();
   --workers_online_;
-  if (!device.empty()) waiting_.erase(device);
+  if (!device.empty()) waiting_.erase(device), found_nothing_.erase(device);
   if (learned_ && !device.empty()) learned_->device_left(device, now_s());
   auto released = store_.release_worker(peer, now_ms());
   on_event_({{"event", "worker_gone"}, {"peer", peer}, {"reason", why},
@@ -257,6 +263,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     std::vector<WaitingDevice> waiting;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.since < cutoff && it->first != device) it = waiting_.erase(it);
+      else if (it->first != device && found_nothing_.count(it->first) && found_nothing_[it->first] > cutoff) ++it;
       else waiting.push_back((it++)->second);
     }
     if (!learned_ && !may_claim(device, waiting, static_cast<std::size_t>(*pending)))
@@ -274,12 +281,27 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     json tasks = json::array();
     auto leased = store_.claim_many(device, peer, now, max, from_job);
     if (!leased) return refuse(leased.error());
-    for (const auto& t : *leased) {
+    std::set<std::pair<std::string, std::int64_t>> shards_claimed;
+    for (auto& t : *leased) {
+      if (auto c = replication_.on_claimed(t, peer, now); !c) return refuse(c.error());
+      // Two copies of one shard in one claim (pool/replication.hpp: copies
+      // run on different peers): the second goes back to the pending queue.
+      if (!shards_claimed.insert({t.job, t.shard}).second) {
+        if (auto u = store_.unclaim(t.id, t.attempt); !u) return refuse(u.error());
+        continue;
+      }
       if (learned_) learned_->task_started({t.id, device, t.job, t.workload, scheduling::Preference::balanced, 1}, now_s());
       tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
                        {"workload", t.workload}, {"spec", t.spec}});
     }
-    if (tasks.empty()) return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
+    // A device that may claim but finds nothing it may run (every pending
+    // task is a copy of a shard it already ran, pool/replication.hpp) must
+    // not hold back the others for the next 2 s.
+    if (tasks.empty()) {
+      if (*pending > 0) found_nothing_[device] = std::chrono::system_clock::now();
+      return {{"ok", true}, {"tasks", tasks}, {"retry_ms", 200}};
+    }
+    found_nothing_.erase(device);
     waiting_.erase(device);
     return {{"ok", true}, {"tasks", tasks}};
   }
@@ -368,6 +390,12 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       learned_finished(task, device, bad.empty() ? scheduling::Outcome::ok
                                                  : (verdict ? scheduling::Outcome::invalid : scheduling::Outcome::failed));
       if (verdict) learned_->verdict(device, verdict->accepted);
+    }
+    if (bad.empty() && !verdict) {  // no computational check: copies on other peers, when the job asks
+      auto audit = [&ctx](const std::string& what, const std::string& why, const json& detail) {
+        if (ctx.audit) ctx.audit(what, "refuse", why, detail);
+      };
+      if (auto answer = replication_.on_result(task, attempt, peer, device, *result, now, audit)) return *answer;
     }
     if (!bad.empty()) {
       if (auto r = store_.fail_attempt(task, attempt, peer, bad, now); !r) return refuse(r.error());
@@ -499,7 +527,12 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     if (!jobs) return refuse(jobs.error());
     json out = {{"ok", true}, {"jobs", json::array()}};
     for (const auto& j : *jobs)
-      if (!req.contains("job") || req["job"] == j.id) out["jobs"].push_back(job_json(j, verification_method(j.id)));
+      if (!req.contains("job") || req["job"] == j.id) {
+        json method = verification_method(j.id);
+        if (method.value("method", "") == "replication" || method.value("method", "") == "spot-check")
+          method["copies"] = replication_.copies(j.id);
+        out["jobs"].push_back(job_json(j, method));
+      }
     if (op == "status") {
       auto devs = store_.devices();
       if (!devs) return refuse(devs.error());

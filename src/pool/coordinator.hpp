@@ -13,6 +13,7 @@
 // Threading: one executor, like Provider. Must outlive the Provider using it.
 
 #include "pool/pool_store.hpp"
+#include "pool/replication.hpp"
 #include "pool/scheduler.hpp"
 #include "pool/scheduling/scheduler.hpp"
 #include "pool/workload.hpp"
@@ -93,6 +94,7 @@ class Coordinator {
   std::vector<DeferredResult>* deferred_ = nullptr;  // set while a batch is handled
 
   std::map<std::string, WaitingDevice> waiting_;
+  std::map<std::string, std::chrono::system_clock::time_point> found_nothing_;  // device -> when its claim found nothing
   std::optional<scheduling::Scheduler> learned_;
   std::uint64_t ticks_ = 0;  // maintenance rounds
   std::int64_t workers_online_ = 0;  // open worker streams
@@ -101,6 +103,7 @@ class Coordinator {
   std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
+  Replication replication_;  // exec --replicas / --spot-check (after on_event_, which it copies)
 };
 
 }  // namespace runsnack::pool

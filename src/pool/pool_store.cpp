@@ -126,6 +126,17 @@ CREATE TABLE scheduler_state (
 -- tasks. SQLite would not use those (it only matches a partial index whose
 -- condition the query repeats word for word) and needs no such help.
 )sql"},
+    {6, R"sql(
+-- Extra runs of a shard for a quorum (exec --replicas / --spot-check): a
+-- copy is an ordinary task row (shard numbers past the job's shards) that
+-- runs shard `of_shard`; the coordinator compares the copies' results.
+CREATE TABLE copies (
+  task      TEXT PRIMARY KEY REFERENCES tasks(id),
+  job       TEXT NOT NULL,
+  of_shard  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX copies_by_shard ON copies (job, of_shard);
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -237,6 +248,14 @@ DROP INDEX tasks_by_state;
 CREATE INDEX tasks_unfinished ON tasks (state, job, shard) WHERE state <> 'done';
 DROP INDEX tasks_by_worker;
 CREATE INDEX tasks_leased_by_worker ON tasks (worker) WHERE state = 'leased';
+)sql"},
+    {6, R"sql(
+CREATE TABLE copies (
+  task      TEXT PRIMARY KEY REFERENCES tasks(id),
+  job       TEXT NOT NULL,
+  of_shard  BIGINT NOT NULL
+);
+CREATE INDEX copies_by_shard ON copies (job, of_shard);
 )sql"},
 };
 
@@ -576,6 +595,14 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
   if (auto r = tx->commit(); !r) return r.error();
   for (const auto& t : out) remember_ref(t.id, TaskRef{t.job, t.shard});
   return out;
+}
+
+Result<void> PoolStore::unclaim(const std::string& task, std::int64_t attempt) {
+  auto st = db_.prepare(
+      "UPDATE tasks SET state = 'pending', attempts = attempts - 1, device = NULL, worker = NULL, lease_start = NULL, "
+      "lease_deadline = NULL WHERE id = ? AND state = 'leased' AND attempts = ?");
+  if (!st) return st.error();
+  return st->bind(1, std::string_view(task)).bind(2, attempt).run();
 }
 
 Result<const PoolStore::JobMeta*> PoolStore::job_meta(const std::string& job) {
@@ -957,8 +984,9 @@ JobStatus read_job(SqlStmt& st) {
   j.workload = st.column_text(4), j.tasks = st.column_int64(5), j.budget = st.column_int64(6);
   j.pending = st.column_int64(7), j.leased = st.column_int64(8);
   j.failed = st.column_int64(10), j.spent = st.column_int64(11);
-  // A job's tasks are made with it, one per shard, and never removed: the
-  // rest are done (no count over the finished tasks).
+  // A job's tasks are made with it, one per shard, plus its quorum copies
+  // (add_copy), and never removed: the rest are done (no count over the
+  // finished tasks).
   j.done = st.column_int64(9) - j.pending - j.leased - j.failed;
   j.info = nlohmann::json::parse(st.column_text(12), nullptr, false);
   j.verified = st.column_int64(13), j.rejected = st.column_int64(14);
@@ -969,7 +997,7 @@ constexpr const char* kJobColumns =
     "SELECT j.id, j.owner, j.state, j.reason, j.workload, j.shards, j.budget, "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'pending'), "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'leased'), "
-    "j.shards, "
+    "j.shards + (SELECT COUNT(*) FROM copies c WHERE c.job = j.id), "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'failed'), "
     "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.job = j.id AND l.kind = 'payment' AND l.amount > 0), "
     "j.info, j.verified, j.rejected, j.verify_us, j.compute_us "
@@ -1201,6 +1229,91 @@ Result<std::map<std::string, Micro>> PoolStore::earnings_by_device() {
     out[st->column_text(0)] = st->column_int64(1);
   }
   return out;
+}
+
+// --- Copies for a quorum (exec --replicas / --spot-check) -----------------------
+
+Result<std::string> PoolStore::add_copy(const std::string& job, std::int64_t of_shard,
+                                        const std::vector<std::string>& avoid_peers, std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  auto next = db_.prepare("SELECT COALESCE(MAX(shard), -1) + 1 FROM tasks WHERE job = ?");
+  if (!next) return next.error();
+  next->bind(1, std::string_view(job));
+  auto row = next->step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::not_found, "no job " + job);
+  const std::int64_t shard = next->column_int64(0);
+  const std::string task = job + "." + std::to_string(shard);
+  auto ins = db_.prepare("INSERT INTO tasks (id, job, shard, state) VALUES (?, ?, ?, 'pending')");
+  if (!ins) return ins.error();
+  if (auto r = ins->bind(1, std::string_view(task)).bind(2, std::string_view(job)).bind(3, shard).run(); !r) return r.error();
+  auto cp = db_.prepare("INSERT INTO copies (task, job, of_shard) VALUES (?, ?, ?)");
+  if (!cp) return cp.error();
+  if (auto r = cp->bind(1, std::string_view(task)).bind(2, std::string_view(job)).bind(3, of_shard).run(); !r) return r.error();
+  for (const auto& peer : avoid_peers)
+    if (auto r = avoid_peer(task, peer, "a copy runs on another peer", now_ms); !r) return r.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  return task;
+}
+
+Result<void> PoolStore::avoid_peer(const std::string& task, const std::string& peer, const std::string& reason,
+                                   std::int64_t now_ms) {
+  auto st = db_.prepare("INSERT INTO rejections (task, peer, reason, time) VALUES (?, ?, ?, ?)");
+  if (!st) return st.error();
+  return st->bind(1, std::string_view(task)).bind(2, std::string_view(peer)).bind(3, std::string_view(reason)).bind(4, now_ms).run();
+}
+
+Result<std::optional<std::int64_t>> PoolStore::copy_of(const std::string& task) {
+  auto st = db_.prepare("SELECT of_shard FROM copies WHERE task = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<std::int64_t>{};
+  return std::optional<std::int64_t>{st->column_int64(0)};
+}
+
+Result<std::vector<std::string>> PoolStore::copies_of(const std::string& job, std::int64_t of_shard) {
+  auto st = db_.prepare("SELECT task FROM copies WHERE job = ? AND of_shard = ? ORDER BY task");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job)).bind(2, of_shard);
+  std::vector<std::string> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(st->column_text(0));
+  }
+  return out;
+}
+
+Result<bool> PoolStore::retire_copy(const std::string& task, const std::string& why, std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  auto job = db_.prepare("SELECT job FROM copies WHERE task = ?");
+  if (!job) return job.error();
+  job->bind(1, std::string_view(task));
+  auto row = job->step();
+  if (!row) return row.error();
+  if (!*row) return fail(errc::not_found, task + " is not a copy");
+  const std::string id = job->column_text(0);
+  auto st = db_.prepare("UPDATE tasks SET state = 'done', device = NULL, worker = NULL, last_error = ? WHERE id = ?");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, std::string_view(why)).bind(2, std::string_view(task)).run(); !r) return r.error();
+  auto finished = maybe_finish(id, now_ms);  // it may have been the job's last open row
+  if (!finished) return finished.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  return *finished;
+}
+
+Result<std::int64_t> PoolStore::copy_count(const std::string& job) {
+  auto st = db_.prepare("SELECT COUNT(*) FROM copies WHERE job = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(job));
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->column_int64(0) : 0;
 }
 
 }  // namespace runsnack::pool

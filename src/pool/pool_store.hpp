@@ -189,6 +189,8 @@ class PoolStore {
   // The attempt failed (bad result, command error, lost worker): requeue or fail.
   Result<void> fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                             const std::string& reason, std::int64_t now_ms);
+  // Gives back a lease just made by a claim, as if it had not been made.
+  Result<void> unclaim(const std::string& task, std::int64_t attempt);
   // Every lease of a worker that went away.
   Result<int> release_worker(const std::string& peer, std::int64_t now_ms);
   // A worker (re)registered holding results for the tasks in `keep`: its
@@ -209,6 +211,21 @@ class PoolStore {
   Result<LedgerTotals> ledger_totals();
   // Credits paid for the tasks each device finished, by device id.
   Result<std::map<std::string, Micro>> earnings_by_device();
+
+  // Copies for a quorum (exec --replicas / --spot-check): a copy is a task
+  // row past the job's shards that runs shard `of_shard`; the job is done
+  // when its copies are too. `avoid_peers` never get it (nor does a peer
+  // given to avoid_peer): replicas run on independent peers.
+  Result<std::string> add_copy(const std::string& job, std::int64_t of_shard, const std::vector<std::string>& avoid_peers,
+                               std::int64_t now_ms);
+  Result<void> avoid_peer(const std::string& task, const std::string& peer, const std::string& reason, std::int64_t now_ms);
+  Result<std::optional<std::int64_t>> copy_of(const std::string& task);  // the shard a copy runs, or nothing
+  Result<std::vector<std::string>> copies_of(const std::string& job, std::int64_t of_shard);
+  Result<std::int64_t> copy_count(const std::string& job);
+  // A copy whose result lost the quorum: done without a result or payment
+  // (the shard's value is decided; running it again would add nothing).
+  // True when that finished the job.
+  Result<bool> retire_copy(const std::string& task, const std::string& why, std::int64_t now_ms);
 
  private:
   PoolStore(SqlDb db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}

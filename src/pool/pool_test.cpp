@@ -4,6 +4,7 @@
 #include "pool/ledger_rules.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/scheduler.hpp"
+#include "pool/wire.hpp"
 
 #include <gtest/gtest.h>
 
@@ -362,6 +363,28 @@ TEST(Reputation, WrongResultsGoElsewhereAndExcludeTheDevice) {
     if (d.id == cheat) EXPECT_TRUE(d.valid == 0 && d.invalid == 3);
     if (d.id == honest) EXPECT_TRUE(d.valid == 1 && d.invalid == 0);
   }
+}
+
+TEST(Wire, Base64RoundTripsEveryLengthAndRejectsBadText) {
+  std::string bytes;
+  for (int len = 0; len < 40; ++len) {
+    auto text = base64_encode(bytes);
+    auto back = base64_decode(text);
+    ASSERT_TRUE(back) << len;
+    EXPECT_EQ(*back, bytes) << len;
+    std::string into(bytes.size(), '\0');
+    ASSERT_TRUE(base64_decode_into(text, into)) << len;
+    EXPECT_EQ(into, bytes);
+    bytes += static_cast<char>(len * 37 + 200);
+  }
+  EXPECT_FALSE(base64_decode("abc"));       // not a multiple of 4
+  EXPECT_FALSE(base64_decode("ab$d"));      // outside the alphabet
+  EXPECT_FALSE(base64_decode("a=cd"));      // padding inside
+  EXPECT_FALSE(base64_decode("ab=d"));
+  EXPECT_FALSE(base64_decode("a==="));
+  EXPECT_FALSE(base64_decode("ab\ncd==="));
+  std::string wrong(5, '\0');
+  EXPECT_FALSE(base64_decode_into("YWJj", wrong));  // 3 bytes, not 5
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <openssl/evp.h>
 
+#include <cstdint>
+#include <cstring>
+
 namespace runsnack::pool {
 
 std::string base64_encode(std::string_view bytes) {
@@ -12,17 +15,70 @@ std::string base64_encode(std::string_view bytes) {
   return out;
 }
 
+namespace {
+// Decoding tables, one per position in a 4-character group, each value
+// already shifted into place, so a group is four lookups ORed together; bit
+// 24 marks a character outside the alphabet. Results carry megabytes (a
+// matmul tile is 4 MiB) and the coordinator decodes them to check them.
+struct Base64Tables {
+  std::uint32_t at[4][256];
+};
+constexpr Base64Tables make_base64_tables() {
+  Base64Tables t{};
+  constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (int pos = 0; pos < 4; ++pos) {
+    for (auto& v : t.at[pos]) v = 1u << 24;
+    for (std::uint32_t i = 0; i < 64; ++i) t.at[pos][static_cast<unsigned char>(alphabet[i])] = i << (6 * (3 - pos));
+  }
+  return t;
+}
+constexpr Base64Tables kBase64 = make_base64_tables();
+}  // namespace
+
+Result<void> base64_decode_into(std::string_view text, std::span<char> out) {
+  if (text.size() % 4 != 0) return fail(errc::malformed, "bad base64 length");
+  const std::size_t pad = text.empty() ? 0 : (text.back() == '=') + (text[text.size() - 2] == '=');
+  if (out.size() != text.size() / 4 * 3 - pad)
+    return fail(errc::malformed, "base64 text holds " + std::to_string(text.size() / 4 * 3 - pad) + " bytes, not " +
+                                     std::to_string(out.size()));
+  if (text.empty()) return {};
+  const std::size_t groups = text.size() / 4 - (pad ? 1 : 0);
+  const auto* in = reinterpret_cast<const unsigned char*>(text.data());
+  auto* o = reinterpret_cast<unsigned char*>(out.data());
+  std::uint32_t bad = 0;
+  auto group = [&](const unsigned char* g) {
+    const std::uint32_t x = kBase64.at[0][g[0]] | kBase64.at[1][g[1]] | kBase64.at[2][g[2]] | kBase64.at[3][g[3]];
+    bad |= x;
+    return x;
+  };
+  // Each group's 3 bytes as one 4-byte store (the 4th is overwritten by the
+  // next group); the last group, with no byte after it, byte by byte.
+  for (std::size_t g = 0; g + 1 < groups; ++g, in += 4, o += 3) {
+    const std::uint32_t v = __builtin_bswap32(group(in) << 8);
+    std::memcpy(o, &v, 4);
+  }
+  if (groups > 0) {
+    const std::uint32_t x = group(in);
+    o[0] = static_cast<unsigned char>(x >> 16), o[1] = static_cast<unsigned char>(x >> 8), o[2] = static_cast<unsigned char>(x);
+    in += 4, o += 3;
+  }
+  if (pad) {  // the last group: "xx==" is one byte, "xxx=" two
+    std::uint32_t x = kBase64.at[0][in[0]] | kBase64.at[1][in[1]];
+    if (pad == 1) x |= kBase64.at[2][in[2]];
+    else if (in[2] != '=') x |= 1u << 24;
+    bad |= x;
+    o[0] = static_cast<unsigned char>(x >> 16);
+    if (pad == 1) o[1] = static_cast<unsigned char>(x >> 8);
+  }
+  if (bad & (1u << 24)) return fail(errc::malformed, "bad base64");
+  return {};
+}
+
 Result<std::string> base64_decode(std::string_view text) {
   if (text.size() % 4 != 0) return fail(errc::malformed, "bad base64 length");
-  std::string out(3 * text.size() / 4 + 1, '\0');
-  int n = text.empty() ? 0
-                       : EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                         reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return fail(errc::malformed, "bad base64");
-  std::size_t len = static_cast<std::size_t>(n);
-  if (!text.empty() && text.back() == '=') --len;
-  if (text.size() >= 2 && text[text.size() - 2] == '=') --len;
-  out.resize(len);
+  const std::size_t pad = text.empty() ? 0 : (text.back() == '=') + (text[text.size() - 2] == '=');
+  std::string out(text.size() / 4 * 3 - pad, '\0');
+  if (auto r = base64_decode_into(text, out); !r) return r.error();
   return out;
 }
 

@@ -130,7 +130,8 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
       for (std::size_t i = 0; i < w.unsent.size(); ++i) {
         const json& a = i < answers.size() ? answers[i] : json::object();
         bool ok = a.value("accepted", false);
-        std::cout << json{{"event", ok ? "result_accepted" : "result_refused"}, {"task", w.unsent[i]["task"]},
+        const char* event = ok ? "result_accepted" : a.value("held", false) ? "result_held" : "result_refused";
+        std::cout << json{{"event", event}, {"task", w.unsent[i]["task"]},
                           {"why", a.value("why", a.value("error", ""))}, {"paid", a.value("paid", "0")}}
                          .dump()
                   << std::endl;

@@ -76,6 +76,8 @@ struct SubmitOptions {
   std::int64_t shards = 1;                     // exec
   std::string input_dir;                       // exec: --input
   std::string reduce;                          // exec: --reduce, run by the submitter
+  int replicas = 1;                            // exec: copies per shard, compared (pool/replication.hpp)
+  double spot_check = 0;                       // exec: least share of results re-run elsewhere
   std::int64_t n = 0, block = 0;               // matmul
   std::uint64_t seed = 1;                      // matmul, render
   std::string a_file, b_file;                  // matmul

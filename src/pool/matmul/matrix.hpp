@@ -10,6 +10,8 @@
 // tiles) and R_j (tile columns x (k+1), one per column of tiles). S_i' * A_i
 // and B_j * R_j are made once and shared by a whole row or column, so a tile
 // costs one pass over its numbers: a small share of the O(n^3) product.
+// 0/1 sums are made by bucketing rows on their bit patterns, 6 bits at a
+// time (matrix.cpp), so a pass costs ceil((k+1)/6) additions per entry.
 // Soundness: if D = C_ij - A_i B_j is nonzero, each column of R_j leaves
 // D * r nonzero with probability >= 1/2, and then each column of S_i sees it
 // with probability >= 1/2, so a wrong tile passes with probability at most
@@ -59,7 +61,7 @@ Matrix transpose(const Matrix& m);
 // The per-row and per-column halves of the check, made once and shared by
 // every tile of that row or column.
 Matrix left_side(const Matrix& s_i, const Matrix& a_rows);   // S_i' * A_i: (k+1) x n
-Matrix right_side(const Matrix& b_cols, const Matrix& r_j);  // B_j * R_j:  n x (k+1)
+Matrix right_side(const Matrix& b_cols, const Matrix& r_j);  // (B_j * R_j)': (k+1) x n
 
 // The same halves for a seeded matrix, made row by row without holding it
 // (the coordinator never materialises A or B of a seeded job).

@@ -7,8 +7,10 @@
 //  - While run < proving_run, every result is replicated (a second copy on a
 //    different peer AND a different network, `independent`); after that, a
 //    result is replicated with probability max(min_probability, falloff / run),
-//    e.g. 1/3 at run 3, 0.1 at 10, 0.02 at 50, then 1% from run 100 on (a device that
-//    turns dishonest after a long record is still caught).
+//    with falloff 0.5: 1/6 at run 3, 5% at 10, 2.5% at 20, then 1% from run 50
+//    on (a device that turns dishonest after a long record is still caught).
+//    Falloff 0.5 rather than 1 measured in bench/poolsim: verification 4.5-4.6%
+//    of compute instead of 4.9-5.2% on seeds 1-3 (docs/POOLSIM.md).
 //  - Any wrong result resets the run to 0 and asks the coordinator to audit
 //    the device's results accepted unchecked since its last checked one.
 //  - A new device gets `known_answer_tasks` hidden tasks with known results,
@@ -32,7 +34,7 @@ namespace runsnack::pool::scheduling {
 
 struct TrustConfig {
   int proving_run = 3;             // results replicated every time until this many in a row are valid
-  double falloff = 1.0;            // then replicated with probability falloff / run ...
+  double falloff = 0.5;            // then replicated with probability falloff / run ...
   double min_probability = 0.01;   // ... but never less than this
   int known_answer_tasks = 1;      // hidden known-answer tasks for a new device
   int known_answer_window = 3;     // placed among its first this-many claims (inside the proving run)

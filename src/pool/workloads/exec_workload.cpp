@@ -22,7 +22,13 @@ class ExecWorkload final : public Workload {
     auto in = read_input_dir(o.input_dir, kMaxInputBytes);
     if (!in) return in.error();
     input = std::move(*in);
-    return json{{"argv", o.command}, {"shards", o.shards}, {"reduce", o.reduce}};
+    if (o.replicas < 1 || o.replicas > 9) return fail(errc::invalid_argument, "--replicas must be 1..9");
+    if (!(o.spot_check >= 0 && o.spot_check <= 1)) return fail(errc::invalid_argument, "--spot-check must be in [0, 1]");
+    if (o.replicas > 1 && o.spot_check > 0) return fail(errc::invalid_argument, "give --replicas or --spot-check, not both");
+    json spec = {{"argv", o.command}, {"shards", o.shards}, {"reduce", o.reduce}};
+    if (o.replicas > 1) spec["replicas"] = o.replicas;
+    if (o.spot_check > 0) spec["spot_check"] = o.spot_check;
+    return spec;
   }
 
   Result<JobPlan> plan(const json& spec) const override {
@@ -33,7 +39,23 @@ class ExecWorkload final : public Workload {
     const json& shards = spec.contains("shards") ? spec["shards"] : json(1);
     if (!shards.is_number_integer() || shards.get<std::int64_t>() < 1 || shards.get<std::int64_t>() > kMaxShards)
       return fail(errc::invalid_argument, "shards must be 1.." + std::to_string(kMaxShards));
+    if (spec.contains("replicas") &&
+        (!spec["replicas"].is_number_integer() || spec["replicas"].get<int>() < 1 || spec["replicas"].get<int>() > 9))
+      return fail(errc::invalid_argument, "replicas must be 1..9");
+    if (spec.contains("spot_check") &&
+        (!spec["spot_check"].is_number() || !(spec["spot_check"].get<double>() >= 0 && spec["spot_check"].get<double>() <= 1)))
+      return fail(errc::invalid_argument, "spot_check must be in [0, 1]");
     return JobPlan{shards.get<std::int64_t>(), json::object()};
+  }
+
+  // No computational check: results are compared between copies run on
+  // independent peers (pool/replication.hpp), bit for bit.
+  json verification_method(const json& spec) const override {
+    if (spec.value("replicas", 1) > 1)
+      return {{"method", "replication"}, {"replicas", spec["replicas"]}, {"compare", "bit-for-bit"}};
+    if (spec.value("spot_check", 0.0) > 0)
+      return {{"method", "spot-check"}, {"fraction", spec["spot_check"]}, {"compare", "bit-for-bit"}};
+    return {{"method", "none"}};
   }
 
   boost::asio::awaitable<Result<TaskOutput>> run(TaskWork work) const override {

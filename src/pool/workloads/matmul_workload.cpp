@@ -92,14 +92,17 @@ class FreivaldsChecker final : public ResultChecker {
     if (index < 0 || index >= shape_.row_blocks() * shape_.col_blocks()) return {false, "no such tile"};
     std::int64_t r0, rows, c0, cols;
     shape_.tile(index, r0, rows, c0, cols);
-    std::string data;
-    for (const auto& f : result.files)
-      if (f.is_object() && f.value("path", "") == "tile.f32") {
-        auto d = base64_decode(f.value("data", ""));
-        if (d) data = std::move(*d);
-      }
-    auto c = matmul::from_bytes(data, rows, cols);
-    if (!c) return {false, "tile " + std::to_string(index) + ": " + c.error().what()};
+    // Decoded straight into a buffer kept between checks: a tile is 4 MiB,
+    // and fresh pages cost more than the check itself.
+    tile_.rows = rows, tile_.cols = cols;
+    tile_.data.resize(static_cast<std::size_t>(rows * cols));
+    Result<void> decoded = fail(errc::malformed, "no tile.f32 in the result");
+    for (const auto& f : result.files)  // by reference: a tile's text is megabytes
+      if (f.is_object() && f.value("path", "") == "tile.f32" && f.contains("data") && f["data"].is_string())
+        decoded = base64_decode_into(f["data"].get_ref<const std::string&>(),
+                                     {reinterpret_cast<char*>(tile_.data.data()), tile_.data.size() * sizeof(float)});
+    if (!decoded) return {false, "tile " + std::to_string(index) + ": " + decoded.error().what()};
+    const Matrix* c = &tile_;
     const auto bi = static_cast<std::uint64_t>(r0 / shape_.block), bj = static_cast<std::uint64_t>(c0 / shape_.block);
     auto& row = rows_[bi];
     if (row.side.data.empty()) {  // s_i' * A_i
@@ -135,6 +138,7 @@ class FreivaldsChecker final : public ResultChecker {
   std::optional<Matrix> a_, b_;
   std::uint64_t secret_ = 0;
   std::map<std::uint64_t, Half> rows_, cols_;
+  Matrix tile_;
 };
 
 class MatmulWorkload final : public Workload {
