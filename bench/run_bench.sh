@@ -74,14 +74,16 @@ PY
 t0=$(now); rs run "$LINK" --sync "$TMP/tree" -- true 2>/dev/null; t1=$(now)
 t2=$(now); rsync -a -e "$SSH" "$TMP/tree/" "root@127.0.0.1:$TMP/rsync-dst/"; t3=$(now)
 echo "first sync ${TREE_MB} MiB: runsnack $(ms "$t0" "$t1") ms, rsync -a -e ssh $(ms "$t2" "$t3") ms"
-# No-change re-sync: the median of 5 of each.
-rt=(); rr=()
+# No-change re-sync: the median of 5 of each. `run` always runs a command after its sync, so the
+# sync's own share is told too: the same run minus `run --no-sync -- true`, timed alongside.
+rt=(); rr=(); rn=()
 for _ in 1 2 3 4 5; do
   t0=$(now); rs run "$LINK" --sync "$TMP/tree" -- true; t1=$(now); rt+=("$(ms "$t0" "$t1")")
+  t0=$(now); rs run "$LINK" --no-sync -- true; t1=$(now); rn+=("$(ms "$t0" "$t1")")
   t2=$(now); rsync -a -e "$SSH" "$TMP/tree/" "root@127.0.0.1:$TMP/rsync-dst/"; t3=$(now); rr+=("$(ms "$t2" "$t3")")
 done
 median() { printf '%s\n' "$@" | sort -n | sed -n 3p; }
-echo "no-change re-sync (median of 5): runsnack $(median "${rt[@]}") ms (incl. running true), rsync $(median "${rr[@]}") ms"
+echo "no-change re-sync (median of 5): runsnack $(median "${rt[@]}") ms incl. running true (run --no-sync -- true: $(median "${rn[@]}") ms; the sync's share: $(python3 -c "print(f'{$(median "${rt[@]}")-$(median "${rn[@]}"):.1f}')") ms), rsync $(median "${rr[@]}") ms"
 
 # First byte of streamed output: from the start of `runsnack run` to the first line, and from the
 # moment the remote command wrote it (its own CLOCK_REALTIME stamp, same machine) to the line

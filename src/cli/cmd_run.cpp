@@ -100,11 +100,11 @@ fs::Progress progress_bar(const char* what) {
   };
 }
 
-// Scans (and hashes what changed) on a thread of its own: hashing a large tree takes seconds,
-// and the session's keepalive must be answered meanwhile.
-asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
-                                                                fs::HashCache* cache) {
-  auto job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache); });
+using ScanJob = std::future<Result<std::vector<fs::Entry>>>;
+
+// Waits for a scan running on a thread of its own (hashing a large tree takes seconds, and the
+// session's keepalive must be answered meanwhile).
+asio::awaitable<Result<std::vector<fs::Entry>>> scan_result(ScanJob& job) {
   asio::steady_timer tick(co_await asio::this_coro::executor);
   while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
     tick.expires_after(std::chrono::milliseconds(1));
@@ -112,6 +112,23 @@ asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::s
   }
   co_return job.get();
 }
+
+asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
+                                                                fs::HashCache* cache) {
+  ScanJob job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache); });
+  co_return co_await scan_result(job);
+}
+
+// The folder `run` syncs, its scan started before the session is set up, so that the walk
+// (and any hashing) overlaps the connection.
+struct SyncSource {
+  sfs::path path;
+  fs::UniqueFd root;
+  fs::HashCache cache;
+  sfs::path cache_file;
+  fs::IgnoreRules rules;
+  ScanJob scan;  // not valid with --no-sync
+};
 
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service, nlohmann::json args) {
   StreamHeader header{service, std::move(args)};
@@ -164,27 +181,18 @@ void write_all(int fd, const std::vector<std::uint8_t>& data) {
   }
 }
 
-asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
-  sfs::path root_path = args.sync_dir.empty() ? sfs::current_path() : sfs::absolute(args.sync_dir);
-  auto root = fs::open_root(root_path, false);
-  if (!root) co_return report(root.error());
-  if (!args.no_sync) {
-    // Opened before the scan: the provider checks its copy of the workspace while we scan ours.
+asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& session) {
+  if (source.scan.valid()) {
+    // Opened before waiting for the scan: the provider checks its copy of the workspace meanwhile.
     const nlohmann::json sync_args = {{"mode", "sync"}};
     auto sync_stream = co_await open_mode(session, exec::kServiceRun, sync_args);
     if (!sync_stream) co_return report(Error(sync_stream.error().code, "sync failed: " + sync_stream.error().what()));
-    fs::HashCache cache;
-    sfs::path cache_file = cache_file_for(root_path);
-    cache.load(cache_file);
-    // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
-    std::string whole;
-    fs::IgnoreRules rules = ignore_rules_for(root_path);
-    auto entries = co_await scan_off_thread(root->get(), whole, rules, &cache);
+    auto entries = co_await scan_result(source.scan);
     if (!entries) co_return report(entries.error());
-    cache.retain(*entries);
-    cache.save(cache_file);
+    source.cache.retain(*entries);
+    source.cache.save(source.cache_file);
     const fs::Progress bar = progress_bar("sync");
-    auto stats = co_await fs::send_tree(**sync_stream, root->get(), *entries, bar, std::nullopt);
+    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, std::nullopt);
     (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
@@ -247,7 +255,7 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
 
   if (!args.pull.empty()) {
     const nlohmann::json pull_args = {{"mode", "pull"}, {"paths", args.pull}};
-    auto stats = co_await download(session, exec::kServiceRun, pull_args, root->get());
+    auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get());
     if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
   }
   co_return status;
@@ -255,10 +263,26 @@ asio::awaitable<int> run_body(const RunArgs& args, Session& session) {
 
 int run(const RunArgs& args) {
   if (args.command.empty()) return report("nothing to run: give the command after --, e.g. runsnack run LINK -- python train.py");
+  SyncSource source;
+  source.path = args.sync_dir.empty() ? sfs::current_path() : sfs::absolute(args.sync_dir);
+  auto root = fs::open_root(source.path, false);
+  if (!root) return report(root.error());
+  source.root = std::move(*root);
   SessionCommand command;
   command.link_arg = args.link;
-  command.body = [&args](Session& session) -> asio::awaitable<int> { co_return co_await run_body(args, session); };
-  return run_session_command(command);
+  if (!args.no_sync)
+    command.before_connect = [&source] {
+      source.scan = std::async(std::launch::async, [&source] {
+        source.cache_file = cache_file_for(source.path);
+        source.cache.load(source.cache_file);
+        source.rules = ignore_rules_for(source.path);
+        return fs::scan_tree(source.root.get(), "", source.rules, &source.cache);
+      });
+    };
+  command.body = [&args, &source](Session& session) -> asio::awaitable<int> { co_return co_await run_body(args, source, session); };
+  const int status = run_session_command(command);
+  if (source.scan.valid()) source.scan.wait();  // it uses `source`, whatever became of the session
+  return status;
 }
 
 constexpr std::string_view kRemote = "remote:";

@@ -25,6 +25,7 @@ int run_session_command(const SessionCommand& command) {
   if (!identity) return report(identity.error());
   auto consumer = Consumer::create(*identity);
   if (!consumer) return report(consumer.error());
+  if (command.before_connect) command.before_connect();
 
   asio::io_context io(1);
   int exit_code = kExitFailure;

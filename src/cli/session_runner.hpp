@@ -22,6 +22,9 @@ struct SessionCommand {
   std::chrono::milliseconds connect_timeout{10000};
   // How long to keep trying to reconnect after a body returned kReconnect.
   std::chrono::milliseconds reconnect_for{std::chrono::minutes(10)};
+  // Called once, when the link and identity are in order, just before the first dial: for work
+  // that overlaps the connection (run's scan of the folder it syncs). May be empty.
+  std::function<void()> before_connect;
   // Returns the process exit code; report errors with report() first.
   std::function<boost::asio::awaitable<int>(Session&)> body;
 };

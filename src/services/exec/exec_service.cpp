@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <regex>
 #include <set>
 
@@ -297,6 +300,42 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   if (!ctl->consumer_gone) (void)co_await stream->close_write();
 }
 
+// Each consumer's SyncState, kept in this process between syncs: loading a 16k-entry state from
+// disk took as long as checking the workspace against it. A sync takes its consumer's state out
+// (a second sync at the same time loads its own from disk) and puts it back after a sync that
+// succeeded; after a failed one the next sync loads the state last saved.
+class KeptSyncStates {
+ public:
+  std::unique_ptr<fs::SyncState> take(const std::string& key, const sfs::path& base) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = states_.find(key); it != states_.end()) {
+        auto state = std::move(it->second);
+        states_.erase(it);
+        return state;
+      }
+    }
+    auto state = std::make_unique<fs::SyncState>();
+    state->load(base);
+    return state;
+  }
+  void put_back(const std::string& key, std::unique_ptr<fs::SyncState> state) {
+    std::lock_guard lock(mutex_);
+    if (states_.size() >= kMaxKept) states_.erase(states_.begin());  // a state that is not here is loaded from disk
+    states_[key] = std::move(state);
+  }
+
+ private:
+  static constexpr std::size_t kMaxKept = 16;
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<fs::SyncState>> states_;
+};
+
+KeptSyncStates& kept_sync_states() {
+  static KeptSyncStates states;
+  return states;
+}
+
 // `whole`: the run sync of the whole workspace (remembered state, deletions); otherwise cp put into `dest`.
 asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecContext& ctx, const sfs::path& dest_dir,
                                const std::string& dest, bool whole) {
@@ -310,13 +349,15 @@ asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecCont
   auto target = fs::open_dir(root->get(), dest, true);
   if (!target) co_return co_await refuse(*stream, target.error());
   // The run sync keeps a SyncState (fast no-change answer, deletions); cp does not.
-  fs::SyncState state;
   const sfs::path state_base = dest_dir / (ctx.consumer.str() + ".sync");
-  if (whole) state.load(state_base);
+  std::unique_ptr<fs::SyncState> state = whole ? kept_sync_states().take(state_base.string(), state_base) : nullptr;
   const fs::ReceiveLimits limits{terms.disk_quota_bytes};
   const fs::Progress no_progress;
-  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, whole ? &state : nullptr, no_progress);
-  if (whole && stats && !stats->unchanged) state.save(state_base);
+  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, state.get(), no_progress);
+  if (state && stats) {
+    if (!stats->unchanged) state->save(state_base);
+    kept_sync_states().put_back(state_base.string(), std::move(state));
+  }
   if (!stats) {
     audit(ctx, "sync", "refuse", stats.error().what(), {{"dest", dest}});
     (void)co_await stream->close_write();

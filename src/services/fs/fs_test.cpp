@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -212,6 +213,67 @@ TEST(SafeFs, TreeUnchangedAndRemoveSynced) {
   EXPECT_FALSE(std::filesystem::exists(dir.path / "d/b.txt"));
   EXPECT_FALSE(remove_synced(cursor, {"d", EntryType::dir, 0, false, "", ""}, cache));  // not empty
   EXPECT_TRUE(std::filesystem::exists(dir.path / "d/a.txt"));
+}
+
+// The walk lists folders a level at a time on several threads; the result must still be the
+// depth-first manifest order (a folder, then its contents, names sorted), without ignored paths.
+TEST(SafeFs, ParallelScanKeepsManifestOrder) {
+  TempDir dir;
+  dir.write("b/z.txt", "z");
+  dir.write("b/a/deep/x.txt", "x");
+  dir.write("a.txt", "a");
+  dir.write("c/skip/y.txt", "y");
+  dir.write("c/keep.txt", "k");
+  std::filesystem::create_symlink("a.txt", dir.path / "b/link");
+  ASSERT_EQ(::mkfifo((dir.path / "b/fifo").c_str(), 0600), 0);
+  auto root = open_root(dir.path, false);
+  ASSERT_TRUE(root);
+  IgnoreRules rules;
+  rules.add_file_text("skip/\n");
+  HashCache cache(0);
+  auto entries = scan_tree(root->get(), "", rules, &cache);
+  ASSERT_TRUE(entries);
+  std::vector<std::string> paths;
+  for (const auto& e : *entries) paths.push_back(e.path);
+  const std::vector<std::string> expect = {"a.txt", "b", "b/a", "b/a/deep", "b/a/deep/x.txt", "b/link", "b/z.txt",
+                                           "c", "c/keep.txt"};
+  EXPECT_EQ(paths, expect);
+  EXPECT_EQ((*entries)[5].type, EntryType::link);
+  EXPECT_EQ((*entries)[5].target, "a.txt");
+  EXPECT_EQ((*entries)[4].sha256, sha256_hex("x", 1));
+  auto sub = scan_tree(root->get(), "b", rules, &cache);  // a prefix walks from there
+  ASSERT_TRUE(sub);
+  ASSERT_EQ(sub->size(), 6u);
+  EXPECT_EQ((*sub)[0].path, "b");
+  EXPECT_EQ((*sub)[3].path, "b/a/deep/x.txt");
+}
+
+// tree_unchanged checks slices of a large tree on several threads: a change in any slice counts.
+TEST(SafeFs, TreeUnchangedSeesChangesInEverySlice) {
+  TempDir dir;
+  for (int i = 0; i < 2500; ++i) dir.write("d" + std::to_string(i / 500) + "/f" + std::to_string(i), "x");
+  auto root = open_root(dir.path, false);
+  ASSERT_TRUE(root);
+  HashCache cache(0);
+  auto scanned = scan_tree(root->get(), "", IgnoreRules(), &cache);
+  ASSERT_TRUE(scanned);
+  std::vector<Entry> entries = *scanned;
+  ASSERT_EQ(entries.size(), 2505u);
+  EXPECT_TRUE(tree_unchanged(root->get(), entries, cache));
+  const std::size_t slices[] = {1, entries.size() / 2 + 1, entries.size() - 1};
+  for (const std::size_t at : slices) {
+    const std::string path = entries[at].path;
+    ASSERT_EQ(entries[at].type, EntryType::file) << path;
+    dir.write(path, "y");
+    EXPECT_FALSE(tree_unchanged(root->get(), entries, cache)) << path;
+    auto again = scan_tree(root->get(), "", IgnoreRules(), &cache);  // the cache learns the new content
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(tree_unchanged(root->get(), entries, cache)) << path;  // the old entry's hash no longer matches
+    EXPECT_TRUE(tree_unchanged(root->get(), *again, cache)) << path;
+    entries = *again;
+  }
+  std::filesystem::remove(dir.path / entries.back().path);
+  EXPECT_FALSE(tree_unchanged(root->get(), entries, cache));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -142,6 +143,23 @@ std::int64_t wall_clock_ns() {
 
 namespace {
 
+// One read for the whole file (a 16k-entry cache is over a megabyte).
+bool read_whole_file(const std::filesystem::path& file, std::string& bytes) {
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return false;
+  bytes.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return true;
+}
+
 FileStamp stamp_of(const struct stat& st) {
   return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
           std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
@@ -159,9 +177,8 @@ void HashCache::load(const std::filesystem::path& file) {
   indexed_ = false;
   next_ = 0;
   dirty_ = false;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  if (!read_whole_file(file, bytes)) return;
   std::size_t at = 0;
   auto take = [&](void* out, std::size_t n) {
     if (bytes.size() - at < n) return false;
@@ -214,14 +231,26 @@ void HashCache::save(const std::filesystem::path& file) {
   if (!ec) dirty_ = false;
 }
 
+void HashCache::index() const {
+  if (indexed_) return;
+  index_.reserve(items_.size());
+  for (std::size_t i = 0; i < items_.size(); ++i) index_[items_[i].path] = i;
+  indexed_ = true;
+}
+
+bool HashCache::vouches(const std::string& path, const FileStamp& stamp, const std::string& sha_hex) const {
+  auto it = index_.find(path);
+  if (it == index_.end()) return false;
+  const Item& item = items_[it->second];
+  std::array<std::uint8_t, 32> sha{};
+  return item.stamp == stamp && stamp.ctime_ns + racy_ns_ <= item.as_of_ns && hex_to_bytes(sha_hex, sha.data(), 32) &&
+         sha == item.sha;
+}
+
 HashCache::Item* HashCache::locate(const std::string& path) const {
   std::size_t at = next_;
   if (at >= items_.size() || items_[at].path != path) {
-    if (!indexed_) {
-      index_.reserve(items_.size());
-      for (std::size_t i = 0; i < items_.size(); ++i) index_[items_[i].path] = i;
-      indexed_ = true;
-    }
+    index();
     auto it = index_.find(path);
     if (it == index_.end()) return nullptr;
     at = it->second;  // and on sequentially from there: a miss is usually one added or removed entry
@@ -288,9 +317,7 @@ void HashCache::settle() {
 
 namespace {
 
-// `defer`: a file the cache does not know is left unhashed (empty sha256) and its stamp stored there.
-std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache,
-                              FileStamp* defer = nullptr) {
+std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache) {
   struct stat st{};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
   Entry e;
@@ -310,8 +337,6 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
     const FileStamp stamp = stamp_of(st);
     if (auto hit = cache ? cache->find(rel, stamp) : std::nullopt) {
       e.sha256 = *hit;
-    } else if (defer) {
-      *defer = stamp;
     } else {
       const std::int64_t as_of = wall_clock_ns();
       int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -333,38 +358,150 @@ struct Pending {
   FileStamp stamp;
 };
 
-Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, HashCache* cache,
-                  std::vector<Entry>& out, std::vector<Pending>& pending) {
+// One folder as the parallel walk found it: its names in sorted order with their stat data.
+struct Listed {
+  std::string name;
+  struct stat st{};
+  std::string target;            // symlinks
+  std::size_t child = SIZE_MAX;  // folders that are walked: index of their Listing
+};
+
+struct Listing {
+  std::string rel;  // path from the scan's root ("" for it)
+  std::vector<Listed> items;
+};
+
+// Opens the folder `rel_below` (slash-separated, may be "") under `base` without following symlinks.
+int open_below(int base, const std::string& rel_below) {
+  int fd = ::dup(base);
+  std::size_t at = 0;
+  while (fd >= 0 && at < rel_below.size()) {
+    std::size_t slash = rel_below.find('/', at);
+    if (slash == std::string::npos) slash = rel_below.size();
+    const std::string name = rel_below.substr(at, slash - at);
+    int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(fd);
+    fd = sub;
+    at = slash + 1;
+  }
+  return fd;
+}
+
+// Reads one folder: names (sorted; temp names of transfers skipped), stat data of each, link targets;
+// what `rules` ignores is dropped here so that an ignored folder is never walked.
+Result<void> list_dir(int dirfd, Listing& listing, const IgnoreRules& rules) {
   int fd = ::dup(dirfd);
   if (fd < 0) return sys_error("dup");
   DIR* d = ::fdopendir(fd);
   if (!d) {
     ::close(fd);
-    return sys_error("opendir " + rel);
+    return sys_error("opendir " + listing.rel);
   }
-  ::rewinddir(d);  // the dup shares the offset of `dirfd`, which an earlier walk left at the end
+  ::rewinddir(d);  // the dup shares the offset of `dirfd`, which an earlier scan left at the end
   std::vector<std::string> names;
   while (dirent* ent = ::readdir(d)) {
     std::string name = ent->d_name;
-    if (name != "." && name != ".." && !name.starts_with(".runsnack-part-")) names.push_back(name);
+    if (name != "." && name != ".." && !name.starts_with(".runsnack-part-")) names.push_back(std::move(name));
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
-  for (const auto& name : names) {
-    std::string path = rel.empty() ? name : rel + "/" + name;
-    FileStamp stamp;
-    auto e = entry_at(dirfd, name, path, cache, &stamp);
-    if (!e || rules.ignored(path, e->type == EntryType::dir)) continue;
-    if (out.size() >= kMaxManifestEntries) return fail(errc::too_large, "more than 200000 files to sync");
-    if (e->type == EntryType::file && e->sha256.empty()) pending.push_back({out.size(), stamp});
-    out.push_back(std::move(*e));
-    if (e->type == EntryType::dir) {
-      int sub = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) continue;
-      UniqueFd guard(sub);
-      if (auto r = walk(sub, path, rules, cache, out, pending); !r) return r;
+  char buf[kMaxPathBytes + 1];
+  for (auto& name : names) {
+    Listed item;
+    if (::fstatat(dirfd, name.c_str(), &item.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const bool dir = S_ISDIR(item.st.st_mode);
+    if (!dir && !S_ISREG(item.st.st_mode) && !S_ISLNK(item.st.st_mode)) continue;  // sockets, fifos, devices
+    if (S_ISLNK(item.st.st_mode)) {
+      ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf - 1);
+      if (n < 0) continue;
+      item.target.assign(buf, static_cast<std::size_t>(n));
     }
+    const std::string path = listing.rel.empty() ? name : listing.rel + "/" + name;
+    if (rules.ignored(path, dir)) continue;
+    item.name = std::move(name);
+    listing.items.push_back(std::move(item));
   }
+  return {};
+}
+
+// Lists every folder under `base` (which is `base_rel` from the root), a level at a time, the
+// folders of a level on several threads: one fstatat per entry is the whole cost of a
+// no-change scan, and the kernel serves them in parallel. listings[0] is `base` itself.
+Result<std::vector<Listing>> list_tree(int base, const std::string& base_rel, const IgnoreRules& rules) {
+  std::vector<Listing> listings(1);
+  listings[0].rel = base_rel;
+  if (auto r = list_dir(base, listings[0], rules); !r) return r.error();
+  std::size_t total = listings[0].items.size();
+  const std::size_t max_threads = std::min<std::size_t>(4, std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t level_begin = 0, level_end = 1; level_begin < level_end;) {
+    // The next level: every folder of this one, in order.
+    const std::size_t next_begin = listings.size();
+    std::vector<Listing> level;  // appended after the loop: growing `listings` would move the items it walks
+    for (std::size_t i = level_begin; i < level_end; ++i)
+      for (auto& item : listings[i].items)
+        if (S_ISDIR(item.st.st_mode)) {
+          item.child = next_begin + level.size();
+          Listing sub;
+          sub.rel = listings[i].rel.empty() ? item.name : listings[i].rel + "/" + item.name;
+          level.push_back(std::move(sub));
+        }
+    std::move(level.begin(), level.end(), std::back_inserter(listings));
+    const std::size_t next_end = listings.size();
+    std::atomic<std::size_t> next{next_begin};
+    std::atomic<std::size_t> count{total};
+    auto work = [&] {
+      for (std::size_t i; (i = next++) < next_end;) {
+        Listing& l = listings[i];
+        const std::string below = base_rel.empty() ? l.rel : l.rel.substr(base_rel.size() + 1);
+        UniqueFd fd(open_below(base, below));
+        if (!fd || !list_dir(fd.get(), l, rules)) continue;  // unreadable: listed without its contents, as before
+        count += l.items.size();
+      }
+    };
+    const std::size_t threads = std::min(max_threads, next_end - next_begin);
+    std::vector<std::thread> helpers;
+    for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+    work();
+    for (auto& t : helpers) t.join();
+    if (count > kMaxManifestEntries) return fail(errc::too_large, "more than 200000 files to sync");
+    total = count;
+    level_begin = next_begin;
+    level_end = next_end;
+  }
+  return listings;
+}
+
+// The entries of listings[at] and below in manifest order (a folder, then its contents), files
+// looked up in `cache` (in this order, which is the order the cache was saved in).
+void emit(const std::vector<Listing>& listings, std::size_t at, HashCache* cache, std::vector<Entry>& out,
+          std::vector<Pending>& pending) {
+  const Listing& l = listings[at];
+  for (const auto& item : l.items) {
+    Entry e;
+    e.path = l.rel.empty() ? item.name : l.rel + "/" + item.name;
+    if (S_ISDIR(item.st.st_mode)) {
+      e.type = EntryType::dir;
+    } else if (S_ISLNK(item.st.st_mode)) {
+      e.type = EntryType::link;
+      e.target = item.target;
+    } else {
+      e.type = EntryType::file;
+      e.size = static_cast<std::uint64_t>(item.st.st_size);
+      e.executable = (item.st.st_mode & S_IXUSR) != 0;
+      const FileStamp stamp = stamp_of(item.st);
+      if (auto hit = cache ? cache->find(e.path, stamp) : std::nullopt) e.sha256 = std::move(*hit);
+      else pending.push_back({out.size(), stamp});
+    }
+    out.push_back(std::move(e));
+    if (item.child != SIZE_MAX) emit(listings, item.child, cache, out, pending);
+  }
+}
+
+Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, HashCache* cache,
+                  std::vector<Entry>& out, std::vector<Pending>& pending) {
+  auto listings = list_tree(dirfd, rel, rules);
+  if (!listings) return listings.error();
+  emit(*listings, 0, cache, out, pending);
   return {};
 }
 
@@ -465,26 +602,39 @@ std::optional<FileStamp> stamp_at(DirCursor& cursor, const std::string& path) {
 }
 
 bool tree_unchanged(int root, const std::vector<Entry>& entries, const HashCache& cache) {
-  DirCursor cursor(root);
-  std::string leaf;
-  char buf[kMaxPathBytes + 1];
-  for (const auto& e : entries) {
-    auto dir = cursor.parent_of(e.path, false, &leaf);
-    struct stat st{};
-    if (!dir || ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
-    if (e.type == EntryType::dir) {
-      if (!S_ISDIR(st.st_mode)) return false;
-    } else if (e.type == EntryType::link) {
-      if (!S_ISLNK(st.st_mode)) return false;
-      ssize_t n = ::readlinkat(*dir, leaf.c_str(), buf, sizeof buf - 1);
-      if (n < 0 || e.target != std::string_view(buf, static_cast<std::size_t>(n))) return false;
-    } else {
-      if (!S_ISREG(st.st_mode) || ((st.st_mode & S_IXUSR) != 0) != e.executable) return false;
-      auto sha = cache.find(e.path, stamp_of(st));
-      if (!sha || *sha != e.sha256) return false;
+  // A stat per entry is the whole cost: the entries are checked in slices on several threads.
+  cache.index();
+  std::atomic<bool> same{true};
+  auto check = [&](std::size_t begin, std::size_t end) {
+    DirCursor cursor(root);
+    std::string leaf;
+    char buf[kMaxPathBytes + 1];
+    for (std::size_t i = begin; i < end && same; ++i) {
+      const Entry& e = entries[i];
+      auto dir = cursor.parent_of(e.path, false, &leaf);
+      struct stat st{};
+      bool ok = dir && ::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      if (ok && e.type == EntryType::dir) {
+        ok = S_ISDIR(st.st_mode);
+      } else if (ok && e.type == EntryType::link) {
+        ssize_t n = S_ISLNK(st.st_mode) ? ::readlinkat(*dir, leaf.c_str(), buf, sizeof buf - 1) : -1;
+        ok = n >= 0 && e.target == std::string_view(buf, static_cast<std::size_t>(n));
+      } else if (ok) {
+        ok = S_ISREG(st.st_mode) && ((st.st_mode & S_IXUSR) != 0) == e.executable &&
+             cache.vouches(e.path, stamp_of(st), e.sha256);
+      }
+      if (!ok) same = false;
     }
-  }
-  return true;
+  };
+  const std::size_t threads =
+      std::min<std::size_t>({4, std::max(1u, std::thread::hardware_concurrency()), entries.size() / 2048 + 1});
+  const std::size_t slice = (entries.size() + threads - 1) / threads;
+  std::vector<std::thread> helpers;
+  for (std::size_t k = 1; k < threads; ++k)
+    helpers.emplace_back(check, std::min(entries.size(), k * slice), std::min(entries.size(), (k + 1) * slice));
+  check(0, std::min(entries.size(), slice));
+  for (auto& t : helpers) t.join();
+  return same;
 }
 
 bool remove_synced(DirCursor& cursor, const Entry& entry, const HashCache& cache) {

@@ -73,6 +73,10 @@ class HashCache {
   // Writes only when something changed since load().
   void save(const std::filesystem::path& file);
   std::optional<std::string> find(const std::string& path, const FileStamp& stamp) const;
+  // Whether the cache vouches that the file at `path` with `stamp` has SHA-256 `sha_hex`.
+  // Safe to call from several threads at once, after index() and while nothing is changed.
+  bool vouches(const std::string& path, const FileStamp& stamp, const std::string& sha_hex) const;
+  void index() const;
   void put(const std::string& path, const FileStamp& stamp, std::string sha, std::int64_t as_of_ns);
   // Drops what is not a file of `entries`.
   void retain(const std::vector<Entry>& entries);
