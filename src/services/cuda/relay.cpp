@@ -1,5 +1,7 @@
 #include "services/cuda/relay.hpp"
 
+#include "services/forward/pacing.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -20,14 +22,6 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-
-asio::awaitable<void> pace(TokenBucket* bucket, std::size_t n) {
-  if (!bucket) co_return;
-  auto wait = bucket->reserve(static_cast<std::int64_t>(n), TokenBucket::Clock::now());
-  if (wait <= TokenBucket::Clock::duration::zero()) co_return;
-  asio::steady_timer timer(co_await asio::this_coro::executor, wait);
-  co_await timer.async_wait(kTuple);
-}
 
 void abort_socket(stream_protocol::socket& socket) {
   boost::system::error_code ignored;

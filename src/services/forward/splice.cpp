@@ -1,9 +1,9 @@
 #include "services/forward/splice.hpp"
 
+#include "services/forward/pacing.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -19,15 +19,6 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-
-// Waits until `bucket` allows `n` bytes (no-op without a bucket).
-asio::awaitable<void> pace(TokenBucket* bucket, std::size_t n) {
-  if (!bucket) co_return;
-  auto wait = bucket->reserve(static_cast<std::int64_t>(n), TokenBucket::Clock::now());
-  if (wait <= TokenBucket::Clock::duration::zero()) co_return;
-  asio::steady_timer timer(co_await asio::this_coro::executor, wait);
-  co_await timer.async_wait(kTuple);
-}
 
 void abort_socket(tcp::socket& socket) {
   boost::system::error_code ignored;

@@ -1,0 +1,17 @@
+#pragma once
+// Waiting out a TokenBucket on an Asio executor, for the byte relays that
+// share a link's bandwidth limit (forward's splice, the cuda relay).
+
+#include "services/forward/token_bucket.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstddef>
+
+namespace runsnack {
+
+// Takes n bytes' worth of tokens and waits until they may be sent; no-op
+// without a bucket.
+boost::asio::awaitable<void> pace(TokenBucket* bucket, std::size_t n);
+
+}  // namespace runsnack
