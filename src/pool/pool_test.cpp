@@ -360,8 +360,12 @@ TEST(Reputation, WrongResultsGoElsewhereAndExcludeTheDevice) {
   EXPECT_TRUE(store.exclusion(cheat).value());
   EXPECT_FALSE(store.exclusion(honest).value());
   for (const auto& d : store.devices().value()) {
-    if (d.id == cheat) EXPECT_TRUE(d.valid == 0 && d.invalid == 3);
-    if (d.id == honest) EXPECT_TRUE(d.valid == 1 && d.invalid == 0);
+    if (d.id == cheat) {
+      EXPECT_TRUE(d.valid == 0 && d.invalid == 3);
+    }
+    if (d.id == honest) {
+      EXPECT_TRUE(d.valid == 1 && d.invalid == 0);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #include "cuda/server/driver_backend.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -123,6 +124,17 @@ void* open_real_driver(std::string& path) {
   return nullptr;
 }
 }  // namespace
+
+std::optional<std::string> find_real_driver() {
+  std::string path;
+  void* lib = open_real_driver(path);
+  if (lib == nullptr) return std::nullopt;
+  struct link_map* map = nullptr;  // the file the loader picked, for a bare name
+  if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && *map->l_name != '\0')
+    path = map->l_name;
+  ::dlclose(lib);
+  return path;
+}
 
 DriverBackend::DriverBackend() : api_(std::make_unique<Api>()) {}
 DriverBackend::~DriverBackend() {

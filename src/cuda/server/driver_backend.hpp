@@ -6,8 +6,14 @@
 #include "cuda/server/backend.hpp"
 
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace runsnack::cuda {
+
+// Where the real driver is, searched as DriverBackend::init does (never our
+// shim); nothing when the machine has none.
+std::optional<std::string> find_real_driver();
 
 class DriverBackend : public Backend {
  public:

@@ -181,13 +181,29 @@ CUresult sync_stream(std::uint64_t stream) {
   return R(shim::call(Op::StreamSynchronize, [&](wire::Writer& w) { w.u64(ctx), w.u64(stream); }));
 }
 
-CUresult load_module(CUmodule* module, const void* image) {
-  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+// Sends a whole module image (fatbin, cubin or PTX) to the server, where the
+// next ModuleLoad or LibraryLoad takes it.
+CUresult upload(const void* image) {
   if (auto rc = need_init(); rc != CUDA_SUCCESS) return rc;
   std::size_t size = wire::image_size(image);
   if (size == 0) return CUDA_ERROR_INVALID_IMAGE;
-  const void* data = wire::unwrap_fatbin(image);
-  if (int rc = shim::upload_image(data, size); rc != 0) return R(rc);
+  return R(shim::upload_image(wire::unwrap_fatbin(image), size));
+}
+
+// A ModuleGetGlobal/LibraryGetGlobal reply: the global's address and size; a
+// global is device memory too.
+CUresult take_global(const std::vector<std::uint8_t>& reply, CUdeviceptr* p, size_t* size) {
+  if (p != nullptr) *p = read_u64(reply);
+  if (size != nullptr) *size = read_u64(reply, 8);
+  auto& l = local();
+  std::lock_guard lock(l.mutex);
+  l.allocations[read_u64(reply)] = read_u64(reply, 8);
+  return CUDA_SUCCESS;
+}
+
+CUresult load_module(CUmodule* module, const void* image) {
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (auto rc = upload(image); rc != CUDA_SUCCESS) return rc;
   std::vector<std::uint8_t> reply;
   std::uint64_t ctx = shim::current_ctx();
   int rc = shim::call(Op::ModuleLoad, [&](wire::Writer& w) { w.u64(ctx); }, &reply);
@@ -638,12 +654,7 @@ API cuModuleGetGlobal_v2(CUdeviceptr* p, size_t* size, CUmodule m, const char* n
   std::vector<std::uint8_t> reply;
   int rc = shim::call(Op::ModuleGetGlobal, [&](wire::Writer& w) { w.u64(u(m)), w.str(name); }, &reply);
   if (rc != 0) return R(rc);
-  if (p != nullptr) *p = read_u64(reply);
-  if (size != nullptr) *size = read_u64(reply, 8);
-  auto& l = local();
-  std::lock_guard lock(l.mutex);
-  l.allocations[read_u64(reply)] = read_u64(reply, 8);  // a global is device memory too
-  return CUDA_SUCCESS;
+  return take_global(reply, p, size);
 }
 API cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -653,10 +664,7 @@ API cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 API cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**,
                       unsigned int) {
   if (lib == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (auto rc = need_init(); rc != CUDA_SUCCESS) return rc;
-  std::size_t size = wire::image_size(code);
-  if (size == 0) return CUDA_ERROR_INVALID_IMAGE;
-  if (int rc = shim::upload_image(wire::unwrap_fatbin(code), size); rc != 0) return R(rc);
+  if (auto rc = upload(code); rc != CUDA_SUCCESS) return rc;
   std::vector<std::uint8_t> reply;
   int rc = shim::call(Op::LibraryLoad, [](wire::Writer&) {}, &reply);
   if (rc == 0) *lib = as<CUlibrary>(read_u64(reply));
@@ -680,12 +688,7 @@ API cuLibraryGetGlobal(CUdeviceptr* p, size_t* size, CUlibrary lib, const char* 
   std::uint64_t ctx = shim::current_ctx();
   int rc = shim::call(Op::LibraryGetGlobal, [&](wire::Writer& w) { w.u64(ctx), w.u64(u(lib)), w.str(name); }, &reply);
   if (rc != 0) return R(rc);
-  if (p != nullptr) *p = read_u64(reply);
-  if (size != nullptr) *size = read_u64(reply, 8);
-  auto& l = local();
-  std::lock_guard lock(l.mutex);
-  l.allocations[read_u64(reply)] = read_u64(reply, 8);  // a global is device memory too
-  return CUDA_SUCCESS;
+  return take_global(reply, p, size);
 }
 API cuKernelGetFunction(CUfunction* f, CUkernel k) {
   if (f == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -1,5 +1,6 @@
 #include "services/cuda/cuda_service.hpp"
 
+#include "cuda/server/driver_backend.hpp"
 #include "services/cuda/relay.hpp"
 #include "services/cuda/server_env.hpp"
 #include "services/exec/child_process.hpp"
@@ -17,9 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <dlfcn.h>
 #include <fcntl.h>
-#include <link.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -139,21 +138,8 @@ nlohmann::json cuda_availability() {
   if (host_backend())
     return {{"available", true}, {"backend", "host"},
             {"note", "host-RAM test double (RUNSNACK_CUDA_BACKEND=host): no GPU, kernels do not run"}};
-  // As the server looks for it (cuda/server/driver_backend.cpp): RUNSNACK_CUDA_DRIVER, then the
-  // loader's search; a library with the shim's marker symbol is RunSnack's own, not a driver.
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("RUNSNACK_CUDA_DRIVER"); env && *env) candidates.emplace_back(env);
-  candidates.emplace_back("libcuda.so.1");
-  for (const auto& name : candidates) {
-    void* lib = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
-    if (!lib) continue;
-    std::string where = name;
-    struct link_map* map = nullptr;
-    if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) where = map->l_name;
-    const bool shim = ::dlsym(lib, "runsnack_cuda_shim_marker") != nullptr;
-    ::dlclose(lib);
-    if (!shim) return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + where}};
-  }
+  if (auto driver = cuda::find_real_driver())
+    return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + *driver}};
   return {{"available", false}, {"backend", "driver"}, {"note", "no CUDA driver (libcuda.so.1) on the provider"}};
 }
 
@@ -183,7 +169,9 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     auto rate = *context.grant.bandwidth_bytes_per_s;
     state.bucket = std::make_shared<TokenBucket>(rate, default_burst(rate), TokenBucket::Clock::now());
   }
-  RelayOptions relay_options{RelayMode::socket_leads, state.bucket};
+  RelayOptions relay_options;
+  relay_options.mode = RelayMode::socket_leads;
+  relay_options.bucket = state.bucket;
   // Counts this server for as long as it lives (`state` may move: not used past here).
   struct Slot {
     std::shared_ptr<CudaSessions> sessions;
