@@ -72,7 +72,7 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "fastest";
+  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "learned";
   bool json = false;
 };
 
@@ -453,8 +453,9 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
   serve_cmd->add_option("--scheduler", sa->scheduler,
-                        "fastest: the fastest free device first (default); learned: the multi-objective scheduler "
-                        "that learns each device's speed and reliability (docs/SCHEDULER.md)")
+                        "learned: the multi-objective scheduler that learns each device's speed, price and "
+                        "reliability and follows each job's --prefer (default; docs/SCHEDULER.md); fastest: part 1's "
+                        "fastest free device first, which ignores --prefer")
       ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
                         "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");

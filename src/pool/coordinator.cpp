@@ -1,6 +1,7 @@
 #include "pool/coordinator.hpp"
 
 #include "crypto/identity.hpp"
+#include "pool/scheduling/network.hpp"
 #include "pool/wire.hpp"
 #include "pool/workload.hpp"
 #include "session/session.hpp"
@@ -73,7 +74,7 @@ Result<TaskResult> parse_result(const json& req) {
 
 Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
     : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex),
-      replication_(store, on_event_, std::random_device{}()) {}
+      known_answers_(std::random_device{}()), replication_(store, on_event_, std::random_device{}(), known_answers_) {}
 
 std::int64_t Coordinator::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -104,6 +105,15 @@ void Coordinator::use_learned_scheduler() {
   learned_.emplace();
 }
 
+json Coordinator::learned_estimates(const std::string& device) const {
+  json out = json::object();
+  if (!learned_) return out;
+  for (const char* workload : {"exec", "matmul", "render", "noop"})
+    if (auto e = learned_->estimate(device, workload, 1); e && e->observations > 0)
+      out[workload] = {{"task_seconds", e->task_s}, {"observations", e->observations}, {"success", e->success}};
+  return out;
+}
+
 void Coordinator::save_learned() {
   if (!learned_) return;
   if (auto r = store_.save_scheduler_state(learned_->save()); !r) spdlog::warn("pool: {}", r.error().what());
@@ -113,7 +123,7 @@ double Coordinator::now_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::variant<std::string, json> Coordinator::learned_choice(const std::string& device) {
+std::variant<Coordinator::LearnedChoice, json> Coordinator::learned_choice(const std::string& device) {
   auto rows = store_.pending_jobs(64, 100'000);
   if (!rows) return refuse(rows.error());
   std::vector<scheduling::PendingJob> jobs;
@@ -126,7 +136,9 @@ std::variant<std::string, json> Coordinator::learned_choice(const std::string& d
   }
   if (jobs.empty()) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
   auto d = learned_->decide(device, jobs, now_s());
-  if (d.kind == scheduling::Decision::Kind::run) return d.job;
+  if (d.kind == scheduling::Decision::Kind::run)
+    for (const auto& j : jobs)
+      if (j.id == d.job) return LearnedChoice{j.id, j.preference};
   // A backup copy needs a second live lease of one task, which the store
   // does not hold yet: wait instead.
   auto retry = static_cast<std::int64_t>(std::clamp(d.retry_after_s, 0.2, 5.0) * 1000);
@@ -197,6 +209,8 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   --workers_online_;
   if (!device.empty()) waiting_.erase(device), found_nothing_.erase(device);
   if (learned_ && !device.empty()) learned_->device_left(device, now_s());
+  known_answers_.forget_peer(peer);
+  if (!device.empty()) networks_.erase(device);
   auto released = store_.release_worker(peer, now_ms());
   on_event_({{"event", "worker_gone"}, {"peer", peer}, {"reason", why},
              {"requeued", released ? *released : 0}});
@@ -225,7 +239,11 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto id = store_.register_device(peer, kind, name, score, price, now);
     if (!id) return refuse(id.error());
     device = *id;
-    if (learned_) learned_->device_joined({device, peer, peer, std::max(score, 1.0), price}, now_s());
+    const std::string network = scheduling::network_of(ctx.address);
+    networks_[device] = network;
+    replication_.worker_network(peer, network);
+    known_answers_.forget_peer(peer);  // a known-answer task it held before is void
+    if (learned_) learned_->device_joined({device, peer, network, std::max(score, 1.0), price}, now_s());
     // Leases this worker holds but does not know of (a coordinator that died
     // between granting a claim and answering it) would otherwise be renewed
     // by its heartbeats forever: requeue all but the ones it has results for.
@@ -236,7 +254,8 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto stale = store_.release_stale_leases(peer, holding, now);
     if (!stale) return refuse(stale.error());
     if (*stale > 0) on_event_({{"event", "stale_leases_released"}, {"peer", peer}, {"count", *stale}});
-    on_event_({{"event", "device_registered"}, {"device", device}, {"score", score}, {"price", price}});
+    on_event_({{"event", "device_registered"}, {"device", device}, {"score", score}, {"price", price},
+               {"network", network}});
     return {{"ok", true}, {"device", device}, {"lease_ms", store_.policy().lease_ms}};
   }
   if (device.empty()) return refuse("register first");
@@ -244,11 +263,14 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   if (op == "claim") {
     if (auto excluded = store_.exclusion(device); excluded && *excluded)
       return refuse("this device is excluded from the pool: " + **excluded);
+    if (auto kat = known_answer_claim(device, peer, now)) return *kat;
     std::optional<std::string> from_job;
+    auto preference = scheduling::Preference::balanced;
     if (learned_) {
       auto choice = learned_choice(device);
       if (auto* wait = std::get_if<json>(&choice)) return *wait;
-      from_job = std::get<std::string>(choice);
+      from_job = std::get<LearnedChoice>(choice).job;
+      preference = std::get<LearnedChoice>(choice).preference;
     }
     auto pending = store_.pending_count(static_cast<std::int64_t>(waiting_.size()) + 1);
     if (!pending) return refuse(pending.error());
@@ -282,15 +304,21 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto leased = store_.claim_many(device, peer, now, max, from_job);
     if (!leased) return refuse(leased.error());
     std::set<std::pair<std::string, std::int64_t>> shards_claimed;
+    const auto free = free_networks(device);
     for (auto& t : *leased) {
-      if (auto c = replication_.on_claimed(t, peer, now); !c) return refuse(c.error());
+      auto c = replication_.on_claimed(t, peer, now, free);
+      if (!c) return refuse(c.error());
+      if (!*c) {  // a copy for a device on another network
+        if (auto u = store_.unclaim(t.id, t.attempt); !u) return refuse(u.error());
+        continue;
+      }
       // Two copies of one shard in one claim (pool/replication.hpp: copies
       // run on different peers): the second goes back to the pending queue.
       if (!shards_claimed.insert({t.job, t.shard}).second) {
         if (auto u = store_.unclaim(t.id, t.attempt); !u) return refuse(u.error());
         continue;
       }
-      if (learned_) learned_->task_started({t.id, device, t.job, t.workload, scheduling::Preference::balanced, 1}, now_s());
+      if (learned_) learned_->task_started({t.id, device, t.job, t.workload, preference, 1}, now_s());
       tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
                        {"workload", t.workload}, {"spec", t.spec}});
     }
@@ -348,6 +376,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   std::string task = req.value("task", "");
   std::int64_t attempt = req.contains("attempt") && req["attempt"].is_number_integer() ? req["attempt"].get<std::int64_t>() : -1;
   if (op == "failed") {
+    if (known_answers_.take(peer, task, attempt)) return {{"ok", true}};  // no verdict: it may try another
     std::string reason = req.value("reason", "failed");
     if (reason.size() > 1000) reason.resize(1000);
     learned_finished(task, device, scheduling::Outcome::failed);
@@ -370,22 +399,16 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
                                     {reinterpret_cast<const std::uint8_t*>(sig->data()), sig->size()}))
         bad = "result signature does not verify";
     }
+    if (auto kat = known_answers_.take(peer, task, attempt)) {
+      if (!bad.empty()) return {{"ok", true}, {"accepted", false}, {"why", bad}};
+      return known_answer_result(*kat, task, peer, *result, ctx, now);
+    }
     std::optional<Verdict> verdict;
     if (bad.empty()) {
       verdict = verify(task, *result);
       if (verdict && !verdict->accepted) bad = "verification failed: " + verdict->why;
     }
-    if (verdict) {
-      // Reputation: checked results feed the device's record; wrong ones
-      // are never retried on this peer and exclude the device past a threshold.
-      auto excluded = store_.record_check(device, task, peer, verdict->accepted, bad, store_.policy().exclude_after, now);
-      if (!excluded) spdlog::warn("pool: {}", excluded.error().what());
-      if (!verdict->accepted && ctx.audit) ctx.audit("pool_result", "refuse", bad, {{"task", task}, {"device", device}});
-      if (excluded && *excluded) {
-        on_event_({{"event", "device_excluded"}, {"device", device}, {"peer", peer}, {"reason", **excluded}});
-        if (ctx.audit) ctx.audit("pool_device_excluded", "refuse", **excluded, {{"device", device}});
-      }
-    }
+    if (verdict) record_check(device, task, peer, verdict->accepted, bad, ctx, now);
     if (learned_) {
       learned_finished(task, device, bad.empty() ? scheduling::Outcome::ok
                                                  : (verdict ? scheduling::Outcome::invalid : scheduling::Outcome::failed));
@@ -411,6 +434,70 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     return completed(task, peer, *result, *outcome);
   }
   return refuse("unknown op '" + op.substr(0, 40) + "'");
+}
+
+void Coordinator::record_check(const std::string& device, const std::string& task, const std::string& peer, bool valid,
+                               const std::string& why, const ServiceContext& ctx, std::int64_t now) {
+  // Reputation: checked results feed the device's record; wrong ones
+  // are never retried on this peer and exclude the device past a threshold.
+  auto excluded = store_.record_check(device, task, peer, valid, why, store_.policy().exclude_after, now);
+  if (!excluded) spdlog::warn("pool: {}", excluded.error().what());
+  replication_.record_check(device, valid);
+  if (valid) proven_.insert(device);
+  if (!valid && ctx.audit) ctx.audit("pool_result", "refuse", why, {{"task", task}, {"device", device}});
+  if (excluded && *excluded) {
+    on_event_({{"event", "device_excluded"}, {"device", device}, {"peer", peer}, {"reason", **excluded}});
+    if (ctx.audit) ctx.audit("pool_device_excluded", "refuse", **excluded, {{"device", device}});
+  }
+}
+
+std::optional<json> Coordinator::known_answer_claim(const std::string& device, const std::string& peer, std::int64_t now) {
+  // One at a time, and no other work meanwhile: an unproven device shows
+  // what its results are worth before they count in a job.
+  if (known_answers_.outstanding(device)) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
+  if (known_answers_.known() == 0 || proven_.count(device)) return std::nullopt;
+  auto valid = store_.valid_results(device);
+  if (!valid) return refuse(valid.error());
+  if (*valid > 0) {
+    proven_.insert(device);
+    return std::nullopt;
+  }
+  auto t = known_answers_.issue(device, peer, now);
+  if (!t) return std::nullopt;
+  on_event_({{"event", "known_answer_issued"}, {"device", device}, {"peer", peer}, {"task", t->id}, {"attempt", t->attempt}});
+  json task = {{"id", t->id}, {"job", t->job}, {"shard", t->shard}, {"shards", t->shards}, {"attempt", t->attempt},
+               {"workload", t->workload}, {"spec", t->spec}};
+  return json{{"ok", true}, {"tasks", json::array({task})}};
+}
+
+json Coordinator::known_answer_result(const KnownAnswers::Issued& issued, const std::string& task, const std::string& peer,
+                                      const TaskResult& result, const ServiceContext& ctx, std::int64_t now) {
+  // Judged like a quorum's losing copy, but nothing reaches the job: its
+  // task was completed and paid once already (docs/SCHEDULER.md).
+  const bool right = same_result(issued.answer, result);
+  const std::string why = right ? "" : "verification failed: the result differs from this task's verified result";
+  record_check(issued.device, task, peer, right, why, ctx, now);
+  if (auto r = store_.record_verification(issued.job, right, 0, 0); !r) spdlog::warn("pool: {}", r.error().what());
+  if (learned_) learned_->verdict(issued.device, right);
+  on_event_({{"event", "known_answer_checked"}, {"device", issued.device}, {"peer", peer}, {"task", task},
+             {"valid", right}});
+  if (!right) {
+    on_event_({{"event", "result_rejected"}, {"task", task}, {"peer", peer}, {"reason", why}});
+    return {{"ok", true}, {"accepted", false}, {"why", why}};
+  }
+  return {{"ok", true}, {"accepted", true}, {"why", ""}, {"paid", format_credits(0)}};
+}
+
+std::vector<std::string> Coordinator::free_networks(const std::string& device) const {
+  const auto cutoff = std::chrono::system_clock::now() - std::chrono::seconds(2);
+  std::vector<std::string> out;
+  for (const auto& [id, w] : waiting_) {
+    // Not one that found nothing it may run (e.g. it ran the shard already).
+    auto nothing = found_nothing_.find(id);
+    if (id == device || w.since < cutoff || (nothing != found_nothing_.end() && nothing->second >= cutoff)) continue;
+    if (auto n = networks_.find(id); n != networks_.end()) out.push_back(n->second);
+  }
+  return out;
 }
 
 json Coordinator::completed(const std::string& task, const std::string& peer, const TaskResult& result,
@@ -529,8 +616,10 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     for (const auto& j : *jobs)
       if (!req.contains("job") || req["job"] == j.id) {
         json method = verification_method(j.id);
-        if (method.value("method", "") == "replication" || method.value("method", "") == "spot-check")
+        if (method.value("method", "") == "replication" || method.value("method", "") == "spot-check") {
           method["copies"] = replication_.copies(j.id);
+          if (auto n = replication_.networks(j.id)) method["networks"] = *n;
+        }
         out["jobs"].push_back(job_json(j, method));
       }
     if (op == "status") {
@@ -541,7 +630,9 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
         out["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"name", d.name}, {"score", d.score},
                                   {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done},
                                   {"valid", d.valid}, {"invalid", d.invalid},
-                                  {"excluded", d.excluded ? json(*d.excluded) : json(nullptr)}});
+                                  {"excluded", d.excluded ? json(*d.excluded) : json(nullptr)},
+                                  {"learned", learned_estimates(d.id)},
+                                  {"network", networks_.count(d.id) ? json(networks_.at(d.id)) : json(nullptr)}});
     }
     return out;
   }

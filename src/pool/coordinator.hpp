@@ -3,8 +3,10 @@
 // grants and revocation) with two services, "pool-worker" for workers that
 // came by the join link and "pool-client" for consumers that came by the
 // submit link (wire.hpp for the message shapes). State lives in PoolStore;
-// this class keeps only which devices are waiting for work (for the
-// fastest-first policy, pool/scheduler.hpp) and runs lease expiry.
+// this class keeps which devices are waiting for work and from which
+// network, runs the learned scheduler (the default) or part 1's
+// fastest-first policy (pool/scheduler.hpp), verification (Freivalds
+// checkers, Replication, KnownAnswers) and lease expiry.
 //
 // A worker's stream has an idle deadline: any message renews its leases, and
 // silence for kWorkerIdleTimeout ends the stream and requeues its tasks, as
@@ -12,6 +14,7 @@
 //
 // Threading: one executor, like Provider. Must outlive the Provider using it.
 
+#include "pool/known_answers.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/replication.hpp"
 #include "pool/scheduler.hpp"
@@ -28,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <variant>
 #include <vector>
 
@@ -48,8 +52,14 @@ class Coordinator {
 
   void add_services(ServiceRouter& router);
   // Claims decided by the learned multi-objective scheduler
-  // (pool/scheduling/) instead of fastest-free-device first.
+  // (pool/scheduling/) instead of fastest-free-device first (`pool serve`
+  // does this unless given --scheduler fastest). Loads what it learned
+  // before a restart from the store.
   void use_learned_scheduler();
+  // What the learned scheduler believes of a device (nothing: no learned
+  // scheduler, or nothing learned): per workload, its expected task seconds,
+  // observations and success rate. Shown by `pool status`.
+  nlohmann::json learned_estimates(const std::string& device) const;
   // Expires leases every 250 ms until stop().
   boost::asio::awaitable<void> run_maintenance();
   void stop();
@@ -71,6 +81,16 @@ class Coordinator {
   void forget_job(const std::string& task);
   // The workload's event for an accepted result (the render preview's tiles).
   void publish_progress(const std::string& task, const TaskResult& result);
+  // A claim of an unproven device: a known-answer task, or nothing.
+  std::optional<nlohmann::json> known_answer_claim(const std::string& device, const std::string& peer, std::int64_t now);
+  // The answer to a known-answer task, judged against the known one.
+  nlohmann::json known_answer_result(const KnownAnswers::Issued& issued, const std::string& task, const std::string& peer,
+                                     const TaskResult& result, const ServiceContext& ctx, std::int64_t now);
+  // A checked result of `device` (right or wrong): reputation, exclusion, audit.
+  void record_check(const std::string& device, const std::string& task, const std::string& peer, bool valid,
+                    const std::string& why, const ServiceContext& ctx, std::int64_t now);
+  // The networks of the devices asking for work now, but `device`'s.
+  std::vector<std::string> free_networks(const std::string& device) const;
   // What follows a result's completion (progress, events) and the worker's answer.
   nlohmann::json completed(const std::string& task, const std::string& peer, const TaskResult& result,
                            const CompleteOutcome& outcome);
@@ -79,9 +99,13 @@ class Coordinator {
   PoolStore& store_;
   std::function<void(const nlohmann::json&)> on_event_;
   double now_s() const;
-  // The learned policy's answer for a claim: the job to claim from, or a
-  // reply telling the worker to wait.
-  std::variant<std::string, nlohmann::json> learned_choice(const std::string& device);
+  // The learned policy's answer for a claim: the job to claim from (and its
+  // --prefer), or a reply telling the worker to wait.
+  struct LearnedChoice {
+    std::string job;
+    scheduling::Preference preference = scheduling::Preference::balanced;
+  };
+  std::variant<LearnedChoice, nlohmann::json> learned_choice(const std::string& device);
   void learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome);
   void save_learned();
 
@@ -103,6 +127,9 @@ class Coordinator {
   std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
+  std::map<std::string, std::string> networks_;  // device -> network of its worker's session
+  std::set<std::string> proven_;                 // devices with a valid checked result on record
+  KnownAnswers known_answers_;                   // hidden known-answer tasks for unproven devices
   Replication replication_;  // exec --replicas / --spot-check (after on_event_, which it copies)
 };
 

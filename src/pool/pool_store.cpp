@@ -1102,6 +1102,15 @@ Result<std::optional<std::string>> PoolStore::record_check(const std::string& de
   return excluded;
 }
 
+Result<std::int64_t> PoolStore::valid_results(const std::string& device) {
+  auto st = db_.prepare("SELECT valid FROM devices WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(device));
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->column_int64(0) : std::int64_t{0};
+}
+
 Result<std::optional<std::string>> PoolStore::exclusion(const std::string& device) {
   auto st = db_.prepare("SELECT excluded FROM devices WHERE id = ?");
   if (!st) return st.error();

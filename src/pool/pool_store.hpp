@@ -149,6 +149,8 @@ class PoolStore {
                                                   std::int64_t exclude_after, std::int64_t now_ms);
   // Why the device is excluded, or nothing.
   Result<std::optional<std::string>> exclusion(const std::string& device);
+  // Its results checked and found right so far (0 for an unknown device).
+  Result<std::int64_t> valid_results(const std::string& device);
   // Counts one result checked by computation (and its cost) on the job.
   Result<void> record_verification(const std::string& job, bool accepted, std::int64_t verify_us,
                                    std::int64_t compute_us);

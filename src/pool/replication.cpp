@@ -1,6 +1,7 @@
 #include "pool/replication.hpp"
 
 #include "pool/ledger_rules.hpp"
+#include "pool/scheduling/network.hpp"
 
 #include <algorithm>
 
@@ -12,8 +13,26 @@ bool same_result(const TaskResult& a, const TaskResult& b) {
   return a.exit_code == b.exit_code && a.stdout_data == b.stdout_data && a.files == b.files;
 }
 
-Replication::Replication(PoolStore& store, std::function<void(const json&)> on_event, std::uint64_t seed)
-    : store_(store), on_event_(std::move(on_event)), trust_({}, seed), rng_(seed ^ 0x5107c4ecULL) {}
+Replication::Replication(PoolStore& store, std::function<void(const json&)> on_event, std::uint64_t seed,
+                         KnownAnswers& known)
+    : store_(store), on_event_(std::move(on_event)), trust_({}, seed), rng_(seed ^ 0x5107c4ecULL), known_(known) {}
+
+void Replication::worker_network(const std::string& peer, const std::string& network) { networks_[peer] = network; }
+
+std::string Replication::network(const std::string& peer) const {
+  auto it = networks_.find(peer);
+  return it == networks_.end() ? scheduling::kUnknownNetwork : it->second;
+}
+
+std::optional<std::int64_t> Replication::networks(const std::string& job) const {
+  auto it = job_networks_.find(job);
+  if (it == job_networks_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Replication::record_check(const std::string& device, bool valid) {
+  trust_.record(device, valid ? scheduling::Verdict::valid : scheduling::Verdict::invalid);
+}
 
 std::optional<Replication::JobRule> Replication::rule(const std::string& job) {
   auto it = rules_.find(job);
@@ -29,20 +48,55 @@ std::optional<Replication::JobRule> Replication::rule(const std::string& job) {
   return rules_[job] = r;
 }
 
-Result<void> Replication::on_claimed(LeasedTask& task, const std::string& peer, std::int64_t now_ms) {
+Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, std::int64_t now_ms,
+                                     const std::vector<std::string>& free_networks) {
   auto r = rule(task.job);
-  if (!r || task.shard < r->shards) return {};
+  if (!r || task.shard < r->shards) return true;
   auto of = store_.copy_of(task.id);
   if (!of) return of.error();
-  if (!*of) return {};
+  if (!*of) return true;
   const std::int64_t shard = **of;
+  if (auto g = groups_.find(task.job); g != groups_.end())
+    if (auto it = g->second.find(shard); it != g->second.end()) {
+      Group& group = it->second;
+      std::vector<std::string> used;
+      for (const auto& h : group.held) used.push_back(network(h.peer));
+      for (const auto& [copy, holder] : group.claimed)
+        if (copy != task.id) used.push_back(network(holder));
+      if (scheduling::leave_copy_for_another_network(network(peer), used, free_networks)) return false;
+      group.claimed[task.id] = peer;
+    }
   auto siblings = store_.copies_of(task.job, shard);
   if (!siblings) return siblings.error();
   for (const auto& s : *siblings)
     if (s != task.id)
       if (auto a = store_.avoid_peer(s, peer, "this peer runs another copy of the shard", now_ms); !a) return a.error();
   task.shard = shard;  // the worker runs the original shard: a copy looks like any task
-  return {};
+  return true;
+}
+
+void Replication::decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards) {
+  std::vector<std::string> nets, peers;
+  for (const auto& h : g.held) nets.push_back(network(h.peer)), peers.push_back(h.peer);
+  for (const auto& [copy, holder] : g.claimed) peers.push_back(holder);
+  const auto n = static_cast<std::int64_t>(scheduling::distinct_networks(nets));
+  auto [it, fresh] = job_networks_.emplace(job, n);
+  if (!fresh) it->second = std::min(it->second, n);
+  if (n < static_cast<std::int64_t>(g.held.size()))
+    on_event_({{"event", "quorum_not_network_diverse"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+               {"networks", n}});
+  // The shard's original task, handed out again later as a known-answer
+  // task: the next attempt after the last one seen.
+  auto def = store_.job_definition(job);
+  if (!def) return;
+  LeasedTask t;
+  t.id = job + "." + std::to_string(shard);
+  t.job = job, t.shard = shard, t.shards = shards, t.workload = def->workload, t.spec = def->spec;
+  t.attempt = 1;
+  for (const auto& h : g.held)
+    if (h.task == t.id) t.attempt = std::max(t.attempt, h.attempt);
+  t.attempt += 1;
+  known_.learn(t, *g.decided, std::move(peers));
 }
 
 std::optional<json> Replication::on_result(const std::string& task, std::int64_t attempt, const std::string& peer,
@@ -72,7 +126,7 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
       trust_.record(device, scheduling::Verdict::unchecked);
       return std::nullopt;
     }
-    it = groups.emplace(shard, Group{needed, {}, std::nullopt}).first;
+    it = groups.emplace(shard, Group{needed, {}, std::nullopt, {}}).first;
     for (int i = 1; i < needed; ++i)
       if (auto c = store_.add_copy(job, shard, {peer}, now_ms); !c) return json{{"ok", false}, {"error", c.error().what()}};
     on_event_({{"event", "copies_made"}, {"job", job}, {"shard", shard}, {"copies", needed - 1}});
@@ -95,6 +149,7 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
   const std::size_t quorum = std::max<std::size_t>(2, static_cast<std::size_t>(g.needed) / 2 + 1);
   if (best_count >= quorum) {
     g.decided = g.held[best].result;
+    decided(job, shard, g, r->shards);
     const TaskResult decided = *g.decided;
     auto held = std::exchange(g.held, {});
     json mine;

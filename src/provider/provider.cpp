@@ -312,7 +312,7 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     (void)co_await stream->close_write();
     co_return;
   }
-  ServiceContext context{live->id, live->consumer, live->grant, {}};
+  ServiceContext context{live->id, live->consumer, live->grant, {}, live->address};
   context.audit = [this, live, batch = entry->batch_audit](const std::string& kind, const std::string& decision,
                                                           const std::string& reason, const nlohmann::json& detail) {
     AuditEvent ev{std::chrono::system_clock::now(), kind, live->grant.id, live->consumer.str(), live->address,

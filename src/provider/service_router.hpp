@@ -29,6 +29,9 @@ struct ServiceContext {
   std::function<void(const std::string& kind, const std::string& decision, const std::string& reason,
                      const nlohmann::json& detail)>
       audit;
+  // Where the session comes from: "IP:PORT", or "relay IP:PORT" (the relay's
+  // address) for a relayed session.
+  std::string address;
 };
 
 using ServiceHandler = std::function<boost::asio::awaitable<void>(std::shared_ptr<MuxStream> stream,
