@@ -123,8 +123,11 @@ double Coordinator::now_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::variant<Coordinator::LearnedChoice, json> Coordinator::learned_choice(const std::string& device) {
-  auto rows = store_.pending_jobs(64, 100'000);
+std::variant<Coordinator::LearnedChoice, json> Coordinator::learned_choice(const std::string& device,
+                                                                            const std::string& peer) {
+  // Only what this device may run: a job whose pending tasks are all copies
+  // of shards its peer ran would otherwise keep it waiting for them.
+  auto rows = store_.pending_jobs(64, 100'000, peer);
   if (!rows) return refuse(rows.error());
   std::vector<scheduling::PendingJob> jobs;
   for (const auto& r : *rows) {
@@ -135,10 +138,18 @@ std::variant<Coordinator::LearnedChoice, json> Coordinator::learned_choice(const
     jobs.push_back(std::move(j));
   }
   if (jobs.empty()) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& j : jobs) job_progress_.emplace(j.id, now);
   auto d = learned_->decide(device, jobs, now_s());
   if (d.kind == scheduling::Decision::Kind::run)
     for (const auto& j : jobs)
       if (j.id == d.job) return LearnedChoice{j.id, j.preference};
+  // The scheduler counts on better devices taking the pending work, but it
+  // does not know which tasks a device may not run (quorum copies avoid the
+  // peers of the shard's other copies): a job nobody leased from for a while
+  // goes to whoever may run it, so that such a copy is never left waiting.
+  for (const auto& j : jobs)
+    if (now - job_progress_[j.id] > kStarvedAfter) return LearnedChoice{j.id, j.preference};
   // A backup copy needs a second live lease of one task, which the store
   // does not hold yet: wait instead.
   auto retry = static_cast<std::int64_t>(std::clamp(d.retry_after_s, 0.2, 5.0) * 1000);
@@ -267,7 +278,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     std::optional<std::string> from_job;
     auto preference = scheduling::Preference::balanced;
     if (learned_) {
-      auto choice = learned_choice(device);
+      auto choice = learned_choice(device, peer);
       if (auto* wait = std::get_if<json>(&choice)) return *wait;
       from_job = std::get<LearnedChoice>(choice).job;
       preference = std::get<LearnedChoice>(choice).preference;
@@ -319,6 +330,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
         continue;
       }
       if (learned_) learned_->task_started({t.id, device, t.job, t.workload, preference, 1}, now_s());
+      job_progress_[t.job] = std::chrono::steady_clock::now();
       tasks.push_back({{"id", t.id}, {"job", t.job}, {"shard", t.shard}, {"shards", t.shards}, {"attempt", t.attempt},
                        {"workload", t.workload}, {"spec", t.spec}});
     }
@@ -553,6 +565,7 @@ void Coordinator::forget_job(const std::string& task) {
   auto ref = store_.task_ref(task);
   if (!ref || !*ref) return;
   checkers_.erase((*ref)->job);  // its matrices can be large
+  job_progress_.erase((*ref)->job);
   specs_.erase((*ref)->job);
 }
 

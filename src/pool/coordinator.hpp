@@ -43,6 +43,9 @@ inline constexpr const char* kServiceClient = "pool-client";
 inline constexpr std::chrono::milliseconds kWorkerIdleTimeout{20000};
 // Tasks one claim may lease, results one message may carry.
 inline constexpr std::int64_t kMaxClaimBatch = 64;
+// A job with pending tasks that no device leased from for this long goes to
+// any device that may run them, whatever the learned scheduler would prefer.
+inline constexpr std::chrono::milliseconds kStarvedAfter{2000};
 
 class Coordinator {
  public:
@@ -105,7 +108,7 @@ class Coordinator {
     std::string job;
     scheduling::Preference preference = scheduling::Preference::balanced;
   };
-  std::variant<LearnedChoice, nlohmann::json> learned_choice(const std::string& device);
+  std::variant<LearnedChoice, nlohmann::json> learned_choice(const std::string& device, const std::string& peer);
   void learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome);
   void save_learned();
 
@@ -127,6 +130,7 @@ class Coordinator {
   std::map<std::string, std::pair<const Workload*, nlohmann::json>> specs_;  // running jobs' workload and spec
   boost::asio::steady_timer maintenance_timer_;
   bool stopping_ = false;
+  std::map<std::string, std::chrono::steady_clock::time_point> job_progress_;  // job -> its last lease (or first sight)
   std::map<std::string, std::string> networks_;  // device -> network of its worker's session
   std::set<std::string> proven_;                 // devices with a valid checked result on record
   KnownAnswers known_answers_;                   // hidden known-answer tasks for unproven devices

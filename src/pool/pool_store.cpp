@@ -520,13 +520,16 @@ Result<std::int64_t> PoolStore::pending_count(std::int64_t at_most) {
   return st->column_int64(0);
 }
 
-Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit) {
+Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit,
+                                                                     const std::string& peer) {
   auto st = db_.prepare(
       "SELECT j.id, j.workload, j.info, (SELECT COUNT(*) FROM (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
-      "AND t.job = j.id LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t "
-      "WHERE t.state = 'pending' AND t.job = j.id) ORDER BY j.created LIMIT ?1");
+      "AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?3) "
+      "LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t "
+      "WHERE t.state = 'pending' AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id "
+      "AND x.peer = ?3)) ORDER BY j.created LIMIT ?1");
   if (!st) return st.error();
-  st->bind(1, limit).bind(2, count_limit);
+  st->bind(1, limit).bind(2, count_limit).bind(3, std::string_view(peer));
   std::vector<PendingJobRow> out;
   while (true) {
     auto row = st->step();
@@ -1311,6 +1314,22 @@ Result<bool> PoolStore::retire_copy(const std::string& task, const std::string& 
   if (!st) return st.error();
   if (auto r = st->bind(1, std::string_view(why)).bind(2, std::string_view(task)).run(); !r) return r.error();
   auto finished = maybe_finish(id, now_ms);  // it may have been the job's last open row
+  if (!finished) return finished.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  return *finished;
+}
+
+Result<bool> PoolStore::retire_pending_copies(const std::string& job, std::int64_t of_shard, const std::string& why,
+                                              std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  auto st = db_.prepare(
+      "UPDATE tasks SET state = 'done', last_error = ? WHERE state = 'pending' AND id IN "
+      "(SELECT task FROM copies WHERE job = ? AND of_shard = ?)");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, std::string_view(why)).bind(2, std::string_view(job)).bind(3, of_shard).run(); !r)
+    return r.error();
+  auto finished = maybe_finish(job, now_ms);
   if (!finished) return finished.error();
   if (auto r = tx->commit(); !r) return r.error();
   return *finished;

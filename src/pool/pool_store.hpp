@@ -173,7 +173,9 @@ class PoolStore {
     std::int64_t pending = 0;
     nlohmann::json info;
   };
-  Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit);
+  // Only tasks `peer` may run count (a copy is not for the peers of the
+  // shard's other copies, a task not for a peer that got it wrong).
+  Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit, const std::string& peer);
   // Renews the deadlines of the leases `peer` holds that have less than
   // three quarters of a lease left (the others need no write yet).
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
@@ -228,6 +230,11 @@ class PoolStore {
   // (the shard's value is decided; running it again would add nothing).
   // True when that finished the job.
   Result<bool> retire_copy(const std::string& task, const std::string& why, std::int64_t now_ms);
+  // The shard's value is decided: its copies nobody has started are not
+  // needed (one may be a tie break that only a peer now gone could run).
+  // True when that finished the job.
+  Result<bool> retire_pending_copies(const std::string& job, std::int64_t of_shard, const std::string& why,
+                                     std::int64_t now_ms);
 
  private:
   PoolStore(SqlDb db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}

@@ -75,7 +75,7 @@ Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, 
   return true;
 }
 
-void Replication::decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards) {
+void Replication::quorum_decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards) {
   std::vector<std::string> nets, peers;
   for (const auto& h : g.held) nets.push_back(network(h.peer)), peers.push_back(h.peer);
   for (const auto& [copy, holder] : g.claimed) peers.push_back(holder);
@@ -149,8 +149,10 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
   const std::size_t quorum = std::max<std::size_t>(2, static_cast<std::size_t>(g.needed) / 2 + 1);
   if (best_count >= quorum) {
     g.decided = g.held[best].result;
-    decided(job, shard, g, r->shards);
+    quorum_decided(job, shard, g, r->shards);
     const TaskResult decided = *g.decided;
+    if (auto rp = store_.retire_pending_copies(job, shard, "not needed: the shard's value is decided", now_ms); !rp)
+      return json{{"ok", false}, {"error", rp.error().what()}};
     auto held = std::exchange(g.held, {});
     json mine;
     for (const auto& one : held) {  // finishing the job's last task forgets its groups: `g` is not used after this

@@ -90,7 +90,7 @@ class Replication {
   std::optional<JobRule> rule(const std::string& job);
   std::string network(const std::string& peer) const;
   // A quorum was decided: its networks counted, its value made a known answer.
-  void decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards);
+  void quorum_decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards);
   // Completes and pays an agreeing copy, or fails a differing one (a failed check).
   nlohmann::json finish(const std::string& job, const Held& h, bool agrees, std::int64_t now_ms, const Audit& audit);
 

@@ -104,7 +104,7 @@ class PoolTest(PoolBase):
         self.assertLess(time.monotonic() - started, 50, "three 1 s attempts, not a 60 s sleep")
 
     def test_learned_scheduler_runs_jobs_to_completion(self):
-        self.start_pool("--starting-credits", "100", "--scheduler", "learned")
+        self.start_pool("--starting-credits", "100")  # the learned scheduler is the default
         workers = [self.start_worker("w%d" % i) for i in range(3)]
         user = self.new_home("user")
         out = os.path.join(self.tmp, "out")
@@ -122,7 +122,16 @@ class PoolTest(PoolBase):
         self.assertEqual(bad.returncode, 2)  # a usage error
         self.assertIn("--prefer", bad.stderr)
         self.audit_ok()
-        # What it learned is kept in the database across a restart.
+        # What it learned is kept in the database across a restart: a restarted coordinator
+        # shows the same estimates for each device.
+        def learned(ready):
+            status = json.loads(self.ok(user, "pool", "status", ready["submit"], "--json").stdout.strip().splitlines()[-1])
+            return {d["id"]: d["learned"] for d in status["devices"]}
+        before = learned(self.ready)
+        for w in busy:
+            mine = [v for k, v in before.items() if k.startswith(self.peer_id(self.tmp + "/" + w.name))]
+            self.assertEqual(len(mine), 1)
+            self.assertGreater(mine[0]["exec"]["observations"], 0, before)
         self.coord.signal(signal.SIGTERM)
         self.assertEqual(self.coord.wait(20), 0)
         import sqlite3
@@ -131,6 +140,25 @@ class PoolTest(PoolBase):
         con.close()
         for w in busy:
             self.assertIn(self.peer_id(self.tmp + "/" + w.name), state)
+        for w in workers:  # they would reconnect and teach it more
+            w.signal(signal.SIGTERM)
+            w.wait(20)
+        again = self.start(self.chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", name="coordinator2")
+        ready = again.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready after the restart")
+        after = learned(ready)
+        for device, estimates in before.items():
+            self.assertEqual(set(after[device]), set(estimates), device)
+            for workload, e in estimates.items():
+                self.assertEqual(after[device][workload]["observations"], e["observations"], device)
+                self.assertAlmostEqual(after[device][workload]["success"], e["success"], places=9)
+
+    def test_fastest_first_scheduler_still_runs_jobs(self):
+        self.start_pool("--starting-credits", "100", "--scheduler", "fastest")
+        self.start_worker("w")
+        user = self.new_home("user")
+        cp, lines = self.submit(user, "--shards", "3", "--prefer", "cheap", "--", "sh", "-c", "echo s{shard}")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", 3, 0))
 
     def test_too_little_credit_refused_with_balance(self):
         self.start_pool("--starting-credits", "5")

@@ -38,8 +38,12 @@ class ReplicationTest(PoolBase):
         self.assertEqual((v["method"], v["replicas"], v["compare"]), ("replication", 2, "bit-for-bit"), v)
         self.assertGreaterEqual(v["copies"], shards)  # one copy per shard, more for disagreements
         self.assertGreater(v["cost_fraction"], 0.99)
-        # The cheater's results (held for a quorum, or refused when the shard was decided) lost
-        # every quorum: each is a failed check, none is paid.
+        # An unproven device that got a check wrong gets hidden known-answer tasks (the shards decided
+        # here) until it is excluded: wait for that, so that no result of it is still on its way.
+        self.coord.wait_for(lambda e: e.get("event") == "device_excluded", 60, "the cheater's exclusion")
+        self.assertEqual(cheater.wait(60), 1, cheater.stderr())
+        # The cheater's results (held for a quorum, refused when the shard was decided, or wrong
+        # answers to known-answer tasks) were each a failed check, none is paid.
         cheater_results = [e for e in cheater.events() if e.get("event", "").startswith("result_")]
         self.assertEqual([e for e in cheater_results if e["event"] == "result_accepted"], [])
         paid = [e for e in self.credits(cheater_home)["entries"] if e["kind"] == "payment"]
@@ -50,6 +54,11 @@ class ReplicationTest(PoolBase):
         self.assertEqual(me[0]["valid"], 0)
         self.assertEqual(me[0]["invalid"], len(cheater_results))
         self.assertEqual(v["rejected"], me[0]["invalid"])
+        # Every worker connects from 127.0.0.1: one network, so each quorum fell back to copies on
+        # different PeerIds of that network, and the job says so.
+        self.assertEqual(v["networks"], 1, v)
+        self.assertEqual({d["network"] for d in status["devices"] if d["online"]}, {"127.0.0.0/24"})
+        self.assertTrue(any(e.get("event") == "quorum_not_network_diverse" for e in self.coord.events()))
         self.audit_ok()
 
     def test_cheater_working_alone_first_is_outvoted_and_excluded(self):
@@ -77,6 +86,58 @@ class ReplicationTest(PoolBase):
         self.assertGreaterEqual(done["verification"]["rejected"], 3)
         paid = [e for e in self.credits(cheater_home)["entries"] if e["kind"] == "payment"]
         self.assertEqual(paid, [], "the cheater must not be paid")
+        self.audit_ok()
+
+    def test_cheater_is_caught_by_known_answers_without_replicas(self):
+        self.start_pool("--starting-credits", "100")
+        self.start_worker("honest1")
+        self.start_worker("honest2")
+        user = self.new_home("user")
+        # A replicated job first: the shards its quorums decide are the answers the pool knows.
+        cp, lines = self.submit(user, "--shards", "4", "--replicas", "2", "--budget", "10",
+                                "--out", os.path.join(self.tmp, "first"), *COMMAND)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        first = lines[-1]
+        self.assertEqual(first["state"], "done", first)
+        def first_job_status():
+            cp = self.ok(user, "pool", "status", self.ready["submit"], "--json")
+            return [j for j in json.loads(cp.stdout.strip().splitlines()[-1])["jobs"] if j["job"] == first["job"]][0]
+        before = first_job_status()
+        cheater_home = self.new_home("cheater")
+        cheater = self.start(cheater_home, "pool", "join", self.ready["join"], "--cpu", name="cheater",
+                             env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
+        cheater.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of the cheater")
+        # No --replicas, no --spot-check: only the hidden known-answer tasks check the new device.
+        out = os.path.join(self.tmp, "out")
+        shards = 6
+        cp, lines = self.submit(user, "--shards", str(shards), "--budget", "10", "--out", out, *COMMAND)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        done = lines[-1]
+        self.assertEqual(done["state"], "done", done)
+        self.check_outputs(out, shards)  # the cheater never ran one of its tasks
+        excluded = self.coord.wait_for(lambda e: e.get("event") == "device_excluded", 60, "exclusion")
+        self.assertEqual(excluded["peer"], self.peer_id(cheater_home))
+        checked = [e for e in self.coord.events() if e.get("event") == "known_answer_checked"]
+        mine = [e for e in checked if e["peer"] == self.peer_id(cheater_home)]
+        self.assertEqual(len(mine), 3, checked)  # the pool excludes after 3 wrong results
+        self.assertFalse(any(e["valid"] for e in mine))
+        # Each was a task of the first job, issued again: what the cheater saw was a real task.
+        first_job = first["job"]
+        for e in mine:
+            self.assertTrue(e["task"].startswith(first_job + "."), e)
+        paid = [e for e in self.credits(cheater_home)["entries"] if e["kind"] == "payment"]
+        self.assertEqual(paid, [], "the cheater must not be paid")
+        status = json.loads(self.ok(user, "pool", "status", self.ready["submit"], "--json").stdout.strip().splitlines()[-1])
+        me = [d for d in status["devices"] if d["id"].startswith(self.peer_id(cheater_home))]
+        self.assertEqual((me[0]["valid"], me[0]["invalid"]), (0, 3), me)
+        self.assertIsNotNone(me[0]["excluded"])
+        # The known-answer checks count on the job whose tasks they re-ran, and nothing was merged twice.
+        again = first_job_status()
+        self.assertEqual(again["verification"]["rejected"], before["verification"]["rejected"] + 3, again)
+        self.assertEqual(again["verification"]["checked"], before["verification"]["checked"] + 3, again)
+        self.assertEqual((again["done"], again["credits_spent"]), (before["done"], before["credits_spent"]))
+        refused = [e for e in self.audit(self.chome) if e["kind"] == "pool_result" and e["decision"] == "refuse"]
+        self.assertEqual(len(refused), 3, refused)
         self.audit_ok()
 
     def test_spot_checks_of_an_honest_pool_and_bad_flags(self):

@@ -1,0 +1,114 @@
+// Replication on a real store (SQLite :memory:): where quorum copies go
+// (other networks first), what the job's verification reports, and the
+// known answers a decided quorum leaves.
+#include "pool/replication.hpp"
+
+#include "pool/ledger_rules.hpp"
+
+#include <gtest/gtest.h>
+
+namespace runsnack::pool {
+namespace {
+
+const std::string kNetA = "10.0.0.0/24", kNetB = "10.0.1.0/24";
+
+class ReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PoolPolicy policy;
+    policy.starting_credits = 100 * kMicroPerCredit;
+    store.emplace(PoolStore::open(":memory:", policy).value());
+    alice = store->register_device("alice", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    bob = store->register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    carl = store->register_device("carl", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    rep.emplace(*store, [this](const nlohmann::json& e) { events.push_back(e); }, 1, known);
+    rep->worker_network("alice", kNetA);
+    rep->worker_network("bob", kNetA);  // alice's network
+    rep->worker_network("carl", kNetB);
+    nlohmann::json spec = {{"argv", {"true"}}, {"shards", 1}, {"replicas", 2}};
+    job = store->create_job("owner", "exec", spec, {}, {}, 1, 10 * kMicroPerCredit, now).value();
+    result.stdout_data = "same";
+    result.files = nlohmann::json::array();
+  }
+  // Alice runs shard 0 first: her result is held and a copy is queued.
+  void alice_first() {
+    auto t = store->claim(alice, "alice", now).value();
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
+    auto held = rep->on_result(t->id, t->attempt, "alice", alice, result, now, nullptr);
+    ASSERT_TRUE(held);
+    EXPECT_TRUE(held->value("held", false)) << held->dump();
+  }
+  // `who` claims the copy; true when it keeps it.
+  bool claim_copy(const std::string& peer, const std::string& device, const std::vector<std::string>& free,
+                  std::optional<LeasedTask>& copy) {
+    copy = store->claim(device, peer, now).value();
+    EXPECT_TRUE(copy);
+    if (!copy) return false;
+    if (rep->on_claimed(*copy, peer, now, free).value()) return true;
+    EXPECT_TRUE(store->unclaim(copy->id, copy->attempt));
+    return false;
+  }
+  bool diverse_event() const {
+    for (const auto& e : events)
+      if (e.value("event", "") == "quorum_not_network_diverse") return true;
+    return false;
+  }
+
+  std::optional<PoolStore> store;
+  KnownAnswers known{1};
+  std::optional<Replication> rep;
+  std::vector<nlohmann::json> events;
+  std::int64_t now = 1'800'000'000'000;
+  std::string alice, bob, carl, job;
+  TaskResult result;
+};
+
+TEST_F(ReplicationTest, CopyGoesToAnotherNetworkWhileADeviceThereIsFree) {
+  alice_first();
+  std::optional<LeasedTask> copy;
+  // Bob shares alice's network and carl (elsewhere) is asking for work: bob leaves it.
+  EXPECT_FALSE(claim_copy("bob", bob, {kNetB}, copy));
+  ASSERT_TRUE(claim_copy("carl", carl, {kNetA}, copy));
+  EXPECT_EQ(copy->shard, 0);  // the worker runs the original shard
+  auto decided = rep->on_result(copy->id, copy->attempt, "carl", carl, result, now, nullptr);
+  ASSERT_TRUE(decided);
+  EXPECT_TRUE(decided->value("accepted", false)) << decided->dump();
+  EXPECT_EQ(rep->networks(job), 2);
+  EXPECT_FALSE(diverse_event());
+  EXPECT_TRUE(store->result(job, 0).value());
+}
+
+TEST_F(ReplicationTest, SameNetworkOnlyWhenNoOtherIsFreeAndReportedSo) {
+  alice_first();
+  EXPECT_FALSE(rep->networks(job));  // nothing decided yet
+  std::optional<LeasedTask> copy;
+  ASSERT_TRUE(claim_copy("bob", bob, {kNetA}, copy));  // only alice's network is free: a different PeerId will do
+  auto decided = rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr);
+  ASSERT_TRUE(decided);
+  EXPECT_TRUE(decided->value("accepted", false)) << decided->dump();
+  EXPECT_EQ(rep->networks(job), 1);
+  EXPECT_TRUE(diverse_event());
+}
+
+TEST_F(ReplicationTest, ADecidedQuorumIsAKnownAnswerForOtherPeers) {
+  alice_first();
+  std::optional<LeasedTask> copy;
+  ASSERT_TRUE(claim_copy("bob", bob, {}, copy));
+  ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr));
+  ASSERT_EQ(known.known(), 1u);
+  EXPECT_FALSE(known.issue(alice, "alice", now));  // they ran it
+  EXPECT_FALSE(known.issue(bob, "bob", now));
+  auto kat = known.issue(carl, "carl", now);
+  ASSERT_TRUE(kat);
+  EXPECT_EQ(kat->id, job + ".0");  // the original task, again
+  EXPECT_EQ(kat->shard, 0);
+  EXPECT_GE(kat->attempt, 2);
+  EXPECT_EQ(kat->spec.value("replicas", 0), 2);
+  auto issued = known.take("carl", kat->id, kat->attempt);
+  ASSERT_TRUE(issued);
+  EXPECT_TRUE(same_result(issued->answer, result));
+}
+
+}  // namespace
+}  // namespace runsnack::pool
