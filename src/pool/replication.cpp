@@ -68,6 +68,9 @@ Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, 
     }
   auto siblings = store_.copies_of(task.job, shard);
   if (!siblings) return siblings.error();
+  // The original row too: it runs again when its lease is lost (its worker
+  // went away), and a peer holding two copies of a shard cannot decide it.
+  siblings->push_back(task.job + "." + std::to_string(shard));
   for (const auto& s : *siblings)
     if (s != task.id)
       if (auto a = store_.avoid_peer(s, peer, "this peer runs another copy of the shard", now_ms); !a) return a.error();

@@ -110,5 +110,18 @@ TEST_F(ReplicationTest, ADecidedQuorumIsAKnownAnswerForOtherPeers) {
   EXPECT_TRUE(same_result(issued->answer, result));
 }
 
+TEST_F(ReplicationTest, APeerRunningACopyNeverGetsTheOriginalBack) {
+  alice_first();
+  std::optional<LeasedTask> copy;
+  ASSERT_TRUE(claim_copy("bob", bob, {}, copy));
+  // Alice goes away before the quorum: her lease of the original is released ...
+  ASSERT_TRUE(store->release_worker("alice", now));
+  // ... and it goes to carl, not to bob, who runs the shard's copy.
+  EXPECT_FALSE(store->claim(bob, "bob", now).value());
+  auto original = store->claim(carl, "carl", now).value();
+  ASSERT_TRUE(original);
+  EXPECT_EQ(original->id, job + ".0");
+}
+
 }  // namespace
 }  // namespace runsnack::pool
