@@ -51,7 +51,21 @@ std::optional<Replication::JobRule> Replication::rule(const std::string& job) {
 Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, std::int64_t now_ms,
                                      const std::vector<std::string>& free_networks) {
   auto r = rule(task.job);
-  if (!r || task.shard < r->shards) return true;
+  if (!r) return true;
+  if (task.shard < r->shards) {
+    // An original runs again when its lease is lost (its worker went away):
+    // not on a peer with a copy of the undecided shard, whose two results
+    // would count once. Once decided, a run only fills the original's row.
+    auto g = groups_.find(task.job);
+    if (g == groups_.end()) return true;
+    auto it = g->second.find(task.shard);
+    if (it == g->second.end() || it->second.decided) return true;
+    for (const auto& h : it->second.held)
+      if (h.peer == peer) return false;
+    for (const auto& [copy, holder] : it->second.claimed)
+      if (holder == peer) return false;
+    return true;
+  }
   auto of = store_.copy_of(task.id);
   if (!of) return of.error();
   if (!*of) return true;
@@ -68,9 +82,6 @@ Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, 
     }
   auto siblings = store_.copies_of(task.job, shard);
   if (!siblings) return siblings.error();
-  // The original row too: it runs again when its lease is lost (its worker
-  // went away), and a peer holding two copies of a shard cannot decide it.
-  siblings->push_back(task.job + "." + std::to_string(shard));
   for (const auto& s : *siblings)
     if (s != task.id)
       if (auto a = store_.avoid_peer(s, peer, "this peer runs another copy of the shard", now_ms); !a) return a.error();

@@ -39,8 +39,8 @@ class ReplicationTest : public ::testing::Test {
     ASSERT_TRUE(held);
     EXPECT_TRUE(held->value("held", false)) << held->dump();
   }
-  // `who` claims the copy; true when it keeps it.
-  bool claim_copy(const std::string& peer, const std::string& device, const std::vector<std::string>& free,
+  // `peer` claims the next task; true when it keeps it.
+  bool claim_task(const std::string& peer, const std::string& device, const std::vector<std::string>& free,
                   std::optional<LeasedTask>& copy) {
     copy = store->claim(device, peer, now).value();
     EXPECT_TRUE(copy);
@@ -68,8 +68,8 @@ TEST_F(ReplicationTest, CopyGoesToAnotherNetworkWhileADeviceThereIsFree) {
   alice_first();
   std::optional<LeasedTask> copy;
   // Bob shares alice's network and carl (elsewhere) is asking for work: bob leaves it.
-  EXPECT_FALSE(claim_copy("bob", bob, {kNetB}, copy));
-  ASSERT_TRUE(claim_copy("carl", carl, {kNetA}, copy));
+  EXPECT_FALSE(claim_task("bob", bob, {kNetB}, copy));
+  ASSERT_TRUE(claim_task("carl", carl, {kNetA}, copy));
   EXPECT_EQ(copy->shard, 0);  // the worker runs the original shard
   auto decided = rep->on_result(copy->id, copy->attempt, "carl", carl, result, now, nullptr);
   ASSERT_TRUE(decided);
@@ -83,7 +83,7 @@ TEST_F(ReplicationTest, SameNetworkOnlyWhenNoOtherIsFreeAndReportedSo) {
   alice_first();
   EXPECT_FALSE(rep->networks(job));  // nothing decided yet
   std::optional<LeasedTask> copy;
-  ASSERT_TRUE(claim_copy("bob", bob, {kNetA}, copy));  // only alice's network is free: a different PeerId will do
+  ASSERT_TRUE(claim_task("bob", bob, {kNetA}, copy));  // only alice's network is free: a different PeerId will do
   auto decided = rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr);
   ASSERT_TRUE(decided);
   EXPECT_TRUE(decided->value("accepted", false)) << decided->dump();
@@ -94,7 +94,7 @@ TEST_F(ReplicationTest, SameNetworkOnlyWhenNoOtherIsFreeAndReportedSo) {
 TEST_F(ReplicationTest, ADecidedQuorumIsAKnownAnswerForOtherPeers) {
   alice_first();
   std::optional<LeasedTask> copy;
-  ASSERT_TRUE(claim_copy("bob", bob, {}, copy));
+  ASSERT_TRUE(claim_task("bob", bob, {}, copy));
   ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr));
   ASSERT_EQ(known.known(), 1u);
   EXPECT_FALSE(known.issue(alice, "alice", now));  // they ran it
@@ -113,14 +113,19 @@ TEST_F(ReplicationTest, ADecidedQuorumIsAKnownAnswerForOtherPeers) {
 TEST_F(ReplicationTest, APeerRunningACopyNeverGetsTheOriginalBack) {
   alice_first();
   std::optional<LeasedTask> copy;
-  ASSERT_TRUE(claim_copy("bob", bob, {}, copy));
+  ASSERT_TRUE(claim_task("bob", bob, {}, copy));
   // Alice goes away before the quorum: her lease of the original is released ...
   ASSERT_TRUE(store->release_worker("alice", now));
   // ... and it goes to carl, not to bob, who runs the shard's copy.
-  EXPECT_FALSE(store->claim(bob, "bob", now).value());
-  auto original = store->claim(carl, "carl", now).value();
-  ASSERT_TRUE(original);
+  std::optional<LeasedTask> original;
+  EXPECT_FALSE(claim_task("bob", bob, {}, original));
+  ASSERT_TRUE(claim_task("carl", carl, {}, original));
   EXPECT_EQ(original->id, job + ".0");
+  // Bob's copy agrees with alice's held result: decided; carl's run fills the original's row.
+  ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr));
+  ASSERT_TRUE(rep->on_result(original->id, original->attempt, "carl", carl, result, now, nullptr));
+  EXPECT_EQ(rep->networks(job), 1);
+  EXPECT_TRUE(store->result(job, 0).value());
 }
 
 }  // namespace
