@@ -274,7 +274,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
   if (op == "claim") {
     if (auto excluded = store_.exclusion(device); excluded && *excluded)
       return refuse("this device is excluded from the pool: " + **excluded);
-    if (auto kat = known_answer_claim(device, peer, now)) return *kat;
+    if (auto kat = known_answer_claim(device, peer)) return *kat;
     std::optional<std::string> from_job;
     auto preference = scheduling::Preference::balanced;
     if (learned_) {
@@ -463,7 +463,7 @@ void Coordinator::record_check(const std::string& device, const std::string& tas
   }
 }
 
-std::optional<json> Coordinator::known_answer_claim(const std::string& device, const std::string& peer, std::int64_t now) {
+std::optional<json> Coordinator::known_answer_claim(const std::string& device, const std::string& peer) {
   // One at a time, and no other work meanwhile: an unproven device shows
   // what its results are worth before they count in a job.
   if (known_answers_.outstanding(device)) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
@@ -474,7 +474,7 @@ std::optional<json> Coordinator::known_answer_claim(const std::string& device, c
     proven_.insert(device);
     return std::nullopt;
   }
-  auto t = known_answers_.issue(device, peer, now);
+  auto t = known_answers_.issue(device, peer);
   if (!t) return std::nullopt;
   on_event_({{"event", "known_answer_issued"}, {"device", device}, {"peer", peer}, {"task", t->id}, {"attempt", t->attempt}});
   json task = {{"id", t->id}, {"job", t->job}, {"shard", t->shard}, {"shards", t->shards}, {"attempt", t->attempt},

@@ -85,7 +85,7 @@ class Coordinator {
   // The workload's event for an accepted result (the render preview's tiles).
   void publish_progress(const std::string& task, const TaskResult& result);
   // A claim of an unproven device: a known-answer task, or nothing.
-  std::optional<nlohmann::json> known_answer_claim(const std::string& device, const std::string& peer, std::int64_t now);
+  std::optional<nlohmann::json> known_answer_claim(const std::string& device, const std::string& peer);
   // The answer to a known-answer task, judged against the known one.
   nlohmann::json known_answer_result(const KnownAnswers::Issued& issued, const std::string& task, const std::string& peer,
                                      const TaskResult& result, const ServiceContext& ctx, std::int64_t now);

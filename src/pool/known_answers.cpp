@@ -13,7 +13,7 @@ void KnownAnswers::learn(const LeasedTask& task, const TaskResult& answer, std::
   if (known_.size() > keep_) known_.pop_front();
 }
 
-std::optional<LeasedTask> KnownAnswers::issue(const std::string& device, const std::string& peer, std::int64_t) {
+std::optional<LeasedTask> KnownAnswers::issue(const std::string& device, const std::string& peer) {
   if (outstanding(device)) return std::nullopt;
   // Of the answers this peer did not produce, one this device has not had
   // yet when there is one (a second try at the same task proves less).

@@ -39,7 +39,7 @@ class KnownAnswers {
   // A known-answer task for this claim of `device` (of `peer`), or nothing
   // when none is known that this peer did not run. The caller decides that
   // the device is unproven.
-  std::optional<LeasedTask> issue(const std::string& device, const std::string& peer, std::int64_t now_ms);
+  std::optional<LeasedTask> issue(const std::string& device, const std::string& peer);
   // Whether `device` has one out (it gets no other work until it answers).
   bool outstanding(const std::string& device) const;
 

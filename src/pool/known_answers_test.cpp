@@ -21,14 +21,14 @@ TaskResult answer(const std::string& out) {
 
 TEST(KnownAnswers, NothingKnownNothingIssued) {
   KnownAnswers k(1);
-  EXPECT_FALSE(k.issue("d1", "p1", 0));
+  EXPECT_FALSE(k.issue("d1", "p1"));
   EXPECT_FALSE(k.outstanding("d1"));
 }
 
 TEST(KnownAnswers, IssuedAsARetryOfTheTaskAndTakenBack) {
   KnownAnswers k(1);
   k.learn(task("j1.3", 3), answer("three"), {"pa", "pb"});
-  auto t = k.issue("d1", "p1", 0);
+  auto t = k.issue("d1", "p1");
   ASSERT_TRUE(t);
   // On the wire: the real task's id, job, shard and spec, the next attempt.
   EXPECT_EQ(t->id, "j1.3");
@@ -36,7 +36,7 @@ TEST(KnownAnswers, IssuedAsARetryOfTheTaskAndTakenBack) {
   EXPECT_EQ(t->attempt, 2);
   EXPECT_EQ(t->spec, (nlohmann::json{{"shards", 4}}));
   EXPECT_TRUE(k.outstanding("d1"));
-  EXPECT_FALSE(k.issue("d1", "p1", 0));  // one at a time
+  EXPECT_FALSE(k.issue("d1", "p1"));  // one at a time
   // Another peer's result for the same task and attempt is not its answer.
   EXPECT_FALSE(k.take("p2", "j1.3", 2));
   EXPECT_FALSE(k.take("p1", "j1.3", 1));
@@ -48,7 +48,7 @@ TEST(KnownAnswers, IssuedAsARetryOfTheTaskAndTakenBack) {
   EXPECT_FALSE(k.outstanding("d1"));
   EXPECT_FALSE(k.take("p1", "j1.3", 2));  // answered once
   // Again for the same device: the next attempt.
-  auto again = k.issue("d1", "p1", 0);
+  auto again = k.issue("d1", "p1");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->attempt, 3);
 }
@@ -56,19 +56,19 @@ TEST(KnownAnswers, IssuedAsARetryOfTheTaskAndTakenBack) {
 TEST(KnownAnswers, NeverToAPeerThatRanTheShard) {
   KnownAnswers k(1);
   k.learn(task("j1.0", 0), answer("zero"), {"pa", "pb"});
-  EXPECT_FALSE(k.issue("da", "pa", 0));
-  EXPECT_FALSE(k.issue("db", "pb", 0));
-  EXPECT_TRUE(k.issue("dc", "pc", 0));
+  EXPECT_FALSE(k.issue("da", "pa"));
+  EXPECT_FALSE(k.issue("db", "pb"));
+  EXPECT_TRUE(k.issue("dc", "pc"));
 }
 
 TEST(KnownAnswers, PrefersOneTheDeviceHasNotHad) {
   KnownAnswers k(7);
   k.learn(task("j1.0", 0), answer("zero"), {"pa"});
   k.learn(task("j1.1", 1), answer("one"), {"pa"});
-  auto first = k.issue("d", "p", 0);
+  auto first = k.issue("d", "p");
   ASSERT_TRUE(first);
   ASSERT_TRUE(k.take("p", first->id, first->attempt));
-  auto second = k.issue("d", "p", 0);
+  auto second = k.issue("d", "p");
   ASSERT_TRUE(second);
   EXPECT_NE(first->id, second->id);
 }
@@ -76,7 +76,7 @@ TEST(KnownAnswers, PrefersOneTheDeviceHasNotHad) {
 TEST(KnownAnswers, ForgottenWhenThePeerGoes) {
   KnownAnswers k(1);
   k.learn(task("j1.0", 0), answer("zero"), {"pa"});
-  auto t = k.issue("d", "p", 0);
+  auto t = k.issue("d", "p");
   ASSERT_TRUE(t);
   k.forget_peer("p");
   EXPECT_FALSE(k.outstanding("d"));

@@ -97,9 +97,9 @@ TEST_F(ReplicationTest, ADecidedQuorumIsAKnownAnswerForOtherPeers) {
   ASSERT_TRUE(claim_task("bob", bob, {}, copy));
   ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr));
   ASSERT_EQ(known.known(), 1u);
-  EXPECT_FALSE(known.issue(alice, "alice", now));  // they ran it
-  EXPECT_FALSE(known.issue(bob, "bob", now));
-  auto kat = known.issue(carl, "carl", now);
+  EXPECT_FALSE(known.issue(alice, "alice"));  // they ran it
+  EXPECT_FALSE(known.issue(bob, "bob"));
+  auto kat = known.issue(carl, "carl");
   ASSERT_TRUE(kat);
   EXPECT_EQ(kat->id, job + ".0");  // the original task, again
   EXPECT_EQ(kat->shard, 0);
