@@ -1,8 +1,9 @@
 #include "services/fs/transfer.hpp"
 
 #include "services/fs/path_rules.hpp"
+#include "services/fs/receive_writer.hpp"
 
-#include <openssl/evp.h>
+#include <boost/asio/this_coro.hpp>
 #include <unistd.h>
 
 #include <cctype>
@@ -123,7 +124,6 @@ bool compressed_format(const std::string& path) {
 // Chunk-level reuse: a needed file of at least kChunkedMinBytes that the receiver holds an older
 // copy of (or the prefix of an interrupted transfer) travels as "same" runs for the fixed-size
 // chunks whose SHA-256 the receiver offered, and as data for the rest.
-constexpr std::uint64_t kChunkBytes = kMaxDataBytes;
 constexpr std::uint64_t kChunkedMinBytes = 1024 * 1024;
 constexpr std::size_t kMaxBaseChunks = 65536;         // per file (16 GiB of it)
 constexpr std::size_t kMaxBaseChunksTotal = 262144;   // per need message (~17 MB of JSON)
@@ -131,20 +131,6 @@ constexpr std::size_t kMaxBaseChunksTotal = 262144;   // per need message (~17 M
 bool is_hex64(const std::string& s) {
   std::uint8_t raw[32];
   return hex_to_bytes(s, raw, 32);
-}
-
-// Reads until `buf` is full or the file ends: chunk boundaries must not depend on short reads.
-Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t offset, bool positional) {
-  std::size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t n = positional ? ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(offset + got))
-                           : ::read(fd, buf.data() + got, buf.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(errc::io_error, std::string("read: ") + std::strerror(errno));
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  return got;
 }
 
 }  // namespace
@@ -276,15 +262,6 @@ Result<void> check_quota(const std::vector<Entry>& entries, const ReceiveLimits&
   return {};
 }
 
-// A receiver's older copy of a file, or the prefix an interrupted transfer kept (resume_name):
-// the chunks the sender may refer to with "same".
-struct Base {
-  UniqueFd fd;
-  std::uint64_t size = 0;
-  std::size_t chunks = 0;  // offered to the sender
-  bool resume = false;     // an interrupted transfer's prefix: removed once the file is in place
-};
-
 std::optional<Base> open_base(DirCursor& cursor, const std::string& path) {
   std::string leaf;
   auto dir = cursor.parent_of(path, false, &leaf);
@@ -317,72 +294,46 @@ Result<std::vector<std::string>> chunk_hashes(int fd, std::uint64_t size, std::s
   return out;
 }
 
-// Receives one announced file into place; checks size and hash. A transfer cut off
-// mid-file keeps its prefix (resume_name) for the next one.
-asio::awaitable<Result<std::uint64_t>> receive_file(MuxStream& stream, DirCursor& cursor, const Entry& entry,
-                                                    HashCache* cache, Base* base, std::uint64_t* reused) {
-  auto out = AtomicFile::create(cursor, entry.path);
-  if (!out) co_return out.error();
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
-  std::uint64_t got = 0;
-  std::vector<std::uint8_t> copy;
+// Reads one file's frames (after its "file" control) up to its file_end and queues them for the
+// writer. *stream_broke tells a failed read from a frame that breaks the protocol.
+asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWriter& writer, bool* stream_broke) {
   for (;;) {
-    auto f = co_await read_frame(stream);
-    if (!f) {
-      if (out->written() >= kChunkBytes) out->keep_partial();
-      co_return f.error();
+    std::array<std::uint8_t, kFrameHeaderBytes> head{};
+    if (auto r = co_await stream.read_exact(asio::buffer(head)); !r) {
+      *stream_broke = true;
+      co_return r.error();
     }
-    if (f->type == FrameType::control) {
-      auto j = decode_control(f->payload);
-      if (j && (*j)["type"] == "same" && (*j)["chunks"].is_number_unsigned()) {
-        // The sender says the next chunks equal ours: copy them from the base (never from its side).
-        std::uint64_t count = (*j)["chunks"].get<std::uint64_t>();
-        if (!base || got % kChunkBytes != 0 || count > base->chunks || got / kChunkBytes + count > base->chunks)
-          co_return fail(errc::malformed, entry.path + ": refers to chunks it was not offered");
-        copy.resize(kChunkBytes);
-        for (std::uint64_t i = 0; i < count; ++i) {
-          const std::uint64_t off = got;
-          const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, base->size - off));
-          auto n = read_full(base->fd.get(), std::span<std::uint8_t>(copy.data(), len), off, true);
-          if (!n || *n != len) co_return fail(errc::io_error, entry.path + ": the older copy changed while in use");
-          got += len;
-          if (got > entry.size) co_return fail(errc::too_large, entry.path + ": more bytes than announced");
-          EVP_DigestUpdate(md.get(), copy.data(), len);
-          if (auto r = out->write(copy.data(), len); !r) co_return r.error();
-          *reused += len;
-        }
-        continue;
+    auto h = decode_frame_header(head);
+    if (!h) co_return h.error();
+    // Not zeroed: every byte is read into it.
+    auto bytes = std::make_unique_for_overwrite<std::uint8_t[]>(h->length);
+    if (h->length > 0) {
+      if (auto r = co_await stream.read_exact(asio::buffer(bytes.get(), h->length)); !r) {
+        *stream_broke = true;
+        co_return r.error();
       }
-      if (!j || (*j)["type"] != "file_end") co_return fail(errc::malformed, "expected file_end");
-      break;
     }
-    std::vector<std::uint8_t> plain;
-    if (f->type == FrameType::zdata) {
-      auto d = decompress(f->payload);
-      if (!d) co_return d.error();
-      plain = std::move(*d);
-    } else if (f->type == FrameType::data) {
-      plain = std::move(f->payload);
-    } else {
-      co_return fail(errc::malformed, "unexpected frame in a file");
+    if (h->type == FrameType::data || h->type == FrameType::zdata) {
+      writer.data(std::move(bytes), h->length, h->type == FrameType::zdata);
+      co_await writer.wait_for_room();
+      if (writer.failed()) co_return Result<void>{};  // the caller reports the writer's error
+      continue;
     }
-    got += plain.size();
-    if (got > entry.size) co_return fail(errc::too_large, entry.path + ": more bytes than announced");
-    EVP_DigestUpdate(md.get(), plain.data(), plain.size());
-    if (auto r = out->write(plain.data(), plain.size()); !r) co_return r.error();
+    if (h->type != FrameType::control) co_return fail(errc::malformed, "unexpected frame in a file");
+    auto j = decode_control(std::span<const std::uint8_t>(bytes.get(), h->length));
+    if (!j) co_return j.error();
+    if ((*j)["type"] == "error") {
+      const std::string msg = j->value("message", std::string("the other side failed"));
+      co_return fail(errc::refused, msg);
+    }
+    if ((*j)["type"] == "same" && (*j)["chunks"].is_number_unsigned()) {
+      writer.same((*j)["chunks"].get<std::uint64_t>());
+      continue;
+    }
+    if ((*j)["type"] != "file_end") co_return fail(errc::malformed, "expected file_end");
+    writer.end();
+    co_return Result<void>{};
   }
-  unsigned char digest[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md.get(), digest, &len);
-  const std::string sha = bytes_to_hex(digest, len);
-  if (got != entry.size || sha != entry.sha256)
-    co_return fail(errc::malformed, entry.path + ": checksum mismatch (the file changed while it was sent?)");
-  auto stamp = out->commit(entry.executable);
-  if (!stamp) co_return stamp.error();
-  if (base && base->resume) ::unlinkat(out->dir_fd(), resume_name(out->leaf()).c_str(), 0);
-  if (cache) cache->put(entry.path, *stamp, sha, wall_clock_ns());
-  co_return got;
 }
 
 }  // namespace
@@ -489,22 +440,49 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
   nlohmann::json need_msg = {{"type", "need"}, {"paths", need}};
   if (!offered.empty()) need_msg["bases"] = std::move(offered);
   if (auto r = co_await write_control(stream, need_msg); !r) co_return r.error();
+  // Files are written on the writer's thread while this one reads the next frames.
+  std::uint64_t announced = 0;  // bytes of the files received completely, for progress
+  ReceiveWriter writer(co_await asio::this_coro::executor, root, cache);
   for (const auto& path : need) {
+    const Entry& entry = *wanted[path];
     auto begin = co_await read_control(stream);
-    if (!begin) co_return begin.error();
+    if (!begin) {
+      co_await writer.finish();
+      co_return begin.error();
+    }
     if ((*begin)["type"] != "file" || (*begin)["path"] != path) co_return fail(errc::malformed, "expected file " + path);
     const auto base_it = bases.find(path);
-    Base* base = base_it == bases.end() ? nullptr : &base_it->second;
-    auto got = co_await receive_file(stream, cursor, *wanted[path], cache, base, &stats.reused_bytes);
-    if (!got) {
-      co_await send_error(stream, got.error());
-      co_return got.error();
+    std::optional<Base> base;
+    if (base_it != bases.end()) {
+      base = std::move(base_it->second);
+      bases.erase(base_it);
     }
-    stats.bytes += *got;
-    ++stats.files_sent;
-    if (base) bases.erase(base_it);  // its descriptor is no longer needed
-    if (progress) progress(stats.bytes, total);
+    writer.begin(entry, std::move(base));
+    bool stream_broke = false;
+    Result<void> r = co_await receive_file_pieces(stream, writer, &stream_broke);
+    if (r) {
+      if (auto e = writer.failed()) r = *e;
+    }
+    if (!r) {
+      if (stream_broke) {
+        writer.abort();  // the stream broke: keep what arrived of this file for a resume
+        co_await writer.finish();
+        co_return r.error();
+      }
+      co_await send_error(stream, r.error());
+      co_return r.error();
+    }
+    announced += entry.size;
+    if (progress) progress(announced, total);
   }
+  auto written = co_await writer.finish();
+  if (!written) {
+    co_await send_error(stream, written.error());
+    co_return written.error();
+  }
+  stats.bytes = written->bytes;
+  stats.reused_bytes = written->reused_bytes;
+  stats.files_sent = written->files;
   if (state) {
     // Deepest first (a manifest lists a folder before its contents), so emptied folders go too.
     for (auto it = state->entries.rbegin(); it != state->entries.rend(); ++it)
