@@ -247,6 +247,37 @@ class Sync(RunBase):
         leftovers = [n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")]
         self.assertEqual(leftovers, [])
 
+    def test_file_changed_while_sent_is_refused_and_never_lands(self):
+        self.setup_pair()
+        path = self.write("big.bin", os.urandom(32 * 1024 * 1024))
+        stop = threading.Event()
+
+        def scribble():  # rewrites the first block every 2 ms: the file never holds still
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                while not stop.is_set():
+                    os.pwrite(fd, os.urandom(4096), 0)
+                    time.sleep(0.002)
+            finally:
+                os.close(fd)
+
+        t = threading.Thread(target=scribble)
+        t.start()
+        try:
+            cp = self.run_remote("true")
+        finally:
+            stop.set()
+            t.join()
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn("changed while it was being sent", cp.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "big.bin")))
+        self.assertEqual([n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")], [])
+        with open(path, "rb") as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+        cp = self.run_remote("sha256sum", "big.bin")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn(want, cp.stdout)
+
 
 class Sandbox(RunBase):
     def test_provider_home_and_state_invisible(self):

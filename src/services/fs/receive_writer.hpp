@@ -96,6 +96,7 @@ class ReceiveWriter {
   std::deque<Piece> queue_;
   std::size_t queued_bytes_ = 0;
   std::size_t busy_ = 0;  // pieces taken off the queue and not done
+  bool idle_ = false;     // the writer sleeps until a push wakes it
   bool stop_ = false;
   std::optional<Error> error_;
   std::shared_ptr<boost::asio::steady_timer> room_;  // set while the stream side waits

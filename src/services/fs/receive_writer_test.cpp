@@ -91,17 +91,59 @@ TEST(ReceiveWriter, WritesFilesInOrderAndRecordsTheirHashes) {
   EXPECT_EQ(cache.size(), 2u);
 }
 
-TEST(ReceiveWriter, ChecksumMismatchFailsAndLeavesNothing) {
+TEST(ReceiveWriter, FewerBytesThanAnnouncedFailAndLeaveNothing) {
   Workspace ws;
   Entry e = file_entry("x", "expected");
   auto r = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
     w.begin(e, std::nullopt);
-    w.data(bytes_of("tampered"), 8, false);
+    w.data(bytes_of("exp"), 3, false);
     w.end();
   });
   ASSERT_FALSE(r);
-  EXPECT_NE(std::string(r.error().what()).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(std::string(r.error().what()).find("fewer bytes"), std::string::npos);
   EXPECT_TRUE(ws.names().empty());  // no file, no temp file
+}
+
+// A base (our older copy) opened for reading, as receive_tree offers it.
+Base base_of(const Workspace& ws, const std::string& rel) {
+  Base b;
+  b.fd = UniqueFd(::open((ws.path / rel).c_str(), O_RDONLY | O_CLOEXEC));
+  b.size = std::filesystem::file_size(ws.path / rel);
+  b.chunks = static_cast<std::size_t>((b.size + kChunkBytes - 1) / kChunkBytes);
+  return b;
+}
+
+TEST(ReceiveWriter, FileRebuiltFromOurOlderCopyIsHashed) {
+  Workspace ws;
+  const std::string old_copy = std::string(kChunkBytes, 'o') + std::string(kChunkBytes, 'p');
+  const std::string fresh = std::string(kChunkBytes, 'o') + std::string(kChunkBytes, 'n');
+  {
+    std::ofstream(ws.path / "f", std::ios::binary) << old_copy;
+  }
+  const Entry good = file_entry("f", fresh);
+  auto r = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
+    w.begin(good, base_of(ws, "f"));
+    w.same(1);
+    w.data(bytes_of(fresh.substr(kChunkBytes)), kChunkBytes, false);
+    w.end();
+  });
+  ASSERT_TRUE(r) << r.error().what();
+  EXPECT_EQ(r->reused_bytes, kChunkBytes);
+  EXPECT_EQ(ws.read("f"), fresh);
+
+  // The same pieces against a manifest hash they do not produce: refused, the file untouched.
+  Entry wrong = good;
+  wrong.sha256 = std::string(64, '0');
+  auto bad = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
+    w.begin(wrong, base_of(ws, "f"));
+    w.same(1);
+    w.data(bytes_of(std::string(kChunkBytes, 'x')), kChunkBytes, false);
+    w.end();
+  });
+  ASSERT_FALSE(bad);
+  EXPECT_NE(std::string(bad.error().what()).find("checksum mismatch"), std::string::npos);
+  EXPECT_EQ(ws.read("f"), fresh);
+  EXPECT_EQ(ws.names(), std::vector<std::string>{"f"});
 }
 
 TEST(ReceiveWriter, MoreBytesThanAnnouncedStopsEverythingAfter) {

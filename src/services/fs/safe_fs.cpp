@@ -176,16 +176,16 @@ bool read_whole_file(const std::filesystem::path& file, std::string& bytes) {
   return true;
 }
 
-FileStamp stamp_of(const struct stat& st) {
-  return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
-          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
-}
-
 // Cache file: "RSH1" u32 count, then per entry: u16 path_len, path, u64 size, i64 mtime, i64 ctime,
 // u64 ino, i64 as_of, 32 bytes SHA-256 (host byte order: the file never leaves this machine).
 constexpr char kCacheMagic[4] = {'R', 'S', 'H', '1'};
 
 }  // namespace
+
+FileStamp stamp_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
+          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
+}
 
 void HashCache::load(const std::filesystem::path& file) {
   items_.clear();

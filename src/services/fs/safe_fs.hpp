@@ -12,6 +12,8 @@
 #include "services/fs/ignore_rules.hpp"
 #include "services/fs/manifest.hpp"
 
+#include <sys/stat.h>
+
 #include <array>
 #include <deque>
 #include <filesystem>
@@ -63,6 +65,7 @@ struct FileStamp {
   std::uint64_t ino = 0;
   bool operator==(const FileStamp&) const = default;
 };
+FileStamp stamp_of(const struct stat& st);
 
 // path -> (stamp, sha256): skips rehashing unchanged files. An entry is
 // trusted only when the file's ctime is at least `racy_ns` older than the

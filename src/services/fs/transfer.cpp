@@ -4,6 +4,7 @@
 #include "services/fs/receive_writer.hpp"
 
 #include <boost/asio/this_coro.hpp>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -133,10 +134,26 @@ bool is_hex64(const std::string& s) {
   return hex_to_bytes(s, raw, 32);
 }
 
+// Whether what was just read of `entry` is its manifest content: a vouched file must still have the
+// stamp it had when opened (any write since changes its ctime), any other its SHA-256.
+bool content_matches(int fd, const struct stat& opened, bool vouched, EVP_MD_CTX* md, std::uint64_t read_bytes,
+                     const Entry& entry) {
+  if (read_bytes != entry.size) return false;
+  if (vouched) {
+    struct stat now{};
+    return ::fstat(fd, &now) == 0 && stamp_of(now) == stamp_of(opened);
+  }
+  unsigned char digest[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(md, digest, &len);
+  return bytes_to_hex(digest, len) == entry.sha256;
+}
+
 }  // namespace
 
 asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
-                                                 Progress progress, std::optional<TopRename> rename) {
+                                                 Progress progress, std::optional<TopRename> rename,
+                                                 const HashCache* hashed) {
   TransferStats stats;
   stats.entries = entries.size();
   const std::vector<std::uint8_t> wire = encode_manifest(entries);
@@ -153,23 +170,24 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   auto need = co_await read_control(stream);
   if (!need) co_return need.error();
   if ((*need)["type"] != "need" || !(*need)["paths"].is_array()) co_return fail(errc::malformed, "expected need");
-  std::unordered_map<std::string_view, std::uint64_t> sizes;
-  sizes.reserve(entries.size());
+  std::unordered_map<std::string_view, const Entry*> files;
+  files.reserve(entries.size());
   for (const auto& e : entries)
-    if (e.type == EntryType::file) sizes[e.path] = e.size;
+    if (e.type == EntryType::file) files[e.path] = &e;
   std::uint64_t total = 0;
   for (const auto& p : (*need)["paths"]) {
-    auto it = p.is_string() ? sizes.find(p.get_ref<const std::string&>()) : sizes.end();
-    if (it == sizes.end()) co_return fail(errc::malformed, "asked for an unknown file");
-    total += it->second;
+    auto it = p.is_string() ? files.find(p.get_ref<const std::string&>()) : files.end();
+    if (it == files.end()) co_return fail(errc::malformed, "asked for an unknown file");
+    total += it->second->size;
   }
+  if (hashed) hashed->index();
   std::unordered_map<std::string, std::vector<std::string>> bases;
   if (need->contains("bases")) {
     const auto& b = (*need)["bases"];
     if (!b.is_object()) co_return fail(errc::malformed, "bad chunk list");
     std::size_t count = 0;
     for (const auto& [path, list] : b.items()) {
-      if (!sizes.count(path) || !list.is_array() || list.size() > kMaxBaseChunks ||
+      if (!files.count(path) || !list.is_array() || list.size() > kMaxBaseChunks ||
           (count += list.size()) > kMaxBaseChunksTotal)
         co_return fail(errc::malformed, "bad chunk list");
       std::vector<std::string> hashes;
@@ -185,10 +203,19 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   FrameBatch batch(stream);
   std::vector<std::uint8_t> buf(kChunkBytes);
   const nlohmann::json end = {{"type", "file_end"}};
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   for (const auto& p : (*need)["paths"]) {
     const std::string path = p.get<std::string>();
-    auto file = open_regular_file(root, rename ? rename->source_of(path) : path);
+    const Entry& entry = *files.at(path);
+    const std::string source = rename ? rename->source_of(path) : path;
+    auto file = open_regular_file(root, source);
     if (!file) co_return file.error();
+    struct stat opened{};
+    if (::fstat(file->get(), &opened) != 0) co_return fail(errc::io_error, path + ": " + std::strerror(errno));
+    // Vouched for by the scan: its stamp after reading tells whether it changed. Else hash it now.
+    const bool vouched = hashed && hashed->vouches(source, stamp_of(opened), entry.sha256);
+    if (!vouched) EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
+    std::uint64_t read_bytes = 0;
     const nlohmann::json begin = {{"type", "file"}, {"path", path}};
     batch.add_control(begin);
     const auto base_it = bases.find(path);
@@ -202,6 +229,8 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
       if (!n) co_return Error(n.error().code, path + ": " + n.error().what());
       if (*n == 0) break;
       std::span<const std::uint8_t> chunk(buf.data(), *n);
+      read_bytes += *n;
+      if (!vouched) EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
       if (base && index < base->size() && sha256_hex(chunk.data(), chunk.size()) == (*base)[index]) {
         ++same;
         stats.reused_bytes += *n;
@@ -229,6 +258,14 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
     if (same > 0) {
       const nlohmann::json run = {{"type", "same"}, {"chunks", same}};
       batch.add_control(run);
+    }
+    if (!content_matches(file->get(), opened, vouched, md.get(), read_bytes, entry)) {
+      // The receiver drops this file and answers with an error; ours says what happened.
+      const Error changed(errc::io_error, path + " changed while it was being sent; run again to send its new content");
+      const nlohmann::json msg = {{"type", "error"}, {"message", changed.what()}};
+      batch.add_control(msg);
+      (void)co_await batch.flush();
+      co_return changed;
     }
     batch.add_control(end);
     ++stats.files_sent;
