@@ -178,6 +178,23 @@ class Sync(RunBase):
         self.ok(self.chome, "cp", self.provider.link, other, "remote:")  # cp is no sync: deletes nothing
         self.assertTrue(os.path.exists(os.path.join(self.workspace, "a.txt")))
 
+    def test_newly_ignored_files_stay_remote(self):
+        # Like rsync's --delete, which leaves excluded files: ignoring a file stops its sync, it does
+        # not delete the provider's copy. A file deleted locally and not ignored still goes.
+        self.setup_pair()
+        self.write("keep.log", "k")
+        self.write("cache/x.bin", "x")
+        self.write("drop.txt", "d")
+        self.assertEqual(self.run_remote("true").returncode, 0)
+        self.write(".gitignore", "*.log\ncache/\n")
+        os.remove(os.path.join(self.work, "drop.txt"))
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("1 deleted", cp.stderr)
+        for path in ("keep.log", "cache/x.bin"):
+            self.assertTrue(os.path.exists(os.path.join(self.workspace, path)), path)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "drop.txt")))
+
     def test_workspace_change_seen_on_unchanged_resync(self):
         self.setup_pair()
         self.write("a.txt", "original")

@@ -54,12 +54,24 @@ void ReceiveWriter::push(Piece piece) {
 void ReceiveWriter::begin(const Entry& entry, std::optional<Base> base) {
   push(Piece{.kind = Piece::begin, .entry = &entry, .base = std::move(base)});
 }
-void ReceiveWriter::data(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, bool compressed) {
-  push(Piece{.kind = Piece::data, .bytes = std::move(bytes), .size = size, .compressed = compressed});
+void ReceiveWriter::data(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, bool compressed, bool pooled) {
+  push(Piece{.kind = Piece::data, .bytes = std::move(bytes), .size = size, .compressed = compressed, .pooled = pooled});
 }
 void ReceiveWriter::same(std::uint64_t chunks) { push(Piece{.kind = Piece::same, .size = chunks}); }
 void ReceiveWriter::end() { push(Piece{.kind = Piece::end}); }
 void ReceiveWriter::abort() { push(Piece{.kind = Piece::abort}); }
+
+std::unique_ptr<std::uint8_t[]> ReceiveWriter::buffer() {
+  {
+    std::lock_guard lock(mu_);
+    if (!spare_.empty()) {
+      auto b = std::move(spare_.back());
+      spare_.pop_back();
+      return b;
+    }
+  }
+  return std::make_unique_for_overwrite<std::uint8_t[]>(kMaxDataBytes);
+}
 
 std::optional<Error> ReceiveWriter::failed() {
   std::lock_guard lock(mu_);
@@ -106,11 +118,14 @@ void ReceiveWriter::run() {
     while (!batch.empty()) {
       // After an error the rest is dropped: the stream side stops at its next piece.
       Result<void> r = apply(batch.front());
-      const std::size_t done_bytes = batch.front().kind == Piece::data ? batch.front().size : 0;
+      Piece& done = batch.front();
+      const std::size_t done_bytes = done.kind == Piece::data ? done.size : 0;
+      std::unique_ptr<std::uint8_t[]> reusable = done.pooled ? std::move(done.bytes) : nullptr;
       batch.pop_front();
       std::lock_guard lock(mu_);
       --busy_;
       queued_bytes_ -= done_bytes;
+      if (reusable && spare_.size() < kMaxQueuedBytes / kMaxDataBytes + 8) spare_.push_back(std::move(reusable));
       if (stop_) {
         batch.clear();
         break;

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace runsnack::fs {
 
@@ -51,9 +52,14 @@ class ReceiveWriter {
   ReceiveWriter(const ReceiveWriter&) = delete;
   ReceiveWriter& operator=(const ReceiveWriter&) = delete;
 
+  // A buffer for a data piece of up to kMaxDataBytes: one the writer is done with when there is
+  // one (fresh pages for every frame cost a page fault each 4 KiB).
+  std::unique_ptr<std::uint8_t[]> buffer();
+
   // `entry` must outlive the writer. Pieces of one file: begin, data/same..., end.
   void begin(const Entry& entry, std::optional<Base> base);
-  void data(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, bool compressed);
+  // `pooled`: `bytes` came from buffer() and goes back to it once written.
+  void data(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, bool compressed, bool pooled = false);
   void same(std::uint64_t chunks);
   void end();
   // The stream broke inside a file: what was written of it is kept for a resume.
@@ -74,6 +80,7 @@ class ReceiveWriter {
     std::unique_ptr<std::uint8_t[]> bytes{};
     std::size_t size = 0;  // bytes; chunks for `same`
     bool compressed = false;
+    bool pooled = false;
   };
   struct Current;
 
@@ -94,6 +101,7 @@ class ReceiveWriter {
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Piece> queue_;
+  std::vector<std::unique_ptr<std::uint8_t[]>> spare_;  // kMaxDataBytes each
   std::size_t queued_bytes_ = 0;
   std::size_t busy_ = 0;  // pieces taken off the queue and not done
   bool idle_ = false;     // the writer sleeps until a push wakes it

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <ctime>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -98,14 +99,45 @@ class FrameBatch {
   asio::awaitable<Result<void>> flush() {
     if (buf_.empty()) co_return Result<void>{};
     const asio::const_buffer out = asio::buffer(buf_);
+    const double wall0 = seconds(CLOCK_MONOTONIC), cpu0 = seconds(CLOCK_THREAD_CPUTIME_ID);
     auto r = co_await stream_.write(out);
+    const double wall1 = seconds(CLOCK_MONOTONIC), cpu1 = seconds(CLOCK_THREAD_CPUTIME_ID);
+    if (last_flush_ > 0) gate_.record(std::max(0.0, (wall1 - wall0) - (cpu1 - cpu0)), wall1 - last_flush_);
+    last_flush_ = wall1;
     buf_.clear();
     co_return r;
   }
+  bool compress() const { return gate_.on(); }
 
  private:
+  // Whether zstd is worth its CPU time. It is when the sender would otherwise wait for the link
+  // (a slow network, or a receiver that is behind), not when the sender is the bottleneck itself
+  // (loopback, a fast LAN: compressing there only slows the transfer). Judged by the share of
+  // wall time the sending thread spent idle in writes over recent batches, with hysteresis.
+  class CompressionGate {
+   public:
+    bool on() const { return on_; }
+    void record(double idle_s, double wall_s) {
+      if (wall_s <= 0) return;
+      idle_share_ = 0.7 * idle_share_ + 0.3 * std::min(1.0, idle_s / wall_s);
+      if (on_ && idle_share_ < 0.10) on_ = false;
+      else if (!on_ && idle_share_ > 0.25) on_ = true;
+    }
+
+   private:
+    bool on_ = true;  // until measured: right for the slow links where it matters most
+    double idle_share_ = 0.5;
+  };
+  static double seconds(clockid_t clock) {
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  }
+
   MuxStream& stream_;
   std::vector<std::uint8_t> buf_;
+  CompressionGate gate_;
+  double last_flush_ = 0;
 };
 
 // Formats that are compressed already: zstd would spend time to save nothing.
@@ -242,7 +274,7 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
         same = 0;
       }
       std::optional<std::vector<std::uint8_t>> z;
-      if (try_zstd && chunk.size() >= 512) {
+      if (try_zstd && batch.compress() && chunk.size() >= 512) {
         z = maybe_compress(chunk);
         if (!z) try_zstd = false;
       }
@@ -331,6 +363,28 @@ Result<std::vector<std::string>> chunk_hashes(int fd, std::uint64_t size, std::s
   return out;
 }
 
+// The ignore rules the sender scanned with, from the copies of its rule files the sync just wrote.
+IgnoreRules synced_ignore_rules(int root) {
+  IgnoreRules rules;
+  for (const char* name : {".gitignore", ".runsnackignore"}) {
+    auto file = open_regular_file(root, name);
+    if (!file) continue;
+    std::string text(64 * 1024, '\0');  // rule files beyond this are not worth a sync's time
+    auto n = read_full(file->get(), std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(text.data()), text.size()), 0, true);
+    if (!n) continue;
+    text.resize(*n);
+    rules.add_file_text(text);
+  }
+  return rules;
+}
+
+// Whether `entry` or a folder above it is ignored (the sender's scan never walks an ignored folder).
+bool ignored_here_or_above(const IgnoreRules& rules, const Entry& entry) {
+  for (std::size_t slash = entry.path.find('/'); slash != std::string::npos; slash = entry.path.find('/', slash + 1))
+    if (rules.ignored(std::string_view(entry.path).substr(0, slash), true)) return true;
+  return rules.ignored(entry.path, entry.type == EntryType::dir);
+}
+
 // Reads one file's frames (after its "file" control) up to its file_end and queues them for the
 // writer. *stream_broke tells a failed read from a frame that breaks the protocol.
 asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWriter& writer, bool* stream_broke) {
@@ -343,15 +397,17 @@ asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWrit
     auto h = decode_frame_header(head);
     if (!h) co_return h.error();
     // Not zeroed: every byte is read into it.
-    auto bytes = std::make_unique_for_overwrite<std::uint8_t[]>(h->length);
+    const bool file_bytes = h->type == FrameType::data || h->type == FrameType::zdata;
+    const bool pooled = file_bytes && h->length <= kMaxDataBytes;
+    auto bytes = pooled ? writer.buffer() : std::make_unique_for_overwrite<std::uint8_t[]>(h->length);
     if (h->length > 0) {
       if (auto r = co_await stream.read_exact(asio::buffer(bytes.get(), h->length)); !r) {
         *stream_broke = true;
         co_return r.error();
       }
     }
-    if (h->type == FrameType::data || h->type == FrameType::zdata) {
-      writer.data(std::move(bytes), h->length, h->type == FrameType::zdata);
+    if (file_bytes) {
+      writer.data(std::move(bytes), h->length, h->type == FrameType::zdata, pooled);
       co_await writer.wait_for_room();
       if (writer.failed()) co_return Result<void>{};  // the caller reports the writer's error
       continue;
@@ -522,8 +578,11 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
   stats.files_sent = written->files;
   if (state) {
     // Deepest first (a manifest lists a folder before its contents), so emptied folders go too.
+    // What the sender now ignores stays, as rsync's --delete leaves excluded files.
+    const IgnoreRules ignored = synced_ignore_rules(root);
     for (auto it = state->entries.rbegin(); it != state->entries.rend(); ++it)
-      if (!wanted.count(it->path) && remove_synced(cursor, *it, state->hashes)) ++stats.deleted;
+      if (!wanted.count(it->path) && !ignored_here_or_above(ignored, *it) && remove_synced(cursor, *it, state->hashes))
+        ++stats.deleted;
     state->digest = manifest_digest(frame->payload);
     state->entries = std::move(*entries);
     state->hashes.retain(state->entries);
