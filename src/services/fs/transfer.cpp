@@ -83,18 +83,29 @@ namespace {
 class FrameBatch {
  public:
   static constexpr std::size_t kFlushBytes = 1024 * 1024;
-  explicit FrameBatch(MuxStream& stream) : stream_(stream) { buf_.reserve(kFlushBytes + kMaxDataBytes + 1024); }
+  explicit FrameBatch(MuxStream& stream) : stream_(stream) { buf_.reserve(kFlushBytes + 2 * kMaxDataBytes); }
   void add(FrameType type, std::span<const std::uint8_t> payload) {
-    const auto n = static_cast<std::uint32_t>(payload.size());
-    const std::uint8_t head[kFrameHeaderBytes] = {static_cast<std::uint8_t>(type), std::uint8_t(n >> 24),
-                                                  std::uint8_t(n >> 16), std::uint8_t(n >> 8), std::uint8_t(n)};
-    buf_.insert(buf_.end(), head, head + kFrameHeaderBytes);
-    buf_.insert(buf_.end(), payload.begin(), payload.end());
+    const std::size_t at = buf_.size();
+    buf_.resize(at + kFrameHeaderBytes + payload.size());
+    put_header(at, type, payload.size());
+    std::memcpy(buf_.data() + at + kFrameHeaderBytes, payload.data(), payload.size());
   }
   void add_control(const nlohmann::json& body) {
     const std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     add(FrameType::control, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
   }
+  // Room for a frame's payload of up to `max` bytes, read into in place (no copy into the batch);
+  // then close_frame() keeps it or cancel_frame() drops it. Valid until the next call.
+  std::span<std::uint8_t> open_frame(std::size_t max) {
+    open_at_ = buf_.size();
+    buf_.resize(open_at_ + kFrameHeaderBytes + max);
+    return {buf_.data() + open_at_ + kFrameHeaderBytes, max};
+  }
+  void close_frame(FrameType type, std::size_t n) {
+    put_header(open_at_, type, n);
+    buf_.resize(open_at_ + kFrameHeaderBytes + n);
+  }
+  void cancel_frame() { buf_.resize(open_at_); }
   bool full() const { return buf_.size() >= kFlushBytes; }
   asio::awaitable<Result<void>> flush() {
     if (buf_.empty()) co_return Result<void>{};
@@ -134,8 +145,31 @@ class FrameBatch {
     return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
   }
 
+  void put_header(std::size_t at, FrameType type, std::size_t n) {
+    std::uint8_t* h = buf_.data() + at;
+    h[0] = static_cast<std::uint8_t>(type);
+    h[1] = std::uint8_t(n >> 24), h[2] = std::uint8_t(n >> 16), h[3] = std::uint8_t(n >> 8), h[4] = std::uint8_t(n);
+  }
+  // Grows without zeroing: every byte is written before it is sent.
+  struct NoInit {
+    using value_type = std::uint8_t;
+    template <class U>
+    struct rebind {
+      using other = NoInit;
+    };
+    std::uint8_t* allocate(std::size_t n) { return std::allocator<std::uint8_t>{}.allocate(n); }
+    void deallocate(std::uint8_t* p, std::size_t n) { std::allocator<std::uint8_t>{}.deallocate(p, n); }
+    template <class... Args>
+    void construct(std::uint8_t* p, Args&&... args) {
+      if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) std::uint8_t;  // default-init: no zeroing
+      else ::new (static_cast<void*>(p)) std::uint8_t(std::forward<Args>(args)...);
+    }
+    bool operator==(const NoInit&) const = default;
+  };
+
   MuxStream& stream_;
-  std::vector<std::uint8_t> buf_;
+  std::vector<std::uint8_t, NoInit> buf_;
+  std::size_t open_at_ = 0;
   CompressionGate gate_;
   double last_flush_ = 0;
 };
@@ -257,29 +291,40 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
     bool try_zstd = !compressed_format(path);
     std::uint64_t same = 0;  // chunks equal to the receiver's, not announced yet
     for (std::size_t index = 0;; ++index) {
-      auto n = read_full(file->get(), buf, 0, false);
-      if (!n) co_return Error(n.error().code, path + ": " + n.error().what());
-      if (*n == 0) break;
-      std::span<const std::uint8_t> chunk(buf.data(), *n);
-      read_bytes += *n;
-      if (!vouched) EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
-      if (base && index < base->size() && sha256_hex(chunk.data(), chunk.size()) == (*base)[index]) {
-        ++same;
-        stats.reused_bytes += *n;
-        continue;
-      }
-      if (same > 0) {
+      // A chunk the receiver may hold already is read aside and compared; any other is read
+      // straight into the batch as a data frame (dropped again if it travels compressed).
+      const bool maybe_same = base && index < base->size();
+      if (!maybe_same && same > 0) {  // past the receiver's copy: announce the run before the frame
         const nlohmann::json run = {{"type", "same"}, {"chunks", same}};
         batch.add_control(run);
         same = 0;
       }
+      const std::span<std::uint8_t> room = maybe_same ? std::span<std::uint8_t>(buf) : batch.open_frame(kChunkBytes);
+      auto n = read_full(file->get(), room, 0, false);
+      if (!n) co_return Error(n.error().code, path + ": " + n.error().what());
+      const std::span<const std::uint8_t> chunk(room.data(), *n);
+      read_bytes += *n;
+      if (!vouched) EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+      if (maybe_same && *n > 0 && sha256_hex(chunk.data(), chunk.size()) == (*base)[index]) {
+        ++same;
+        stats.reused_bytes += *n;
+        continue;
+      }
       std::optional<std::vector<std::uint8_t>> z;
-      if (try_zstd && batch.compress() && chunk.size() >= 512) {
+      if (*n > 0 && try_zstd && batch.compress() && chunk.size() >= 512) {
         z = maybe_compress(chunk);
         if (!z) try_zstd = false;
       }
+      if (!maybe_same && (*n == 0 || z)) batch.cancel_frame();
+      if (*n == 0) break;
+      if (same > 0) {  // announced before this chunk's frame (its bytes are still only in `buf`)
+        const nlohmann::json run = {{"type", "same"}, {"chunks", same}};
+        batch.add_control(run);
+        same = 0;
+      }
       if (z) batch.add(FrameType::zdata, *z);
-      else batch.add(FrameType::data, chunk);
+      else if (maybe_same) batch.add(FrameType::data, chunk);
+      else batch.close_frame(FrameType::data, *n);
       stats.bytes += *n;
       stats.wire_bytes += z ? z->size() : chunk.size();
       if (batch.full()) {
