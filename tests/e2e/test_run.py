@@ -178,6 +178,30 @@ class Sync(RunBase):
         self.ok(self.chome, "cp", self.provider.link, other, "remote:")  # cp is no sync: deletes nothing
         self.assertTrue(os.path.exists(os.path.join(self.workspace, "a.txt")))
 
+    def test_symlink_swapped_in_during_sync_never_leads_outside(self):
+        # A remote command keeps replacing the folder sub/ with a symlink to a folder of the
+        # provider's outside the workspace while syncs write into sub/: nothing may land there.
+        self.setup_pair()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        for i in range(200):
+            self.write("sub/f%d.txt" % i, "v0 %d" % i)
+        self.assertEqual(self.run_remote("true").returncode, 0)
+        swapper = self.start(self.chome, "run", self.provider.link, "--no-sync", "--", "sh", "-c",
+                             "while :; do rm -rf sub; ln -s %s sub; rm -f sub; mkdir sub; done" % outside,
+                             name="swapper")
+        try:
+            time.sleep(0.5)
+            for round in range(1, 4):
+                for i in range(200):
+                    self.write("sub/f%d.txt" % i, "v%d %d" % (round, i))
+                self.run_remote("true")  # may fail when sub/ is a symlink at the wrong moment
+                self.assertTrue(swapper.alive(), swapper.stderr())  # it was swapping all along
+        finally:
+            swapper.signal(signal.SIGKILL)
+            swapper.wait(10)
+        self.assertEqual(os.listdir(outside), [])
+
     def test_newly_ignored_files_stay_remote(self):
         # Like rsync's --delete, which leaves excluded files: ignoring a file stops its sync, it does
         # not delete the provider's copy. A file deleted locally and not ignored still goes.
