@@ -137,11 +137,12 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, 
 
 // Sends `entries` (read from `root`) to the provider: cp put.
 asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* service, nlohmann::json args, int root,
-                                                  std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename) {
+                                                  std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename,
+                                                  const fs::HashCache* hashed) {
   auto stream = co_await open_mode(session, service, std::move(args));
   if (!stream) co_return stream.error();
   const fs::Progress bar = progress_bar("sync");
-  auto stats = co_await fs::send_tree(**stream, root, entries, bar, rename);
+  auto stats = co_await fs::send_tree(**stream, root, entries, bar, rename, hashed);
   (void)co_await (*stream)->close_write();
   co_return stats;
 }
@@ -192,7 +193,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
     source.cache.retain(*entries);
     source.cache.save(source.cache_file);
     const fs::Progress bar = progress_bar("sync");
-    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, std::nullopt);
+    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, std::nullopt, &source.cache);
     (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
@@ -306,12 +307,13 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
     auto root = fs::open_root(src.parent_path(), false);
     if (!root) co_return report(root.error());
     fs::IgnoreRules rules;
-    auto entries = co_await scan_off_thread(root->get(), leaf, rules, nullptr);
+    fs::HashCache scanned;  // this scan's hashes: the sender vouches for files unchanged since
+    auto entries = co_await scan_off_thread(root->get(), leaf, rules, &scanned);
     if (!entries) co_return report(entries.error());
     for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
     const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
     const std::optional<fs::TopRename> rename = fs::TopRename{name, leaf};
-    auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename);
+    auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename, &scanned);
     if (!stats) co_return report(stats.error());
     if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
     else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;

@@ -178,6 +178,47 @@ class Sync(RunBase):
         self.ok(self.chome, "cp", self.provider.link, other, "remote:")  # cp is no sync: deletes nothing
         self.assertTrue(os.path.exists(os.path.join(self.workspace, "a.txt")))
 
+    def test_symlink_swapped_in_during_sync_never_leads_outside(self):
+        # A remote command keeps replacing the folder sub/ with a symlink to a folder of the
+        # provider's outside the workspace while syncs write into sub/: nothing may land there.
+        self.setup_pair()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        for i in range(200):
+            self.write("sub/f%d.txt" % i, "v0 %d" % i)
+        self.assertEqual(self.run_remote("true").returncode, 0)
+        swapper = self.start(self.chome, "run", self.provider.link, "--no-sync", "--", "sh", "-c",
+                             "while :; do rm -rf sub; ln -s %s sub; rm -f sub; mkdir sub; done" % outside,
+                             name="swapper")
+        try:
+            time.sleep(0.5)
+            for round in range(1, 4):
+                for i in range(200):
+                    self.write("sub/f%d.txt" % i, "v%d %d" % (round, i))
+                self.run_remote("true")  # may fail when sub/ is a symlink at the wrong moment
+                self.assertTrue(swapper.alive(), swapper.stderr())  # it was swapping all along
+        finally:
+            swapper.signal(signal.SIGKILL)
+            swapper.wait(10)
+        self.assertEqual(os.listdir(outside), [])
+
+    def test_newly_ignored_files_stay_remote(self):
+        # Like rsync's --delete, which leaves excluded files: ignoring a file stops its sync, it does
+        # not delete the provider's copy. A file deleted locally and not ignored still goes.
+        self.setup_pair()
+        self.write("keep.log", "k")
+        self.write("cache/x.bin", "x")
+        self.write("drop.txt", "d")
+        self.assertEqual(self.run_remote("true").returncode, 0)
+        self.write(".gitignore", "*.log\ncache/\n")
+        os.remove(os.path.join(self.work, "drop.txt"))
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("1 deleted", cp.stderr)
+        for path in ("keep.log", "cache/x.bin"):
+            self.assertTrue(os.path.exists(os.path.join(self.workspace, path)), path)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "drop.txt")))
+
     def test_workspace_change_seen_on_unchanged_resync(self):
         self.setup_pair()
         self.write("a.txt", "original")
@@ -246,6 +287,37 @@ class Sync(RunBase):
         self.assertIn(hashlib.sha256(data).hexdigest(), cp.stdout)
         leftovers = [n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")]
         self.assertEqual(leftovers, [])
+
+    def test_file_changed_while_sent_is_refused_and_never_lands(self):
+        self.setup_pair()
+        path = self.write("big.bin", os.urandom(32 * 1024 * 1024))
+        stop = threading.Event()
+
+        def scribble():  # rewrites the first block every 2 ms: the file never holds still
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                while not stop.is_set():
+                    os.pwrite(fd, os.urandom(4096), 0)
+                    time.sleep(0.002)
+            finally:
+                os.close(fd)
+
+        t = threading.Thread(target=scribble)
+        t.start()
+        try:
+            cp = self.run_remote("true")
+        finally:
+            stop.set()
+            t.join()
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn("changed while it was being sent", cp.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.workspace, "big.bin")))
+        self.assertEqual([n for n in os.listdir(self.workspace) if n.startswith(".runsnack-part-")], [])
+        with open(path, "rb") as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+        cp = self.run_remote("sha256sum", "big.bin")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn(want, cp.stdout)
 
 
 class Sandbox(RunBase):

@@ -2,6 +2,7 @@
 
 #include "services/fs/path_rules.hpp"
 
+#include <memory>
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -105,16 +106,31 @@ Result<UniqueFd> open_regular_file(int root, const std::string& path) {
   return file;
 }
 
-Result<std::string> sha256_fd(int fd) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  std::vector<unsigned char> buf(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
+Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t offset, bool positional) {
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    ssize_t n = positional ? ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(offset + got))
+                           : ::read(fd, buf.data() + got, buf.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return sys_error("read");
     if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n));
+    got += static_cast<std::size_t>(n);
+  }
+  return got;
+}
+
+Result<std::string> sha256_fd(int fd) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  // One buffer per thread, not zeroed: a zeroed 1 MiB per file cost more than hashing a small file.
+  constexpr std::size_t kBufBytes = 1 << 20;
+  static thread_local const std::unique_ptr<unsigned char[]> buf = std::make_unique_for_overwrite<unsigned char[]>(kBufBytes);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.get(), kBufBytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sys_error("read");
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buf.get(), static_cast<std::size_t>(n));
   }
   unsigned char md[32];
   unsigned len = 0;
@@ -160,16 +176,16 @@ bool read_whole_file(const std::filesystem::path& file, std::string& bytes) {
   return true;
 }
 
-FileStamp stamp_of(const struct stat& st) {
-  return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
-          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
-}
-
 // Cache file: "RSH1" u32 count, then per entry: u16 path_len, path, u64 size, i64 mtime, i64 ctime,
 // u64 ino, i64 as_of, 32 bytes SHA-256 (host byte order: the file never leaves this machine).
 constexpr char kCacheMagic[4] = {'R', 'S', 'H', '1'};
 
 }  // namespace
+
+FileStamp stamp_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_size), mtime_ns(st),
+          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_ino)};
+}
 
 void HashCache::load(const std::filesystem::path& file) {
   items_.clear();

@@ -12,6 +12,8 @@
 #include "services/fs/ignore_rules.hpp"
 #include "services/fs/manifest.hpp"
 
+#include <sys/stat.h>
+
 #include <array>
 #include <deque>
 #include <filesystem>
@@ -49,6 +51,9 @@ Result<UniqueFd> open_dir(int root, const std::string& path, bool create);
 Result<UniqueFd> open_regular_file(int root, const std::string& path);
 
 // SHA-256 of what the descriptor reads, lowercase hex.
+// Reads until `buf` is full or the file ends (at `offset` when `positional`, else from the
+// file position): chunk boundaries must not depend on short reads.
+Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t offset, bool positional);
 Result<std::string> sha256_fd(int fd);
 std::string sha256_hex(const void* data, std::size_t n);
 
@@ -60,6 +65,7 @@ struct FileStamp {
   std::uint64_t ino = 0;
   bool operator==(const FileStamp&) const = default;
 };
+FileStamp stamp_of(const struct stat& st);
 
 // path -> (stamp, sha256): skips rehashing unchanged files. An entry is
 // trusted only when the file's ctime is at least `racy_ns` older than the

@@ -1,11 +1,14 @@
 #include "services/fs/transfer.hpp"
 
 #include "services/fs/path_rules.hpp"
+#include "services/fs/receive_writer.hpp"
 
+#include <boost/asio/this_coro.hpp>
 #include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <ctime>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -80,30 +83,95 @@ namespace {
 class FrameBatch {
  public:
   static constexpr std::size_t kFlushBytes = 1024 * 1024;
-  explicit FrameBatch(MuxStream& stream) : stream_(stream) { buf_.reserve(kFlushBytes + kMaxDataBytes + 1024); }
+  explicit FrameBatch(MuxStream& stream) : stream_(stream) { buf_.reserve(kFlushBytes + 2 * kMaxDataBytes); }
   void add(FrameType type, std::span<const std::uint8_t> payload) {
-    const auto n = static_cast<std::uint32_t>(payload.size());
-    const std::uint8_t head[kFrameHeaderBytes] = {static_cast<std::uint8_t>(type), std::uint8_t(n >> 24),
-                                                  std::uint8_t(n >> 16), std::uint8_t(n >> 8), std::uint8_t(n)};
-    buf_.insert(buf_.end(), head, head + kFrameHeaderBytes);
-    buf_.insert(buf_.end(), payload.begin(), payload.end());
+    const std::size_t at = buf_.size();
+    buf_.resize(at + kFrameHeaderBytes + payload.size());
+    put_header(at, type, payload.size());
+    std::memcpy(buf_.data() + at + kFrameHeaderBytes, payload.data(), payload.size());
   }
   void add_control(const nlohmann::json& body) {
     const std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     add(FrameType::control, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
   }
+  // Room for a frame's payload of up to `max` bytes, read into in place (no copy into the batch);
+  // then close_frame() keeps it or cancel_frame() drops it. Valid until the next call.
+  std::span<std::uint8_t> open_frame(std::size_t max) {
+    open_at_ = buf_.size();
+    buf_.resize(open_at_ + kFrameHeaderBytes + max);
+    return {buf_.data() + open_at_ + kFrameHeaderBytes, max};
+  }
+  void close_frame(FrameType type, std::size_t n) {
+    put_header(open_at_, type, n);
+    buf_.resize(open_at_ + kFrameHeaderBytes + n);
+  }
+  void cancel_frame() { buf_.resize(open_at_); }
   bool full() const { return buf_.size() >= kFlushBytes; }
   asio::awaitable<Result<void>> flush() {
     if (buf_.empty()) co_return Result<void>{};
     const asio::const_buffer out = asio::buffer(buf_);
+    const double wall0 = seconds(CLOCK_MONOTONIC), cpu0 = seconds(CLOCK_THREAD_CPUTIME_ID);
     auto r = co_await stream_.write(out);
+    const double wall1 = seconds(CLOCK_MONOTONIC), cpu1 = seconds(CLOCK_THREAD_CPUTIME_ID);
+    if (last_flush_ > 0) gate_.record(std::max(0.0, (wall1 - wall0) - (cpu1 - cpu0)), wall1 - last_flush_);
+    last_flush_ = wall1;
     buf_.clear();
     co_return r;
   }
+  bool compress() const { return gate_.on(); }
 
  private:
+  // Whether zstd is worth its CPU time. It is when the sender would otherwise wait for the link
+  // (a slow network, or a receiver that is behind), not when the sender is the bottleneck itself
+  // (loopback, a fast LAN: compressing there only slows the transfer). Judged by the share of
+  // wall time the sending thread spent idle in writes over recent batches, with hysteresis.
+  class CompressionGate {
+   public:
+    bool on() const { return on_; }
+    void record(double idle_s, double wall_s) {
+      if (wall_s <= 0) return;
+      idle_share_ = 0.7 * idle_share_ + 0.3 * std::min(1.0, idle_s / wall_s);
+      if (on_ && idle_share_ < 0.10) on_ = false;
+      else if (!on_ && idle_share_ > 0.25) on_ = true;
+    }
+
+   private:
+    bool on_ = true;  // until measured: right for the slow links where it matters most
+    double idle_share_ = 0.5;
+  };
+  static double seconds(clockid_t clock) {
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  }
+
+  void put_header(std::size_t at, FrameType type, std::size_t n) {
+    std::uint8_t* h = buf_.data() + at;
+    h[0] = static_cast<std::uint8_t>(type);
+    h[1] = std::uint8_t(n >> 24), h[2] = std::uint8_t(n >> 16), h[3] = std::uint8_t(n >> 8), h[4] = std::uint8_t(n);
+  }
+  // Grows without zeroing: every byte is written before it is sent.
+  struct NoInit {
+    using value_type = std::uint8_t;
+    template <class U>
+    struct rebind {
+      using other = NoInit;
+    };
+    std::uint8_t* allocate(std::size_t n) { return std::allocator<std::uint8_t>{}.allocate(n); }
+    void deallocate(std::uint8_t* p, std::size_t n) { std::allocator<std::uint8_t>{}.deallocate(p, n); }
+    template <class... Args>
+    void construct(std::uint8_t* p, Args&&... args) {
+      if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) std::uint8_t;  // default-init: no zeroing
+      else ::new (static_cast<void*>(p)) std::uint8_t(std::forward<Args>(args)...);
+    }
+    bool operator==(const NoInit&) const = default;
+  };
+
   MuxStream& stream_;
-  std::vector<std::uint8_t> buf_;
+  std::vector<std::uint8_t, NoInit> buf_;
+  std::size_t open_at_ = 0;
+  CompressionGate gate_;
+  double last_flush_ = 0;
 };
 
 // Formats that are compressed already: zstd would spend time to save nothing.
@@ -123,7 +191,6 @@ bool compressed_format(const std::string& path) {
 // Chunk-level reuse: a needed file of at least kChunkedMinBytes that the receiver holds an older
 // copy of (or the prefix of an interrupted transfer) travels as "same" runs for the fixed-size
 // chunks whose SHA-256 the receiver offered, and as data for the rest.
-constexpr std::uint64_t kChunkBytes = kMaxDataBytes;
 constexpr std::uint64_t kChunkedMinBytes = 1024 * 1024;
 constexpr std::size_t kMaxBaseChunks = 65536;         // per file (16 GiB of it)
 constexpr std::size_t kMaxBaseChunksTotal = 262144;   // per need message (~17 MB of JSON)
@@ -133,24 +200,26 @@ bool is_hex64(const std::string& s) {
   return hex_to_bytes(s, raw, 32);
 }
 
-// Reads until `buf` is full or the file ends: chunk boundaries must not depend on short reads.
-Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t offset, bool positional) {
-  std::size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t n = positional ? ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(offset + got))
-                           : ::read(fd, buf.data() + got, buf.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(errc::io_error, std::string("read: ") + std::strerror(errno));
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+// Whether what was just read of `entry` is its manifest content: a vouched file must still have the
+// stamp it had when opened (any write since changes its ctime), any other its SHA-256.
+bool content_matches(int fd, const struct stat& opened, bool vouched, EVP_MD_CTX* md, std::uint64_t read_bytes,
+                     const Entry& entry) {
+  if (read_bytes != entry.size) return false;
+  if (vouched) {
+    struct stat now{};
+    return ::fstat(fd, &now) == 0 && stamp_of(now) == stamp_of(opened);
   }
-  return got;
+  unsigned char digest[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(md, digest, &len);
+  return bytes_to_hex(digest, len) == entry.sha256;
 }
 
 }  // namespace
 
 asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
-                                                 Progress progress, std::optional<TopRename> rename) {
+                                                 Progress progress, std::optional<TopRename> rename,
+                                                 const HashCache* hashed) {
   TransferStats stats;
   stats.entries = entries.size();
   const std::vector<std::uint8_t> wire = encode_manifest(entries);
@@ -167,23 +236,24 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   auto need = co_await read_control(stream);
   if (!need) co_return need.error();
   if ((*need)["type"] != "need" || !(*need)["paths"].is_array()) co_return fail(errc::malformed, "expected need");
-  std::unordered_map<std::string_view, std::uint64_t> sizes;
-  sizes.reserve(entries.size());
+  std::unordered_map<std::string_view, const Entry*> files;
+  files.reserve(entries.size());
   for (const auto& e : entries)
-    if (e.type == EntryType::file) sizes[e.path] = e.size;
+    if (e.type == EntryType::file) files[e.path] = &e;
   std::uint64_t total = 0;
   for (const auto& p : (*need)["paths"]) {
-    auto it = p.is_string() ? sizes.find(p.get_ref<const std::string&>()) : sizes.end();
-    if (it == sizes.end()) co_return fail(errc::malformed, "asked for an unknown file");
-    total += it->second;
+    auto it = p.is_string() ? files.find(p.get_ref<const std::string&>()) : files.end();
+    if (it == files.end()) co_return fail(errc::malformed, "asked for an unknown file");
+    total += it->second->size;
   }
+  if (hashed) hashed->index();
   std::unordered_map<std::string, std::vector<std::string>> bases;
   if (need->contains("bases")) {
     const auto& b = (*need)["bases"];
     if (!b.is_object()) co_return fail(errc::malformed, "bad chunk list");
     std::size_t count = 0;
     for (const auto& [path, list] : b.items()) {
-      if (!sizes.count(path) || !list.is_array() || list.size() > kMaxBaseChunks ||
+      if (!files.count(path) || !list.is_array() || list.size() > kMaxBaseChunks ||
           (count += list.size()) > kMaxBaseChunksTotal)
         co_return fail(errc::malformed, "bad chunk list");
       std::vector<std::string> hashes;
@@ -199,10 +269,19 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   FrameBatch batch(stream);
   std::vector<std::uint8_t> buf(kChunkBytes);
   const nlohmann::json end = {{"type", "file_end"}};
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   for (const auto& p : (*need)["paths"]) {
     const std::string path = p.get<std::string>();
-    auto file = open_regular_file(root, rename ? rename->source_of(path) : path);
+    const Entry& entry = *files.at(path);
+    const std::string source = rename ? rename->source_of(path) : path;
+    auto file = open_regular_file(root, source);
     if (!file) co_return file.error();
+    struct stat opened{};
+    if (::fstat(file->get(), &opened) != 0) co_return fail(errc::io_error, path + ": " + std::strerror(errno));
+    // Vouched for by the scan: its stamp after reading tells whether it changed. Else hash it now.
+    const bool vouched = hashed && hashed->vouches(source, stamp_of(opened), entry.sha256);
+    if (!vouched) EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
+    std::uint64_t read_bytes = 0;
     const nlohmann::json begin = {{"type", "file"}, {"path", path}};
     batch.add_control(begin);
     const auto base_it = bases.find(path);
@@ -212,27 +291,40 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
     bool try_zstd = !compressed_format(path);
     std::uint64_t same = 0;  // chunks equal to the receiver's, not announced yet
     for (std::size_t index = 0;; ++index) {
-      auto n = read_full(file->get(), buf, 0, false);
-      if (!n) co_return Error(n.error().code, path + ": " + n.error().what());
-      if (*n == 0) break;
-      std::span<const std::uint8_t> chunk(buf.data(), *n);
-      if (base && index < base->size() && sha256_hex(chunk.data(), chunk.size()) == (*base)[index]) {
-        ++same;
-        stats.reused_bytes += *n;
-        continue;
-      }
-      if (same > 0) {
+      // A chunk the receiver may hold already is read aside and compared; any other is read
+      // straight into the batch as a data frame (dropped again if it travels compressed).
+      const bool maybe_same = base && index < base->size();
+      if (!maybe_same && same > 0) {  // past the receiver's copy: announce the run before the frame
         const nlohmann::json run = {{"type", "same"}, {"chunks", same}};
         batch.add_control(run);
         same = 0;
       }
+      const std::span<std::uint8_t> room = maybe_same ? std::span<std::uint8_t>(buf) : batch.open_frame(kChunkBytes);
+      auto n = read_full(file->get(), room, 0, false);
+      if (!n) co_return Error(n.error().code, path + ": " + n.error().what());
+      const std::span<const std::uint8_t> chunk(room.data(), *n);
+      read_bytes += *n;
+      if (!vouched) EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+      if (maybe_same && *n > 0 && sha256_hex(chunk.data(), chunk.size()) == (*base)[index]) {
+        ++same;
+        stats.reused_bytes += *n;
+        continue;
+      }
       std::optional<std::vector<std::uint8_t>> z;
-      if (try_zstd && chunk.size() >= 512) {
+      if (*n > 0 && try_zstd && batch.compress() && chunk.size() >= 512) {
         z = maybe_compress(chunk);
         if (!z) try_zstd = false;
       }
+      if (!maybe_same && (*n == 0 || z)) batch.cancel_frame();
+      if (*n == 0) break;
+      if (same > 0) {  // announced before this chunk's frame (its bytes are still only in `buf`)
+        const nlohmann::json run = {{"type", "same"}, {"chunks", same}};
+        batch.add_control(run);
+        same = 0;
+      }
       if (z) batch.add(FrameType::zdata, *z);
-      else batch.add(FrameType::data, chunk);
+      else if (maybe_same) batch.add(FrameType::data, chunk);
+      else batch.close_frame(FrameType::data, *n);
       stats.bytes += *n;
       stats.wire_bytes += z ? z->size() : chunk.size();
       if (batch.full()) {
@@ -243,6 +335,14 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
     if (same > 0) {
       const nlohmann::json run = {{"type", "same"}, {"chunks", same}};
       batch.add_control(run);
+    }
+    if (!content_matches(file->get(), opened, vouched, md.get(), read_bytes, entry)) {
+      // The receiver drops this file and answers with an error; ours says what happened.
+      const Error changed(errc::io_error, path + " changed while it was being sent; run again to send its new content");
+      const nlohmann::json msg = {{"type", "error"}, {"message", changed.what()}};
+      batch.add_control(msg);
+      (void)co_await batch.flush();
+      co_return changed;
     }
     batch.add_control(end);
     ++stats.files_sent;
@@ -276,15 +376,6 @@ Result<void> check_quota(const std::vector<Entry>& entries, const ReceiveLimits&
   return {};
 }
 
-// A receiver's older copy of a file, or the prefix an interrupted transfer kept (resume_name):
-// the chunks the sender may refer to with "same".
-struct Base {
-  UniqueFd fd;
-  std::uint64_t size = 0;
-  std::size_t chunks = 0;  // offered to the sender
-  bool resume = false;     // an interrupted transfer's prefix: removed once the file is in place
-};
-
 std::optional<Base> open_base(DirCursor& cursor, const std::string& path) {
   std::string leaf;
   auto dir = cursor.parent_of(path, false, &leaf);
@@ -317,72 +408,70 @@ Result<std::vector<std::string>> chunk_hashes(int fd, std::uint64_t size, std::s
   return out;
 }
 
-// Receives one announced file into place; checks size and hash. A transfer cut off
-// mid-file keeps its prefix (resume_name) for the next one.
-asio::awaitable<Result<std::uint64_t>> receive_file(MuxStream& stream, DirCursor& cursor, const Entry& entry,
-                                                    HashCache* cache, Base* base, std::uint64_t* reused) {
-  auto out = AtomicFile::create(cursor, entry.path);
-  if (!out) co_return out.error();
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
-  std::uint64_t got = 0;
-  std::vector<std::uint8_t> copy;
-  for (;;) {
-    auto f = co_await read_frame(stream);
-    if (!f) {
-      if (out->written() >= kChunkBytes) out->keep_partial();
-      co_return f.error();
-    }
-    if (f->type == FrameType::control) {
-      auto j = decode_control(f->payload);
-      if (j && (*j)["type"] == "same" && (*j)["chunks"].is_number_unsigned()) {
-        // The sender says the next chunks equal ours: copy them from the base (never from its side).
-        std::uint64_t count = (*j)["chunks"].get<std::uint64_t>();
-        if (!base || got % kChunkBytes != 0 || count > base->chunks || got / kChunkBytes + count > base->chunks)
-          co_return fail(errc::malformed, entry.path + ": refers to chunks it was not offered");
-        copy.resize(kChunkBytes);
-        for (std::uint64_t i = 0; i < count; ++i) {
-          const std::uint64_t off = got;
-          const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, base->size - off));
-          auto n = read_full(base->fd.get(), std::span<std::uint8_t>(copy.data(), len), off, true);
-          if (!n || *n != len) co_return fail(errc::io_error, entry.path + ": the older copy changed while in use");
-          got += len;
-          if (got > entry.size) co_return fail(errc::too_large, entry.path + ": more bytes than announced");
-          EVP_DigestUpdate(md.get(), copy.data(), len);
-          if (auto r = out->write(copy.data(), len); !r) co_return r.error();
-          *reused += len;
-        }
-        continue;
-      }
-      if (!j || (*j)["type"] != "file_end") co_return fail(errc::malformed, "expected file_end");
-      break;
-    }
-    std::vector<std::uint8_t> plain;
-    if (f->type == FrameType::zdata) {
-      auto d = decompress(f->payload);
-      if (!d) co_return d.error();
-      plain = std::move(*d);
-    } else if (f->type == FrameType::data) {
-      plain = std::move(f->payload);
-    } else {
-      co_return fail(errc::malformed, "unexpected frame in a file");
-    }
-    got += plain.size();
-    if (got > entry.size) co_return fail(errc::too_large, entry.path + ": more bytes than announced");
-    EVP_DigestUpdate(md.get(), plain.data(), plain.size());
-    if (auto r = out->write(plain.data(), plain.size()); !r) co_return r.error();
+// The ignore rules the sender scanned with, from the copies of its rule files the sync just wrote.
+IgnoreRules synced_ignore_rules(int root) {
+  IgnoreRules rules;
+  for (const char* name : {".gitignore", ".runsnackignore"}) {
+    auto file = open_regular_file(root, name);
+    if (!file) continue;
+    std::string text(64 * 1024, '\0');  // rule files beyond this are not worth a sync's time
+    auto n = read_full(file->get(), std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(text.data()), text.size()), 0, true);
+    if (!n) continue;
+    text.resize(*n);
+    rules.add_file_text(text);
   }
-  unsigned char digest[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md.get(), digest, &len);
-  const std::string sha = bytes_to_hex(digest, len);
-  if (got != entry.size || sha != entry.sha256)
-    co_return fail(errc::malformed, entry.path + ": checksum mismatch (the file changed while it was sent?)");
-  auto stamp = out->commit(entry.executable);
-  if (!stamp) co_return stamp.error();
-  if (base && base->resume) ::unlinkat(out->dir_fd(), resume_name(out->leaf()).c_str(), 0);
-  if (cache) cache->put(entry.path, *stamp, sha, wall_clock_ns());
-  co_return got;
+  return rules;
+}
+
+// Whether `entry` or a folder above it is ignored (the sender's scan never walks an ignored folder).
+bool ignored_here_or_above(const IgnoreRules& rules, const Entry& entry) {
+  for (std::size_t slash = entry.path.find('/'); slash != std::string::npos; slash = entry.path.find('/', slash + 1))
+    if (rules.ignored(std::string_view(entry.path).substr(0, slash), true)) return true;
+  return rules.ignored(entry.path, entry.type == EntryType::dir);
+}
+
+// Reads one file's frames (after its "file" control) up to its file_end and queues them for the
+// writer. *stream_broke tells a failed read from a frame that breaks the protocol.
+asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWriter& writer, bool* stream_broke) {
+  for (;;) {
+    std::array<std::uint8_t, kFrameHeaderBytes> head{};
+    if (auto r = co_await stream.read_exact(asio::buffer(head)); !r) {
+      *stream_broke = true;
+      co_return r.error();
+    }
+    auto h = decode_frame_header(head);
+    if (!h) co_return h.error();
+    // Not zeroed: every byte is read into it.
+    const bool file_bytes = h->type == FrameType::data || h->type == FrameType::zdata;
+    const bool pooled = file_bytes && h->length <= kMaxDataBytes;
+    auto bytes = pooled ? writer.buffer() : std::make_unique_for_overwrite<std::uint8_t[]>(h->length);
+    if (h->length > 0) {
+      if (auto r = co_await stream.read_exact(asio::buffer(bytes.get(), h->length)); !r) {
+        *stream_broke = true;
+        co_return r.error();
+      }
+    }
+    if (file_bytes) {
+      writer.data(std::move(bytes), h->length, h->type == FrameType::zdata, pooled);
+      co_await writer.wait_for_room();
+      if (writer.failed()) co_return Result<void>{};  // the caller reports the writer's error
+      continue;
+    }
+    if (h->type != FrameType::control) co_return fail(errc::malformed, "unexpected frame in a file");
+    auto j = decode_control(std::span<const std::uint8_t>(bytes.get(), h->length));
+    if (!j) co_return j.error();
+    if ((*j)["type"] == "error") {
+      const std::string msg = j->value("message", std::string("the other side failed"));
+      co_return fail(errc::refused, msg);
+    }
+    if ((*j)["type"] == "same" && (*j)["chunks"].is_number_unsigned()) {
+      writer.same((*j)["chunks"].get<std::uint64_t>());
+      continue;
+    }
+    if ((*j)["type"] != "file_end") co_return fail(errc::malformed, "expected file_end");
+    writer.end();
+    co_return Result<void>{};
+  }
 }
 
 }  // namespace
@@ -489,26 +578,56 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
   nlohmann::json need_msg = {{"type", "need"}, {"paths", need}};
   if (!offered.empty()) need_msg["bases"] = std::move(offered);
   if (auto r = co_await write_control(stream, need_msg); !r) co_return r.error();
+  // Files are written on the writer's thread while this one reads the next frames.
+  std::uint64_t announced = 0;  // bytes of the files received completely, for progress
+  ReceiveWriter writer(co_await asio::this_coro::executor, root, cache);
   for (const auto& path : need) {
+    const Entry& entry = *wanted[path];
     auto begin = co_await read_control(stream);
-    if (!begin) co_return begin.error();
+    if (!begin) {
+      co_await writer.finish();
+      co_return begin.error();
+    }
     if ((*begin)["type"] != "file" || (*begin)["path"] != path) co_return fail(errc::malformed, "expected file " + path);
     const auto base_it = bases.find(path);
-    Base* base = base_it == bases.end() ? nullptr : &base_it->second;
-    auto got = co_await receive_file(stream, cursor, *wanted[path], cache, base, &stats.reused_bytes);
-    if (!got) {
-      co_await send_error(stream, got.error());
-      co_return got.error();
+    std::optional<Base> base;
+    if (base_it != bases.end()) {
+      base = std::move(base_it->second);
+      bases.erase(base_it);
     }
-    stats.bytes += *got;
-    ++stats.files_sent;
-    if (base) bases.erase(base_it);  // its descriptor is no longer needed
-    if (progress) progress(stats.bytes, total);
+    writer.begin(entry, std::move(base));
+    bool stream_broke = false;
+    Result<void> r = co_await receive_file_pieces(stream, writer, &stream_broke);
+    if (r) {
+      if (auto e = writer.failed()) r = *e;
+    }
+    if (!r) {
+      if (stream_broke) {
+        writer.abort();  // the stream broke: keep what arrived of this file for a resume
+        co_await writer.finish();
+        co_return r.error();
+      }
+      co_await send_error(stream, r.error());
+      co_return r.error();
+    }
+    announced += entry.size;
+    if (progress) progress(announced, total);
   }
+  auto written = co_await writer.finish();
+  if (!written) {
+    co_await send_error(stream, written.error());
+    co_return written.error();
+  }
+  stats.bytes = written->bytes;
+  stats.reused_bytes = written->reused_bytes;
+  stats.files_sent = written->files;
   if (state) {
     // Deepest first (a manifest lists a folder before its contents), so emptied folders go too.
+    // What the sender now ignores stays, as rsync's --delete leaves excluded files.
+    const IgnoreRules ignored = synced_ignore_rules(root);
     for (auto it = state->entries.rbegin(); it != state->entries.rend(); ++it)
-      if (!wanted.count(it->path) && remove_synced(cursor, *it, state->hashes)) ++stats.deleted;
+      if (!wanted.count(it->path) && !ignored_here_or_above(ignored, *it) && remove_synced(cursor, *it, state->hashes))
+        ++stats.deleted;
     state->digest = manifest_digest(frame->payload);
     state->entries = std::move(*entries);
     state->hashes.retain(state->entries);

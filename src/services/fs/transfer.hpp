@@ -21,10 +21,15 @@
 // that the new one lacks (deleted on the sender) is removed, when it is still
 // what the sync put there (files a command wrote are kept).
 //
-// The receiver never trusts the sender: paths and symlinks are checked
-// (path_rules.hpp), writes go through safe_fs.hpp (no symlink followed,
-// temp file + rename), each file must match its declared size and SHA-256,
-// and the quota bounds single files and the whole tree. A file is rebuilt in a
+// The receiver never trusts the sender with anything outside the tree: paths
+// and symlinks are checked (path_rules.hpp), writes go through safe_fs.hpp (no
+// symlink followed, temp file + rename), each file must match its declared
+// size, and the quota bounds single files and the whole tree. Content is
+// checked where it is read: the sender vouches that each file's bytes hash to
+// its manifest SHA-256 (send_tree), TLS's authenticated encryption carries
+// them unchanged, and a file rebuilt partly from the receiver's own older copy
+// is hashed again by the receiver (that copy may have changed since its chunks
+// were offered). A file is rebuilt in a
 // temp file and renamed into place, so no command sees it half written. An
 // interrupted transfer leaves finished files in place and keeps the prefix of
 // the file it was cut off in, so the next one sends only the rest.
@@ -69,8 +74,13 @@ struct TopRename {
   std::string source_of(const std::string& wire_path) const;
 };
 
+// The sender answers for each file's content: a file the scan's `hashed` cache vouches for (same
+// stamp, hashed after its last change) is checked by its stamp after it is read; any other is
+// hashed while it is read. A file that no longer matches its manifest entry ends the transfer
+// with an error instead of reaching the receiver.
 boost::asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
-                                                        Progress progress, std::optional<TopRename> rename = {});
+                                                        Progress progress, std::optional<TopRename> rename = {},
+                                                        const HashCache* hashed = nullptr);
 
 struct ReceiveLimits {
   std::optional<std::uint64_t> quota_bytes;  // none: unlimited
