@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/forward_cpu.sh BUILD_DIR: CPU seconds per GiB of bulk transfer, summed over the two
 # tunnel processes (utime + stime from /proc), for `runsnack forward` + `share` and, when sshd
-# can run here, `ssh -L` (aes128-gcm) + its sshd; plus Gbit/s of each run. A steadier measure
-# than wall-clock throughput on a shared machine. BENCH_BYTES per run (default 2 GiB),
-# CPU_RUNS runs per path (default 3). Every process started here is killed by PID on exit.
+# can run here, `ssh -L` (aes128-gcm) + its sshd; plus Gbit/s of each run; then CPU us per
+# 64-byte round trip (request/response) over 20000 of them. Steadier measures than wall-clock
+# figures on a shared machine. BENCH_BYTES per run (default 2 GiB), CPU_RUNS runs per path
+# (default 3). Every process started here is killed by PID on exit.
 set -uo pipefail
 
 BUILD=${1:-build/release}
@@ -86,7 +87,19 @@ measure() {  # measure LABEL PORT PID...
       'BEGIN { printf "RESULT %s cpu_s_per_gib %.2f gbps %s\n", l, t / hz / (b / 2^30), g }'
   done
 }
+PINGS=20000
+measure_rtt() {  # measure_rtt LABEL PORT PID...
+  local label=$1 port=$2; shift 2
+  local before after
+  before=$(ticks "$@")
+  BENCH_BYTES=1 BENCH_RUNS=1 BENCH_PINGS=$PINGS "$BENCH" tcp "$port" "$label" >/dev/null
+  after=$(ticks "$@")
+  awk -v l="$label" -v t=$((after - before)) -v hz="$HZ" -v n=$PINGS \
+    'BEGIN { printf "RESULT %s cpu_us_per_round_trip %.1f\n", l, t / hz / n * 1e6 }'
+}
 echo "load: $(uptime)"
 measure runsnack-forward "$F_SINK" "$SHARE_PID" "$FWD_PID"
 [[ -n $SSH_SINK ]] && measure ssh-aes128gcm "$SSH_SINK" "$SSH_PID" "$SSHD_PID"
+measure_rtt runsnack-forward "$F_SINK" "$SHARE_PID" "$FWD_PID"
+[[ -n $SSH_SINK ]] && measure_rtt ssh-aes128gcm "$SSH_SINK" "$SSH_PID" "$SSHD_PID"
 echo "load: $(uptime)"

@@ -5,24 +5,31 @@
 
 namespace runsnack {
 
-ChunkPtr ChunkPool::get() {
-  if (free_.empty()) return std::make_unique_for_overwrite<std::uint8_t[]>(kChunkBytes);
-  ChunkPtr c = std::move(free_.back());
-  free_.pop_back();
+ChunkPtr ChunkPool::take(std::vector<ChunkPtr>& from, std::size_t bytes) {
+  if (from.empty()) return std::make_unique_for_overwrite<std::uint8_t[]>(bytes);
+  ChunkPtr c = std::move(from.back());
+  from.pop_back();
   return c;
 }
 
-void ChunkPool::put(ChunkPtr chunk) {
-  if (chunk && free_.size() < keep_) free_.push_back(std::move(chunk));
+void ChunkPool::keep(std::vector<ChunkPtr>& to, ChunkPtr chunk) {
+  if (chunk && to.size() < keep_) to.push_back(std::move(chunk));
+}
+
+void ChunkPool::trim() {
+  free_.clear();
+  free_.shrink_to_fit();
+  free_small_.clear();
+  free_small_.shrink_to_fit();
 }
 
 void ReceiveQueue::append(const std::uint8_t* data, std::size_t n) {
   while (n > 0) {
     if (chunks_.empty() || chunks_.back().end == chunks_.back().capacity) {
       Chunk c;
-      if (chunks_.empty() && n <= kSmallChunkBytes) {
-        c.data = std::make_unique_for_overwrite<std::uint8_t[]>(kSmallChunkBytes);
-        c.capacity = kSmallChunkBytes;
+      if (chunks_.empty() && n <= ChunkPool::kSmallChunkBytes) {
+        c.data = pool_.get_small();
+        c.capacity = ChunkPool::kSmallChunkBytes;
       } else {
         c.data = pool_.get();
         c.capacity = ChunkPool::kChunkBytes;
@@ -93,14 +100,15 @@ void ReceiveQueue::clear() {
 
 void ReceiveQueue::release(Chunk& c) {
   if (c.capacity == ChunkPool::kChunkBytes) pool_.put(std::move(c.data));
-  c.data.reset();
+  else pool_.put_small(std::move(c.data));
 }
 
 void ReceiveQueue::pop_front() {
   release(chunks_.front());
   chunks_.erase(chunks_.begin());
-  // Emptied: hold nothing while the stream idles.
-  if (chunks_.empty()) chunks_.shrink_to_fit();
+  // Emptied after a bulk transfer: do not hold its many slots while the
+  // stream idles (a few are kept: request/response reuses them).
+  if (chunks_.empty() && chunks_.capacity() > 2) chunks_.shrink_to_fit();
 }
 
 }  // namespace runsnack

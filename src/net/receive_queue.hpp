@@ -5,9 +5,9 @@
 //
 // Chunks: the first bytes of an otherwise empty queue go into a small chunk
 // (a request, a reply, a token), everything after them into kChunkBytes
-// chunks from a ChunkPool shared by the session's streams, which keeps a
-// few free ones so that a bulk transfer does not allocate (and fault in)
-// fresh memory for every chunk. Whole chunks filled elsewhere (the Mux
+// chunks; both sizes come from a ChunkPool shared by the session's streams,
+// which keeps a few free ones so that neither a bulk transfer nor a
+// request/response exchange allocates (and faults in) memory per chunk. Whole chunks filled elsewhere (the Mux
 // reads bulk payloads straight into one) are adopted without a copy.
 //
 // Bounds: the caller (the yamux window) bounds the bytes; chunks hold at
@@ -27,24 +27,31 @@ using ChunkPtr = std::unique_ptr<std::uint8_t[]>;
 class ChunkPool {
  public:
   static constexpr std::size_t kChunkBytes = 64 * 1024;
+  static constexpr std::size_t kSmallChunkBytes = 4 * 1024;
 
+  // Keeps up to `keep` free chunks of each size.
   explicit ChunkPool(std::size_t keep = 8) : keep_(keep) {}
-  // A kChunkBytes buffer, not zeroed.
-  ChunkPtr get();
+  // A kChunkBytes (or kSmallChunkBytes) buffer, not zeroed.
+  ChunkPtr get() { return take(free_, kChunkBytes); }
+  ChunkPtr get_small() { return take(free_small_, kSmallChunkBytes); }
   // Keeps it for the next get() while fewer than `keep` are kept; frees it otherwise.
-  void put(ChunkPtr chunk);
+  void put(ChunkPtr chunk) { keep(free_, std::move(chunk)); }
+  void put_small(ChunkPtr chunk) { keep(free_small_, std::move(chunk)); }
   // Frees the kept ones (the session went quiet).
-  void trim() { free_.clear(); free_.shrink_to_fit(); }
+  void trim();
   std::size_t kept() const { return free_.size(); }
+  std::size_t kept_small() const { return free_small_.size(); }
 
  private:
-  std::vector<ChunkPtr> free_;
+  static ChunkPtr take(std::vector<ChunkPtr>& from, std::size_t bytes);
+  void keep(std::vector<ChunkPtr>& to, ChunkPtr chunk);
+
+  std::vector<ChunkPtr> free_, free_small_;
   std::size_t keep_;
 };
 
 class ReceiveQueue {
  public:
-  static constexpr std::size_t kSmallChunkBytes = 4 * 1024;
   // adopt() takes chunks at least this full; a caller with less copies it in with append().
   static constexpr std::size_t kMinAdoptBytes = ChunkPool::kChunkBytes / 4;
 
@@ -74,7 +81,7 @@ class ReceiveQueue {
  private:
   struct Chunk {
     ChunkPtr data;
-    std::size_t capacity = 0;  // kChunkBytes (pooled) or kSmallChunkBytes
+    std::size_t capacity = 0;  // ChunkPool::kChunkBytes or kSmallChunkBytes
     std::size_t begin = 0, end = 0;
   };
   void release(Chunk& c);

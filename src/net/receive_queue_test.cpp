@@ -77,7 +77,8 @@ TEST(ReceiveQueue, SmallFirstMessageUsesASmallChunkAndChunksReturnToThePool) {
     ReceiveQueue q(pool);
     q.append(bytes("hello"), 5);
     q.consume(5);
-    EXPECT_EQ(pool.kept(), 0u);  // the small chunk is not pooled
+    EXPECT_EQ(pool.kept(), 0u);
+    EXPECT_EQ(pool.kept_small(), 1u);  // a small chunk, back for the next message
     std::string big = pattern(3 * ChunkPool::kChunkBytes);
     q.append(bytes(big), big.size());
     q.consume(ChunkPool::kChunkBytes);
@@ -86,6 +87,7 @@ TEST(ReceiveQueue, SmallFirstMessageUsesASmallChunkAndChunksReturnToThePool) {
   EXPECT_EQ(pool.kept(), 3u);  // the rest came back when the queue went
   pool.trim();
   EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_EQ(pool.kept_small(), 0u);
 }
 
 TEST(ReceiveQueue, PoolKeepsAtMostItsLimit) {
