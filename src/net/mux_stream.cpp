@@ -111,7 +111,7 @@ asio::awaitable<Result<std::span<const asio::const_buffer>>> MuxStream::read_vie
   // Enough views for a few hundred KiB of 64 KiB chunks in one gather write.
   constexpr std::size_t kMaxViews = 16;
   views_.clear();
-  if (max_bytes == 0) co_return std::span<const asio::const_buffer>();
+  max_bytes = std::max<std::size_t>(max_bytes, 1);  // an empty answer means end of stream
   // Data, FIN, reset and cancellation all cancel read_signal_.
   while (rx_.empty() && !error_ && !remote_fin_) co_await wait_signal(read_signal_);
   if (rx_.empty()) {

@@ -40,7 +40,7 @@ class MuxStream {
   // everything before it read).
   boost::asio::awaitable<Result<std::size_t>> read_some(boost::asio::mutable_buffer buffer);
   // Lends the received bytes instead of copying them out: waits as read_some
-  // does, then returns views of up to `max_bytes` unread bytes, in order
+  // does, then returns views of up to `max_bytes` (at least 1) unread bytes, in order
   // (empty: clean end of stream). They stay valid until consume() or another
   // read; consume(n) then takes the first n of them.
   boost::asio::awaitable<Result<std::span<const boost::asio::const_buffer>>> read_view(std::size_t max_bytes);
