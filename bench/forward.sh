@@ -5,7 +5,8 @@
 #     and the same with a new connection per request (Connection: close: stream open, target
 #     connect and audit record each time)
 #   - transfer throughput and RTT p50 (bench/session_bench tcp: added latency = forward RTT - direct RTT)
-#   - memory per open idle forwarded connection (provider + consumer RSS, 1000 connections)
+#   - memory per open idle forwarded connection (provider + consumer RSS, 1000 connections; measured
+#     first, in fresh processes)
 # Needs wrk, python3, and for the ssh rows openssh-server and root (scripts/install-deps).
 # Every process started here is killed by PID on exit; the temp dir is removed.
 set -uo pipefail
@@ -126,21 +127,8 @@ wrk_close_rps() {  # wrk_close_rps PORT LABEL: a new connection per request
   local out; out=$(wrk -t2 -c32 -d10s -H 'Connection: close' "http://127.0.0.1:$1/" 2>&1)
   echo "RESULT $2 rps_close $(awk '/Requests\/sec/{print $2}' <<<"$out")" >>"$RESULTS"
 }
-echo "== wrk, small HTTP response" >&2
-wrk_rps "$HTTP_PORT" direct
-wrk_rps "$F_HTTP" runsnack-forward
-[[ -n $SSH_HTTP ]] && wrk_rps "$SSH_HTTP" ssh-aes128gcm
-echo "== wrk, a new connection per request" >&2
-wrk_close_rps "$HTTP_PORT" direct
-wrk_close_rps "$F_HTTP" runsnack-forward
-[[ -n $SSH_HTTP ]] && wrk_close_rps "$SSH_HTTP" ssh-aes128gcm
-if [[ -n $SINK_PORT ]]; then
-  echo "== throughput and RTT (session_bench tcp)" >&2
-  "$BENCH" tcp "$SINK_PORT" direct | grep '^RESULT' >>"$RESULTS"
-  "$BENCH" tcp "$F_SINK" runsnack-forward | grep '^RESULT' >>"$RESULTS"
-  [[ -n $SSH_HTTP ]] && "$BENCH" tcp "$SSH_SINK" ssh-aes128gcm | grep '^RESULT' >>"$RESULTS"
-fi
-
+# First, while both tunnel processes are fresh: later phases leave freed heap behind that
+# the idle connections would reuse, which made this figure depend on what ran before.
 echo "== memory per open idle forwarded connection (1000 connections)" >&2
 before=$(( $(rss_kib "$SHARE_PID") + $(rss_kib "$FWD_PID") ))
 python3 - "$F_ECHO" "$SHARE_PID" "$FWD_PID" "$before" >>"$RESULTS" <<'PY'
@@ -157,6 +145,21 @@ after = rss(share) + rss(fwd)
 print("RESULT runsnack-forward kib_per_idle_connection %.1f" % ((after - before) / n))
 for s in socks: s.close()
 PY
+
+echo "== wrk, small HTTP response" >&2
+wrk_rps "$HTTP_PORT" direct
+wrk_rps "$F_HTTP" runsnack-forward
+[[ -n $SSH_HTTP ]] && wrk_rps "$SSH_HTTP" ssh-aes128gcm
+echo "== wrk, a new connection per request" >&2
+wrk_close_rps "$HTTP_PORT" direct
+wrk_close_rps "$F_HTTP" runsnack-forward
+[[ -n $SSH_HTTP ]] && wrk_close_rps "$SSH_HTTP" ssh-aes128gcm
+if [[ -n $SINK_PORT ]]; then
+  echo "== throughput and RTT (session_bench tcp)" >&2
+  "$BENCH" tcp "$SINK_PORT" direct | grep '^RESULT' >>"$RESULTS"
+  "$BENCH" tcp "$F_SINK" runsnack-forward | grep '^RESULT' >>"$RESULTS"
+  [[ -n $SSH_HTTP ]] && "$BENCH" tcp "$SSH_SINK" ssh-aes128gcm | grep '^RESULT' >>"$RESULTS"
+fi
 
 awk '
   { v[$2 "," $3] = $4 }

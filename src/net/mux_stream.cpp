@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -21,7 +22,11 @@ asio::awaitable<void> wait_signal(asio::steady_timer& signal) {
 }  // namespace
 
 MuxStream::MuxStream(std::shared_ptr<Mux> mux, std::uint32_t id)
-    : mux_(std::move(mux)), id_(id), read_signal_(mux_->executor_), write_signal_(mux_->executor_) {
+    : mux_(std::move(mux)),
+      id_(id),
+      rx_(mux_->chunks_),
+      read_signal_(mux_->executor_),
+      write_signal_(mux_->executor_) {
   read_signal_.expires_at(Clock::time_point::max());
   write_signal_.expires_at(Clock::time_point::max());
 }
@@ -37,9 +42,7 @@ MuxStream::~MuxStream() {
 
 void MuxStream::deliver(const std::uint8_t* data, std::size_t n) {
   if (error_) return;
-  if (head_ == buffer_.size()) {
-    buffer_.clear();
-    head_ = 0;
+  if (rx_.empty()) {
     // Nothing older is buffered: fill the waiting reader's buffer first.
     std::size_t room = read_into_.size() - read_direct_;
     if (room > 0) {
@@ -51,12 +54,26 @@ void MuxStream::deliver(const std::uint8_t* data, std::size_t n) {
       read_signal_.cancel();
       if (n == 0) return;
     }
-  } else if (head_ > 0 && buffer_.size() + n > buffer_.capacity()) {
-    // Compact instead of growing: the live bytes are at most one window.
-    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(head_));
-    head_ = 0;
   }
-  buffer_.insert(buffer_.end(), data, data + n);
+  rx_.append(data, n);
+  read_signal_.cancel();
+}
+
+void MuxStream::deliver_chunk(ChunkPtr chunk, std::size_t n) {
+  if (error_) {
+    mux_->chunks_.put(std::move(chunk));
+    return;
+  }
+  std::size_t begin = 0;
+  if (rx_.empty()) {  // a waiting read_some gets what fits, as in deliver()
+    std::size_t room = read_into_.size() - read_direct_;
+    begin = std::min(room, n);
+    if (begin > 0) {
+      std::memcpy(static_cast<std::uint8_t*>(read_into_.data()) + read_direct_, chunk.get(), begin);
+      read_direct_ += begin;
+    }
+  }
+  rx_.adopt(std::move(chunk), begin, n);
   read_signal_.cancel();
 }
 
@@ -74,13 +91,7 @@ void MuxStream::on_reset(Error why) {
 asio::awaitable<Result<std::size_t>> MuxStream::read_some(asio::mutable_buffer out) {
   for (;;) {
     if (out.size() == 0) co_return std::size_t{0};
-    std::size_t available = buffer_.size() - head_;
-    if (available > 0) {
-      std::size_t n = std::min(available, out.size());
-      std::memcpy(out.data(), buffer_.data() + head_, n);
-      head_ += n;
-      co_return consumed(n);
-    }
+    if (!rx_.empty()) co_return consumed(rx_.read(static_cast<std::uint8_t*>(out.data()), out.size()));
     if (error_) co_return *error_;
     if (remote_fin_) co_return std::size_t{0};
     // Wait with `out` offered to deliver(); whatever ends the wait (data,
@@ -94,6 +105,30 @@ asio::awaitable<Result<std::size_t>> MuxStream::read_some(asio::mutable_buffer o
     co_await wait_signal(read_signal_);
     if (read_direct_ > 0) co_return consumed(std::exchange(read_direct_, 0));
   }
+}
+
+asio::awaitable<Result<std::span<const asio::const_buffer>>> MuxStream::read_view(std::size_t max_bytes) {
+  // Enough views for a few hundred KiB of 64 KiB chunks in one gather write.
+  constexpr std::size_t kMaxViews = 16;
+  views_.clear();
+  max_bytes = std::max<std::size_t>(max_bytes, 1);  // an empty answer means end of stream
+  // Data, FIN, reset and cancellation all cancel read_signal_.
+  while (rx_.empty() && !error_ && !remote_fin_) co_await wait_signal(read_signal_);
+  if (rx_.empty()) {
+    if (error_) co_return *error_;
+    co_return std::span<const asio::const_buffer>();
+  }
+  std::array<std::span<const std::uint8_t>, kMaxViews> spans;
+  std::size_t n = rx_.peek(spans, max_bytes);
+  for (std::size_t i = 0; i < n; ++i) views_.emplace_back(spans[i].data(), spans[i].size());
+  co_return std::span<const asio::const_buffer>(views_);
+}
+
+void MuxStream::consume(std::size_t n) {
+  views_.clear();
+  n = std::min(n, rx_.size());
+  rx_.consume(n);
+  consumed(n);
 }
 
 std::size_t MuxStream::consumed(std::size_t n) {

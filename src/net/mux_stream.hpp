@@ -11,6 +11,7 @@
 // (session keepalive/write timeout).
 
 #include "core/error.hpp"
+#include "net/receive_queue.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace runsnack {
@@ -37,6 +39,12 @@ class MuxStream {
   // Reads at least one byte; 0 means clean end of stream (the peer's FIN,
   // everything before it read).
   boost::asio::awaitable<Result<std::size_t>> read_some(boost::asio::mutable_buffer buffer);
+  // Lends the received bytes instead of copying them out: waits as read_some
+  // does, then returns views of up to `max_bytes` (at least 1) unread bytes, in order
+  // (empty: clean end of stream). They stay valid until consume() or another
+  // read; consume(n) then takes the first n of them.
+  boost::asio::awaitable<Result<std::span<const boost::asio::const_buffer>>> read_view(std::size_t max_bytes);
+  void consume(std::size_t n);
   // Fills `buffer` or fails (errc::closed on an early end of stream).
   boost::asio::awaitable<Result<void>> read_exact(boost::asio::mutable_buffer buffer);
   // Sends all of `buffer`; waits while the peer's window is exhausted (flow
@@ -51,6 +59,8 @@ class MuxStream {
  private:
   friend class Mux;
   void deliver(const std::uint8_t* data, std::size_t n);  // from the Mux reader
+  // From the Mux reader: a pool chunk whose [0, n) is the stream's next data.
+  void deliver_chunk(ChunkPtr chunk, std::size_t n);
   std::size_t consumed(std::size_t n);  // the reader took n bytes: maybe a window update
   void on_remote_fin();
   void on_reset(Error why);
@@ -58,9 +68,9 @@ class MuxStream {
 
   std::shared_ptr<Mux> mux_;
   std::uint32_t id_;
-  std::vector<std::uint8_t> buffer_;  // received, unread; bounded by our receive window
-  std::size_t head_ = 0;
-  // A read_some waiting with an empty buffer_ gets the bytes straight into its
+  ReceiveQueue rx_;  // received, unread; bounded by our receive window
+  std::vector<boost::asio::const_buffer> views_;  // what read_view lent
+  // A read_some waiting with an empty rx_ gets the bytes straight into its
   // buffer (one copy less): read_into_ is that buffer while it waits,
   // read_direct_ how much deliver() has put there.
   boost::asio::mutable_buffer read_into_;

@@ -23,6 +23,11 @@ constexpr std::size_t kMaxFramesPerWrite = 256;
 // The read buffer's first size: a few frames (MuxConfig::read_buffer_bytes).
 constexpr std::size_t kMinReadBuffer = 16 * 1024;
 
+// A Data payload with at least this much still to come, and nothing else
+// buffered, is read straight into a receive chunk the stream then keeps:
+// the bytes skip in_ and the copy out of it.
+constexpr std::size_t kDirectPayloadBytes = ReceiveQueue::kMinAdoptBytes;
+
 asio::awaitable<void> wait_signal(asio::steady_timer& signal) {
   co_await signal.async_wait(asio::as_tuple(asio::use_awaitable));
 }
@@ -162,10 +167,22 @@ asio::awaitable<void> Mux::reader() {
       in_end_ -= in_begin_;
       in_begin_ = 0;
     }
+    // Bulk payload: read it straight into a receive chunk (see kDirectPayloadBytes).
+    // Right after one, read the next header alone: if it starts another bulk
+    // payload, that goes straight into a chunk too instead of through in_.
+    ChunkPtr chunk;
+    asio::mutable_buffer target(in_.get() + in_end_, in_size_ - in_end_);
+    if (in_begin_ == in_end_ && payload_deliver_ && payload_left_ >= kDirectPayloadBytes) {
+      chunk = chunks_.get();
+      target = asio::buffer(chunk.get(), std::min<std::size_t>(payload_left_, ChunkPool::kChunkBytes));
+    } else if (direct_ && in_begin_ == in_end_ && payload_left_ == 0) {
+      target = asio::buffer(in_.get() + in_end_, yamux::kHeaderSize);
+    }
     std::size_t n = 0;
     try {
-      n = co_await transport_->read_some(asio::buffer(in_.get() + in_end_, in_size_ - in_end_));
+      n = co_await transport_->read_some(target);
     } catch (const boost::system::system_error& e) {
+      chunks_.put(std::move(chunk));
       if (!closing_) {
         bool eof = e.code() == asio::error::eof;
         if (!eof) spdlog::warn("yamux: read failed: {}", e.what());
@@ -176,11 +193,29 @@ asio::awaitable<void> Mux::reader() {
       }
       break;
     }
-    in_grow_ = n == in_size_ - in_end_;
-    in_end_ += n;
     bytes_in_.fetch_add(n, std::memory_order_relaxed);
     state_.note_activity(Clock::now());
+    direct_ = chunk != nullptr;
+    if (chunk) {
+      deliver_direct(std::move(chunk), n);
+      continue;
+    }
+    in_grow_ = n == in_size_ - in_end_;
+    in_end_ += n;
     if (!process_input()) break;
+  }
+}
+
+void Mux::deliver_direct(ChunkPtr chunk, std::size_t n) {
+  payload_left_ -= static_cast<std::uint32_t>(n);
+  auto it = streams_.find(payload_stream_);
+  if (it == streams_.end()) {
+    chunks_.put(std::move(chunk));
+  } else if (n >= ReceiveQueue::kMinAdoptBytes) {
+    it->second->deliver_chunk(std::move(chunk), n);
+  } else {  // a short read: copy it rather than hold a mostly empty chunk
+    it->second->deliver(chunk.get(), n);
+    chunks_.put(std::move(chunk));
   }
 }
 
@@ -283,6 +318,7 @@ asio::awaitable<void> Mux::keepalive() {
       trimmed_ = false;
     } else if (!trimmed_) {
       transport_->trim();
+      chunks_.trim();
       trimmed_ = true;
     }
     auto action = state_.keepalive(now, ctrl_);

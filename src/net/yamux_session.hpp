@@ -93,6 +93,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
   boost::asio::awaitable<void> keepalive();
   // Parses buffered input; false when the session must end.
   bool process_input();
+  // After a read straight into `chunk` of n bytes of the current payload.
+  void deliver_direct(ChunkPtr chunk, std::size_t n);
   bool handle_frame(const yamux::FrameHeader& h);
   std::uint64_t enqueue(const yamux::FrameHeader& h, boost::asio::const_buffer payload = {});
   void flush_control();  // enqueues ctrl_ (the state machine's replies)
@@ -105,6 +107,7 @@ class Mux : public std::enable_shared_from_this<Mux> {
   MuxConfig config_;
   yamux::MuxState state_;
   std::vector<yamux::FrameHeader> ctrl_;
+  ChunkPool chunks_;  // streams' receive chunks; before the streams it outlives
 
   std::unordered_map<std::uint32_t, MuxStream*> streams_;  // weak: a stream removes itself
   std::deque<std::shared_ptr<MuxStream>> accept_queue_;
@@ -124,6 +127,7 @@ class Mux : public std::enable_shared_from_this<Mux> {
   std::uint32_t payload_stream_ = 0;  // the Data payload being received
   std::uint32_t payload_left_ = 0;
   bool payload_deliver_ = false;
+  bool direct_ = false;  // the last read put a bulk payload straight into a chunk
 
   // Signals: a timer that never expires, cancelled to wake its waiters.
   boost::asio::steady_timer writer_signal_;

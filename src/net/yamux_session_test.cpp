@@ -192,6 +192,76 @@ TEST(YamuxSession, WriterBlocksWhenPeerDoesNotRead) {
   });
 }
 
+awaitable<void> write_pieces_and_close(std::shared_ptr<MuxStream> s, const std::vector<std::uint8_t>* data) {
+  // Small and bulk writes mixed: the reader gets copied and adopted chunks.
+  std::size_t at = 0, i = 0;
+  while (at < data->size()) {
+    std::size_t n = std::min(data->size() - at, i++ % 3 == 0 ? std::size_t{700} : std::size_t{300000});
+    EXPECT_TRUE(co_await s->write(asio::buffer(data->data() + at, n)));
+    at += n;
+  }
+  EXPECT_TRUE(co_await s->close_write());
+}
+
+TEST(YamuxSession, ReadViewLendsBytesInOrderAndWindowWaitsForConsume) {
+  asio::io_context io;
+  Pair p(io);
+  run_test(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto c = co_await p.client->open_stream();
+    auto big = pattern(3 * 1024 * 1024 + 123, 9);
+    asio::co_spawn(ex, write_pieces_and_close(*c, &big), asio::detached);
+    auto s = co_await p.server->accept_stream();
+    // Lent, not consumed: the window stays shut, nothing beyond it arrives.
+    auto first = co_await (*s)->read_view(SIZE_MAX);
+    EXPECT_TRUE(first && !first->empty());
+    co_await sleep(300ms);
+    EXPECT_LE(p.server->bytes_in(), 256 * 1024 + 4096);
+    std::vector<std::uint8_t> got;
+    std::size_t limit = 1;
+    for (;;) {
+      auto views = co_await (*s)->read_view(limit);
+      EXPECT_TRUE(views);
+      if (!views || views->empty()) break;
+      std::size_t lent = 0;
+      for (const auto& v : *views) {
+        const auto* b = static_cast<const std::uint8_t*>(v.data());
+        got.insert(got.end(), b, b + v.size());
+        lent += v.size();
+      }
+      EXPECT_LE(lent, limit);
+      // Take all, or give some back: what is not consumed is lent again.
+      std::size_t take = limit % 2 == 0 ? lent : (lent + 1) / 2;
+      got.resize(got.size() - (lent - take));
+      (*s)->consume(take);
+      limit = limit * 3 + 1 > 1024 * 1024 ? 2 : limit * 3 + 1;
+    }
+    EXPECT_EQ(got.size(), big.size());
+    EXPECT_TRUE(got == big);
+    p.server->close();
+    while (!p.client_done || !p.server_done) co_await sleep(5ms);
+  });
+}
+
+TEST(YamuxSession, ReadViewFailsAfterReset) {
+  asio::io_context io;
+  Pair p(io);
+  run_test(io, [&]() -> awaitable<void> {
+    auto c = co_await p.client->open_stream();
+    std::uint8_t hello[5] = {'h', 'e', 'l', 'l', 'o'};
+    EXPECT_TRUE(co_await (*c)->write(asio::buffer(hello)));
+    auto s = co_await p.server->accept_stream();
+    auto views = co_await (*s)->read_view(SIZE_MAX);
+    EXPECT_TRUE(views && views->size() == 1 && (*views)[0].size() == 5);
+    (*s)->consume(5);
+    (*c)->reset();
+    auto r = co_await (*s)->read_view(SIZE_MAX);
+    EXPECT_TRUE(!r && r.error().is(errc::closed));
+    p.client->close();
+    while (!p.client_done || !p.server_done) co_await sleep(5ms);
+  });
+}
+
 // Accepts writes, never delivers a byte: a peer that went silent.
 class SilentTransport final : public Transport {
  public:

@@ -8,6 +8,8 @@
 #include <boost/asio/write.hpp>
 
 #include <array>
+#include <limits>
+#include <tuple>
 #include <span>
 
 namespace runsnack {
@@ -19,6 +21,12 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+// async_write's completion condition: as much per send() as the socket
+// takes (transfer_all would cap each at 64 KiB).
+std::size_t whole_sends(const boost::system::error_code& ec, std::size_t) {
+  return ec ? 0 : std::numeric_limits<std::size_t>::max() / 2;
+}
 
 void abort_socket(tcp::socket& socket) {
   boost::system::error_code ignored;
@@ -62,45 +70,48 @@ asio::awaitable<void> socket_to_stream(tcp::socket& socket, MuxStream& stream, c
   }
 }
 
+// The stream lends its received bytes (read_view) and they are written to
+// the socket from where they are, a gather write over the stream's receive
+// chunks; consumed (which reopens the window) once the socket took them.
 asio::awaitable<void> stream_to_socket(tcp::socket& socket, MuxStream& stream, const SpliceOptions& options,
                                        SpliceResult& result) {
-  std::array<std::uint8_t, kSpliceSmallBytes> small;
-  std::unique_ptr<std::uint8_t[]> big;  // while a fast sender keeps filling `small`
   std::string rewritten;
-  std::size_t big_limit = kSpliceBufferBytes;
-  if (options.bucket) big_limit = std::min<std::size_t>(big_limit, static_cast<std::size_t>(options.bucket->burst()));
+  std::size_t limit = kSpliceBufferBytes;
+  if (options.bucket) limit = std::min<std::size_t>(limit, static_cast<std::size_t>(options.bucket->burst()));
   for (;;) {
-    asio::mutable_buffer target = big ? asio::buffer(big.get(), big_limit) : asio::buffer(small);
-    auto n = co_await stream.read_some(target);
-    if (!n) {
-      if (!result.error) result.error = "stream: " + n.error().what();
+    auto views = co_await stream.read_view(limit);
+    if (!views) {
+      if (!result.error) result.error = "stream: " + views.error().what();
       abort_socket(socket);
       co_return;
     }
-    if (*n == 0) {  // the other side's FIN
+    if (views->empty()) {  // the other side's FIN
       boost::system::error_code ignored;
       socket.shutdown(tcp::socket::shutdown_send, ignored);
       co_return;
     }
-    asio::const_buffer out(target.data(), *n);
+    std::size_t n = asio::buffer_size(*views);
+    std::size_t out_size = n;
     if (options.rewriter) {
       rewritten.clear();
-      options.rewriter->feed(std::span(static_cast<const std::uint8_t*>(target.data()), *n), rewritten);
-      out = asio::buffer(rewritten);
+      for (const auto& v : *views)
+        options.rewriter->feed(std::span(static_cast<const std::uint8_t*>(v.data()), v.size()), rewritten);
+      out_size = rewritten.size();
     }
-    co_await pace(options.bucket.get(), out.size());
-    if (out.size() > 0) {
-      auto [ec, written] = co_await asio::async_write(socket, out, kTuple);
-      if (ec) {
+    co_await pace(options.bucket.get(), out_size);
+    if (out_size > 0) {
+      std::tuple<boost::system::error_code, std::size_t> written;
+      if (options.rewriter) written = co_await asio::async_write(socket, asio::buffer(rewritten), whole_sends, kTuple);
+      else written = co_await asio::async_write(socket, *views, whole_sends, kTuple);
+      if (auto ec = std::get<0>(written)) {
         if (!result.error) result.error = "socket: " + ec.message();
         stream.reset();
         abort_socket(socket);
         co_return;
       }
     }
-    result.stream_to_socket += *n;
-    if (!big && *n == small.size()) big = std::make_unique_for_overwrite<std::uint8_t[]>(kSpliceBufferBytes);
-    else if (big && *n < small.size()) big.reset();
+    stream.consume(n);
+    result.stream_to_socket += n;
     if (rewritten.capacity() > kSpliceBufferBytes * 2) std::string().swap(rewritten);
   }
 }

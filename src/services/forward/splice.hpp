@@ -4,9 +4,12 @@
 // becomes a FIN on the other while the opposite direction keeps flowing.
 // An error on either side (reset, session ended) aborts both.
 //
-// Memory: each direction has a kSpliceSmallBytes buffer in its coroutine
-// frame, enough for requests, replies and streamed tokens; a sender that
-// keeps filling it gets a kSpliceBufferBytes buffer for as long as it does.
+// Memory: socket -> stream reads into a kSpliceSmallBytes buffer in its
+// coroutine frame, enough for requests, replies and streamed tokens; a sender
+// that keeps filling it gets a kSpliceBufferBytes buffer for as long as it
+// does. stream -> socket has no buffer of its own: it writes the stream's
+// received bytes from where the stream holds them (MuxStream::read_view),
+// up to kSpliceBufferBytes per write.
 // Optional per-session rate limit (a TokenBucket shared by all of a
 // session's connections, both directions) and Host header rewrite of the
 // bytes going from the stream to the socket.
@@ -31,7 +34,7 @@
 namespace runsnack {
 
 inline constexpr std::size_t kSpliceSmallBytes = 2 * 1024;
-inline constexpr std::size_t kSpliceBufferBytes = 64 * 1024;
+inline constexpr std::size_t kSpliceBufferBytes = 256 * 1024;
 
 struct SpliceOptions {
   std::shared_ptr<TokenBucket> bucket;  // null: no limit
