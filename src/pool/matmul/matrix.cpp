@@ -237,11 +237,9 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of
 constexpr std::int64_t kTileStrip = 1024;
 using Lanes = float __attribute__((vector_size(64)));  // 16 floats: one AVX-512 register, two AVX2 ones
 constexpr std::int64_t kLanes = 16;
-[[gnu::always_inline]] inline Lanes lanes_at(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+// Unaligned loads and stores through references: clang refuses to pass or
+// return 64-byte vectors by value in the clones without AVX-512.
+[[gnu::always_inline]] inline void load_lanes(Lanes& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 [[gnu::always_inline]] inline void store_lanes(float* p, const Lanes& v) { std::memcpy(p, &v, sizeof v); }
 
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of_matrix(const Patterns& p, const Matrix& x, float* out) {
@@ -271,8 +269,10 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of
         std::int64_t c = 0;
         if (p.groups == 2)  // k <= 11: each 16 entries loaded once, added to both buckets
           for (; c + kLanes <= width; c += kLanes) {
-            const Lanes v = lanes_at(src + c);
-            store_lanes(acc + c, lanes_at(acc + c) + v), store_lanes(t1 + c, lanes_at(t1 + c) + v);
+            Lanes v, a, t;
+            load_lanes(v, src + c), load_lanes(a, acc + c), load_lanes(t, t1 + c);
+            a += v, t += v;
+            store_lanes(acc + c, a), store_lanes(t1 + c, t);
           }
         for (std::int64_t c1 = c; c1 < width; ++c1) acc[c1] += src[c1];
         for (int g = p.groups == 2 ? 2 : 1; g < p.groups; ++g) {
@@ -292,8 +292,10 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) float dot(co
   Lanes s0 = {}, s1 = {}, s2 = {}, s3 = {};  // four chains: one waits on its own additions
   std::int64_t i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
-    s0 += lanes_at(a + i) * lanes_at(b + i), s1 += lanes_at(a + i + 16) * lanes_at(b + i + 16);
-    s2 += lanes_at(a + i + 32) * lanes_at(b + i + 32), s3 += lanes_at(a + i + 48) * lanes_at(b + i + 48);
+    Lanes x0, x1, x2, x3, y0, y1, y2, y3;
+    load_lanes(x0, a + i), load_lanes(x1, a + i + 16), load_lanes(x2, a + i + 32), load_lanes(x3, a + i + 48);
+    load_lanes(y0, b + i), load_lanes(y1, b + i + 16), load_lanes(y2, b + i + 32), load_lanes(y3, b + i + 48);
+    s0 += x0 * y0, s1 += x1 * y1, s2 += x2 * y2, s3 += x3 * y3;
   }
   const Lanes all = (s0 + s1) + (s2 + s3);
   float sum = 0;
