@@ -391,5 +391,30 @@ TEST(Wire, Base64RoundTripsEveryLengthAndRejectsBadText) {
   EXPECT_FALSE(base64_decode_into("YWJj", wrong));  // 3 bytes, not 5
 }
 
+TEST(Wire, Base64LongTextsDecodeInBlocksAndAnyBadCharacterFails) {
+  // Long texts go through the 64-character blocks: every length around the
+  // block edges, every byte value, and one bad character at every place.
+  std::string bytes;
+  for (int i = 0; i < 400; ++i) bytes += static_cast<char>(i * 131 + i / 256);
+  for (std::size_t len : {45u, 48u, 49u, 50u, 51u, 93u, 96u, 97u, 98u, 99u, 189u, 192u, 193u, 400u}) {
+    const std::string part = bytes.substr(0, len), text = base64_encode(part);
+    auto back = base64_decode(text);
+    ASSERT_TRUE(back) << len;
+    EXPECT_EQ(*back, part) << len;
+  }
+  const std::string text = base64_encode(bytes);
+  for (std::size_t at = 0; at + 4 < text.size(); ++at)
+    for (char bad : {'$', '\n', '=', '-', '_', '\x80', '\xff', '\0', '@', '[', '`', '{', ':', '.'}) {
+      std::string t = text;
+      t[at] = bad;
+      EXPECT_FALSE(base64_decode(t)) << at << " " << static_cast<int>(bad);
+    }
+  std::string edges = text;  // the ends of each range of the alphabet decode to their values
+  edges.replace(0, 8, "AZaz09+/");
+  auto back = base64_decode(edges);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->substr(0, 6), std::string("\x01\x96\xb3\xd3\xdf\xbf", 6));
+}
+
 }  // namespace
 }  // namespace runsnack::pool
