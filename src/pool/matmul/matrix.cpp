@@ -242,7 +242,21 @@ constexpr std::int64_t kLanes = 16;
 [[gnu::always_inline]] inline void load_lanes(Lanes& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 [[gnu::always_inline]] inline void store_lanes(float* p, const Lanes& v) { std::memcpy(p, &v, sizeof v); }
 
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of_matrix(const Patterns& p, const Matrix& x, float* out) {
+// rows x cols float32, row-major, read through memcpy: a Matrix, or a tile's
+// bytes as they came off the wire, checked where they are.
+struct Floats {
+  const unsigned char* bytes = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  const unsigned char* at(std::int64_t r, std::int64_t c) const { return bytes + 4 * (r * cols + c); }
+};
+Floats floats(const Matrix& m) { return {reinterpret_cast<const unsigned char*>(m.data.data()), m.rows, m.cols}; }
+[[gnu::always_inline]] inline float float_at(const unsigned char* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of_matrix(const Patterns& p, Floats x, float* out) {
   if (p.groups == 0) return;
   // Counting sort of the rows by their first group's pattern.
   std::vector<std::int32_t> order(static_cast<std::size_t>(x.rows));
@@ -263,23 +277,23 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of
       std::fill_n(acc, width, 0.0f);
       for (std::int64_t i = start[b]; i < start[b + 1]; ++i) {
         const std::int64_t r = order[static_cast<std::size_t>(i)];
-        const float* __restrict src = &x.data[static_cast<std::size_t>(r * x.cols + c0)];
+        const unsigned char* src = x.at(r, c0);
         const std::uint8_t* pat = &p.of[static_cast<std::size_t>(r * p.groups)];
         float* __restrict t1 = &tables[static_cast<std::size_t>((kBuckets + (p.groups > 1 ? pat[1] : 0)) * strip)];
         std::int64_t c = 0;
         if (p.groups == 2)  // k <= 11: each 16 entries loaded once, added to both buckets
           for (; c + kLanes <= width; c += kLanes) {
             Lanes v, a, t;
-            load_lanes(v, src + c), load_lanes(a, acc + c), load_lanes(t, t1 + c);
+            std::memcpy(&v, src + 4 * c, sizeof v), load_lanes(a, acc + c), load_lanes(t, t1 + c);
             a += v, t += v;
             store_lanes(acc + c, a), store_lanes(t1 + c, t);
           }
-        for (std::int64_t c1 = c; c1 < width; ++c1) acc[c1] += src[c1];
+        for (std::int64_t c1 = c; c1 < width; ++c1) acc[c1] += float_at(src + 4 * c1);
         for (int g = p.groups == 2 ? 2 : 1; g < p.groups; ++g) {
           float* __restrict t = &tables[static_cast<std::size_t>((g * kBuckets + pat[g]) * strip)];
-          for (std::int64_t c1 = 0; c1 < width; ++c1) t[c1] += src[c1];
+          for (std::int64_t c1 = 0; c1 < width; ++c1) t[c1] += float_at(src + 4 * c1);
         }
-        for (std::int64_t c1 = c; p.groups == 2 && c1 < width; ++c1) t1[c1] += src[c1];
+        for (std::int64_t c1 = c; p.groups == 2 && c1 < width; ++c1) t1[c1] += float_at(src + 4 * c1);
       }
     }
     for (int g = 0; g < p.groups; ++g)
@@ -319,13 +333,13 @@ Matrix sums(const Matrix& s, std::int64_t cols) { return {s.cols, cols, std::vec
 
 Matrix left_side(const Matrix& s_i, const Matrix& a_rows) {
   Matrix out = sums(s_i, a_rows.cols);
-  if (s_i.rows == a_rows.rows) sums_of_matrix(patterns_of(s_i), a_rows, out.data.data());
+  if (s_i.rows == a_rows.rows) sums_of_matrix(patterns_of(s_i), floats(a_rows), out.data.data());
   return out;
 }
 
 Matrix right_side(const Matrix& b_cols, const Matrix& r_j) {
   Matrix out = sums(r_j, b_cols.rows);
-  if (r_j.rows == b_cols.cols) sums_of_matrix(patterns_of(r_j), transpose(b_cols), out.data.data());
+  if (r_j.rows == b_cols.cols) sums_of_matrix(patterns_of(r_j), floats(transpose(b_cols)), out.data.data());
   return out;
 }
 
@@ -366,11 +380,20 @@ FreivaldsSide freivalds_side(Matrix vectors, Matrix sums) {
 }
 
 FreivaldsOutcome freivalds_check(const FreivaldsSide& row, const FreivaldsSide& col, const Matrix& c, double tolerance) {
+  return freivalds_check(row, col, {reinterpret_cast<const char*>(c.data.data()), c.data.size() * sizeof(float)}, c.rows, c.cols,
+                         tolerance);
+}
+
+FreivaldsOutcome freivalds_check(const FreivaldsSide& row, const FreivaldsSide& col, std::string_view tile, std::int64_t rows,
+                                 std::int64_t cols, double tolerance) {
+  static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
   FreivaldsOutcome out;
   const Matrix &left = row.sums, &right = col.sums;
-  if (c.rows != row.vectors.rows || c.cols != col.vectors.rows || left.cols != right.cols || left.rows != row.vectors.cols ||
-      right.rows != col.vectors.cols || col.transposed.rows != col.vectors.cols)
+  if (rows < 0 || cols < 0 || tile.size() != static_cast<std::size_t>(rows * cols) * sizeof(float) || rows != row.vectors.rows ||
+      cols != col.vectors.rows || left.cols != right.cols || left.rows != row.vectors.cols || right.rows != col.vectors.cols ||
+      col.transposed.rows != col.vectors.cols)
     return out;
+  const Floats c{reinterpret_cast<const unsigned char*>(tile.data()), rows, cols};
   const Patterns p{row.vectors.cols, static_cast<int>((row.vectors.cols + kGroupBits - 1) / kGroupBits), row.patterns};
   if (p.of.size() != static_cast<std::size_t>(c.rows * p.groups)) return out;
   Matrix sc = sums(row.vectors, c.cols);  // S' * C: one pass over C

@@ -90,6 +90,10 @@ FreivaldsSide freivalds_side(Matrix vectors, Matrix sums);
 // `tolerance`, relative to the size of the sums (float32 rounding grows
 // with the inner dimension n and the tile).
 FreivaldsOutcome freivalds_check(const FreivaldsSide& row, const FreivaldsSide& col, const Matrix& c, double tolerance);
+// The same for a tile as raw little-endian float32 rows (to_bytes(), a
+// binary frame), checked where it lies: rows x cols, or it is rejected.
+FreivaldsOutcome freivalds_check(const FreivaldsSide& row, const FreivaldsSide& col, std::string_view tile, std::int64_t rows,
+                                 std::int64_t cols, double tolerance);
 
 // .npy (version 1.0/2.0/3.0, dtype '<f4', C order, two dimensions): the
 // format numpy.save writes. Strict: anything else is a one-line error.

@@ -4,6 +4,7 @@
 // submitter assembles C.npy. A and B come from a seed (any size, nothing to
 // send) or from .npy files (--a/--b, carried as job input).
 #include "pool/matmul/matrix.hpp"
+#include "pool/result_message.hpp"
 #include "pool/wire.hpp"
 #include "pool/workloads/builtin.hpp"
 
@@ -92,17 +93,23 @@ class FreivaldsChecker final : public ResultChecker {
     if (index < 0 || index >= shape_.row_blocks() * shape_.col_blocks()) return {false, "no such tile"};
     std::int64_t r0, rows, c0, cols;
     shape_.tile(index, r0, rows, c0, cols);
-    // Decoded straight into a buffer kept between checks: a tile is 4 MiB,
-    // and fresh pages cost more than the check itself.
-    tile_.rows = rows, tile_.cols = cols;
-    tile_.data.resize(static_cast<std::size_t>(rows * cols));
+    // A tile comes as a binary frame (raw little-endian float32, checked in
+    // place) or, from older workers, as base64, decoded into a buffer kept
+    // between checks: a tile is 4 MiB, and fresh pages cost more than the
+    // check itself.
+    std::string_view tile;
     Result<void> decoded = fail(errc::malformed, "no tile.f32 in the result");
     for (const auto& f : result.files)  // by reference: a tile's text is megabytes
-      if (f.is_object() && f.value("path", "") == "tile.f32" && f.contains("data") && f["data"].is_string())
-        decoded = base64_decode_into(f["data"].get_ref<const std::string&>(),
-                                     {reinterpret_cast<char*>(tile_.data.data()), tile_.data.size() * sizeof(float)});
+      if (f.is_object() && f.value("path", "") == "tile.f32") {
+        if (auto i = frame_of(f, result.frames.size())) {
+          tile = result.frames[*i], decoded = {};
+        } else if (f.contains("data") && f["data"].is_string()) {
+          tile_.resize(static_cast<std::size_t>(rows * cols) * sizeof(float));
+          decoded = base64_decode_into(f["data"].get_ref<const std::string&>(), tile_);
+          tile = tile_;
+        }
+      }
     if (!decoded) return {false, "tile " + std::to_string(index) + ": " + decoded.error().what()};
-    const Matrix* c = &tile_;
     const auto bi = static_cast<std::uint64_t>(r0 / shape_.block), bj = static_cast<std::uint64_t>(c0 / shape_.block);
     auto& row = rows_[bi];
     if (row.vectors.data.empty()) {  // S_i' * A_i
@@ -118,7 +125,7 @@ class FreivaldsChecker final : public ResultChecker {
                         : matmul::seeded_right_side(spec_seed(spec_), shape_.k, c0, r);
       col = matmul::freivalds_side(std::move(r), std::move(right));
     }
-    auto outcome = matmul::freivalds_check(row, col, *c, tolerance_);
+    auto outcome = matmul::freivalds_check(row, col, tile, rows, cols, tolerance_);
     double compute = 0;
     if (auto line = json::parse(result.stdout_data, nullptr, false); line.is_object() && line.contains("compute_s") &&
                                                                      line["compute_s"].is_number())
@@ -137,7 +144,7 @@ class FreivaldsChecker final : public ResultChecker {
   std::optional<Matrix> a_, b_;
   std::uint64_t secret_ = 0;
   std::map<std::uint64_t, matmul::FreivaldsSide> rows_, cols_;
-  Matrix tile_;
+  std::string tile_;
 };
 
 class MatmulWorkload final : public Workload {
@@ -224,7 +231,10 @@ class MatmulWorkload final : public Workload {
     // verification cost against it.
     out.stdout_data = json{{"tile", work.index}, {"rows", rows}, {"cols", cols}, {"compute_s", compute},
                            {"prepare_s", prepare}}.dump() + "\n";
-    out.files.push_back({{"path", "tile.f32"}, {"data", base64_encode(matmul::to_bytes(c))}});
+    // Raw float32 in a binary frame (wire.hpp): base64 in JSON cost the
+    // coordinator more to decode than the check itself.
+    out.files.push_back({{"path", "tile.f32"}, {"frame", 0}});
+    out.frames.push_back(matmul::to_bytes(c));
     co_return out;
   }
 
