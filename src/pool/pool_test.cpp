@@ -394,9 +394,9 @@ TEST(Wire, Base64RoundTripsEveryLengthAndRejectsBadText) {
   EXPECT_FALSE(base64_decode_into("YWJj", wrong));  // 3 bytes, not 5
 }
 
-TEST(Wire, Base64LongTextsDecodeInBlocksAndAnyBadCharacterFails) {
-  // Long texts go through the 64-character blocks: every length around the
-  // block edges, every byte value, and one bad character at every place.
+TEST(Wire, Base64LongTextsRoundTripAndAnyBadCharacterFails) {
+  // Lengths around multiples of 48 bytes (64 characters), every byte value,
+  // and one bad character at every place of a 400-byte text.
   std::string bytes;
   for (int i = 0; i < 400; ++i) bytes += static_cast<char>(i * 131 + i / 256);
   for (std::size_t len : {45u, 48u, 49u, 50u, 51u, 93u, 96u, 97u, 98u, 99u, 189u, 192u, 193u, 400u}) {
