@@ -1,6 +1,7 @@
 #include "pool/coordinator.hpp"
 
 #include "crypto/identity.hpp"
+#include "pool/result_message.hpp"
 #include "pool/scheduling/network.hpp"
 #include "pool/wire.hpp"
 #include "pool/workload.hpp"
@@ -40,34 +41,6 @@ json job_json(const JobStatus& j, const json& verification_method) {
     verification["cost_fraction"] = verification["copies"].get<double>() / static_cast<double>(std::max<std::int64_t>(j.tasks, 1));
   out["verification"] = verification;
   return out;
-}
-
-Result<TaskResult> parse_result(const json& req) {
-  if (!req.contains("exit_code") || !req["exit_code"].is_number_integer())
-    return fail(errc::malformed, "result without exit_code");
-  if (!req.contains("stdout") || !req["stdout"].is_string()) return fail(errc::malformed, "result without stdout");
-  if (!req.contains("files") || !req["files"].is_array()) return fail(errc::malformed, "result without files");
-  if (!req.contains("signature") || !req["signature"].is_string())
-    return fail(errc::malformed, "result without signature");
-  TaskResult r;
-  r.exit_code = req["exit_code"].get<std::int64_t>();
-  auto out = base64_decode(req["stdout"].get<std::string>());
-  if (!out) return out.error();
-  if (out->size() > kMaxStdoutBytes) return fail(errc::too_large, "stdout over the limit");
-  r.stdout_data = std::move(*out);
-  std::size_t total = 0;
-  for (const auto& f : req["files"]) {
-    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("data") || !f["data"].is_string())
-      return fail(errc::malformed, "bad file entry");
-    auto path = f["path"].get<std::string>();
-    if (path.empty() || path.size() > 1024 || path.front() == '/' || path.find("..") != std::string::npos)
-      return fail(errc::malformed, "bad file path");
-    total += f["data"].get<std::string>().size();
-  }
-  if (total > kMaxOutFilesBytes * 4 / 3 + 16) return fail(errc::too_large, "files over the limit");
-  r.files = req["files"];
-  r.signature = req["signature"].get<std::string>();
-  return r;
 }
 
 }  // namespace
@@ -192,7 +165,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   arm();
   on_event_({{"event", "worker_connected"}, {"peer", peer}});
   ++workers_online_;
-  std::string why = "stream closed";
+  std::string why;
   std::chrono::steady_clock::time_point last_renewal{};
   while (true) {
     auto req = co_await read_stream_message(*stream, kMaxPoolMessageBytes);
@@ -209,13 +182,41 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
       last_renewal = now;
       if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
     }
-    json answer = handle_worker(*req, context, device, public_key);
+    // Frames announced by the message follow it; a count that cannot be
+    // read leaves the stream out of step, so it closes.
+    auto announced = announced_frames(*req);
+    if (!announced) {
+      why = announced.error().what();
+      break;
+    }
+    Frames frames;
+    std::size_t budget = kMaxFrameBytes;
+    bool cut = false;
+    for (std::size_t i = 0; i < *announced && !cut; ++i) {
+      std::array<std::uint8_t, kFrameHeaderBytes> header{};
+      auto got = co_await stream->read_exact(asio::buffer(header));
+      auto length = got ? frame_length(header, budget) : Result<std::uint32_t>(got.error());
+      if (!length) {
+        why = length.error().what(), cut = true;
+        break;
+      }
+      budget -= *length;
+      std::string bytes(*length, '\0');
+      if (auto r = co_await stream->read_exact(asio::buffer(bytes)); !r) {
+        why = r.error().what(), cut = true;
+        break;
+      }
+      frames.all.push_back(std::move(bytes));
+    }
+    if (cut) break;
+    json answer = handle_worker(*req, context, device, public_key, frames);
     auto w = co_await write_stream_message(*stream, answer);
     if (!w) {
       why = w.error().what();
       break;
     }
   }
+  if (why.empty()) why = "stream closed";
   idle.cancel();
   --workers_online_;
   if (!device.empty()) waiting_.erase(device), found_nothing_.erase(device);
@@ -228,7 +229,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
 }
 
 json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std::string& device,
-                                std::string& public_key) {
+                                std::string& public_key, Frames& frames) {
   const std::string peer = ctx.consumer.str();
   std::string op = req.is_object() && req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";
   auto now = now_ms();
@@ -362,7 +363,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       } unset{deferred_};
       for (const auto& one : req["results"]) {
         const std::string inner = one.is_object() ? one.value("op", "") : "";
-        answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key)
+        answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key, frames)
                                                                  : refuse("a batch holds results and failures only"));
       }
     }
@@ -398,7 +399,14 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     return {{"ok", true}};
   }
   if (op == "result") {
-    auto result = parse_result(req);
+    // This result's frames (announced_frames() counted them): taken even
+    // when the result is refused, so the next result gets its own.
+    const auto announced = announced_frames(req);
+    const std::size_t count = std::min(announced ? *announced : 0, frames.all.size() - frames.next);
+    std::vector<std::string> own(std::make_move_iterator(frames.all.begin() + static_cast<std::ptrdiff_t>(frames.next)),
+                                 std::make_move_iterator(frames.all.begin() + static_cast<std::ptrdiff_t>(frames.next + count)));
+    frames.next += count;
+    auto result = parse_result(req, std::move(own));
     std::string bad;
     if (!result) {
       bad = "malformed result: " + result.error().what();
@@ -426,6 +434,8 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
                                                  : (verdict ? scheduling::Outcome::invalid : scheduling::Outcome::failed));
       if (verdict) learned_->verdict(device, verdict->accepted);
     }
+    // Checked: from here on the files are stored, compared and served as base64.
+    if (bad.empty()) inline_frames(*result);
     if (bad.empty() && !verdict) {  // no computational check: copies on other peers, when the job asks
       auto audit = [&ctx](const std::string& what, const std::string& why, const json& detail) {
         if (ctx.audit) ctx.audit(what, "refuse", why, detail);

@@ -71,8 +71,14 @@ class Coordinator {
   boost::asio::awaitable<void> serve_client(std::shared_ptr<MuxStream> stream, ServiceContext context);
 
  private:
+  // The binary frames that came after a worker's message, taken by its
+  // results in order (wire.hpp).
+  struct Frames {
+    std::vector<std::string> all;
+    std::size_t next = 0;
+  };
   nlohmann::json handle_worker(const nlohmann::json& req, const ServiceContext& ctx, std::string& device,
-                               std::string& public_key);
+                               std::string& public_key, Frames& frames);
   nlohmann::json handle_client(const nlohmann::json& req, const ServiceContext& ctx);
   std::int64_t now_ms() const;
   // The job's result checker, made on first use and kept (nullptr: none).

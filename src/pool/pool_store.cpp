@@ -302,8 +302,12 @@ std::string value_rows(std::size_t rows, std::size_t cols) {
 }  // namespace
 
 std::vector<std::uint8_t> result_signing_bytes(const std::string& task, std::int64_t attempt, const TaskResult& r) {
-  std::string text = "runsnack-pool-result-v1\n" + task + "\n" + std::to_string(attempt) + "\n" +
-                     std::to_string(r.exit_code) + "\n" + sha256_hex(r.stdout_data) + "\n" + sha256_hex(r.files.dump());
+  // v2 when files travel as binary frames: the files list names them by
+  // index, and each frame's own hash follows.
+  std::string text = r.frames.empty() ? "runsnack-pool-result-v1\n" : "runsnack-pool-result-v2\n";
+  text += task + "\n" + std::to_string(attempt) + "\n" + std::to_string(r.exit_code) + "\n" + sha256_hex(r.stdout_data) + "\n" +
+          sha256_hex(r.files.dump());
+  for (const auto& f : r.frames) text.append(1, '\n').append(sha256_hex(f));
   return {text.begin(), text.end()};
 }
 

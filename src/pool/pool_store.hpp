@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/sql.hpp"
+#include "pool/task_result.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -62,12 +63,6 @@ struct TaskRef {
   std::int64_t shard = 0;
 };
 
-struct TaskResult {
-  std::int64_t exit_code = 0;
-  std::string stdout_data;    // bounded by the caller
-  nlohmann::json files;       // [{"path":..,"data":base64}]
-  std::string signature;      // hex Ed25519 signature over result_signing_bytes()
-};
 
 struct JobStatus {
   std::string id, owner, state, reason, workload;

@@ -2,10 +2,42 @@
 
 #include <openssl/evp.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
 namespace runsnack::pool {
+
+std::string frame_header(std::size_t length) {
+  const auto n = static_cast<std::uint32_t>(length);
+  return {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
+}
+
+Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderBytes> h, std::size_t budget) {
+  const std::uint32_t n = (std::uint32_t{h[0]} << 24) | (std::uint32_t{h[1]} << 16) | (std::uint32_t{h[2]} << 8) | h[3];
+  if (n > budget)
+    return fail(errc::too_large, "a frame of " + std::to_string(n) + " bytes is over the " + std::to_string(kMaxFrameBytes) +
+                                     " bytes a message's frames may hold");
+  return n;
+}
+
+Result<std::vector<std::string>> split_frames(std::string_view bytes, std::size_t count, std::size_t budget) {
+  std::vector<std::string> frames;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (bytes.size() < kFrameHeaderBytes) return fail(errc::malformed, "frame " + std::to_string(i) + " is cut short");
+    std::array<std::uint8_t, kFrameHeaderBytes> h;
+    std::memcpy(h.data(), bytes.data(), h.size());
+    auto n = frame_length(h, budget);
+    if (!n) return n.error();
+    bytes.remove_prefix(kFrameHeaderBytes);
+    if (bytes.size() < *n) return fail(errc::malformed, "frame " + std::to_string(i) + " is cut short");
+    frames.emplace_back(bytes.substr(0, *n));
+    bytes.remove_prefix(*n);
+    budget -= *n;
+  }
+  if (!bytes.empty()) return fail(errc::malformed, "bytes after the last frame");
+  return frames;
+}
 
 std::string base64_encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');

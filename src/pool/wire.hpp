@@ -13,6 +13,7 @@
 #include <string>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace runsnack::pool {
 
@@ -21,6 +22,24 @@ inline constexpr std::size_t kMaxStdoutBytes = 1024 * 1024;       // per task; m
 inline constexpr std::size_t kMaxOutFilesBytes = 5 * 1024 * 1024;  // per task, under out/ (a 1024x1024 float32 tile is 4 MiB)
 inline constexpr std::size_t kMaxInputBytes = 4 * 1024 * 1024;     // per job, sent once per worker
 inline constexpr std::int64_t kMaxShards = 100'000;
+
+// Binary frames: bulk bytes (a matmul tile) that follow a pool message raw,
+// instead of as base64 inside its JSON. A worker's "result" announces its
+// frames ("frames": n; in a "results" batch, each result its own, in order),
+// and they follow the message back to back, each
+//   u32 big-endian length | length bytes
+// at most kMaxFrameBytes together.
+inline constexpr std::size_t kMaxFrameBytes = 12 * 1024 * 1024;
+inline constexpr std::int64_t kMaxFramesPerResult = 16;
+inline constexpr std::size_t kFrameHeaderBytes = 4;
+
+std::string frame_header(std::size_t length);
+// The length a header announces, if it fits in `budget` (what is left of
+// the message's kMaxFrameBytes).
+Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderBytes> header, std::size_t budget);
+// `count` frames from bytes as they come on the wire, which must hold them
+// exactly (tests and fuzzing; the coordinator reads them off its stream).
+Result<std::vector<std::string>> split_frames(std::string_view bytes, std::size_t count, std::size_t budget = kMaxFrameBytes);
 
 std::string base64_encode(std::string_view bytes);
 Result<std::string> base64_decode(std::string_view text);

@@ -54,11 +54,39 @@ asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
   co_return *r;
 }
 
+// The same, with binary frames after the request (wire.hpp).
+asio::awaitable<Result<json>> call(MuxStream& stream, const json& request, const std::vector<const std::string*>& frames) {
+  if (frames.empty()) co_return co_await call(stream, request);
+  auto w = co_await write_stream_message(stream, request);
+  if (!w) co_return w.error();
+  for (const std::string* f : frames) {
+    const std::string header = frame_header(f->size());
+    if (auto h = co_await stream.write(asio::buffer(header)); !h) co_return h.error();
+    if (auto b = co_await stream.write(asio::buffer(*f)); !b) co_return b.error();
+  }
+  auto r = co_await read_stream_message(stream, kMaxPoolMessageBytes);
+  if (!r) co_return r.error();
+  if (!r->is_object() || !r->value("ok", false))
+    co_return fail(errc::refused, r->is_object() ? r->value("error", "refused") : "bad answer");
+  co_return *r;
+}
+
+// A finished task's message (a result or a failure) and its frames.
+struct Unsent {
+  json message;
+  std::vector<std::string> frames;
+  std::size_t frame_bytes() const {
+    std::size_t n = 0;
+    for (const auto& f : frames) n += kFrameHeaderBytes + f.size();
+    return n;
+  }
+};
+
 struct Worker {
   WorkerOptions opt;
   const Identity* identity = nullptr;
   double score = 0;
-  std::vector<json> unsent;       // finished results not yet acknowledged
+  std::vector<Unsent> unsent;     // finished results not yet acknowledged
   std::set<std::string> inputs;   // jobs whose inputs are on disk
   std::int64_t accepted = 0;
 };
@@ -66,20 +94,25 @@ struct Worker {
 // RUNSNACK_POOL_FAULT=flip-bits: a cheater that returns wrong numbers under
 // a valid signature (one high mantissa bit flipped in every output file).
 void flip_bits(TaskOutput& out) {
+  auto flip = [](std::string& data) { data[data.size() / 2 / 4 * 4 + 2] ^= 0x20; };
   for (auto& f : out.files) {
+    if (!f.contains("data")) continue;
     auto data = base64_decode(f.value("data", ""));
     if (!data || data->size() < 4) continue;
-    (*data)[data->size() / 2 / 4 * 4 + 2] ^= 0x20;
+    flip(*data);
     f["data"] = base64_encode(*data);
   }
+  for (auto& frame : out.frames)
+    if (frame.size() >= 4) flip(frame);
 }
 
-json sign_result(const Worker& w, const json& task, TaskOutput out) {
+Unsent sign_result(const Worker& w, const json& task, TaskOutput out) {
   if (w.opt.fault == "flip-bits") flip_bits(out);
   TaskResult r;
   r.exit_code = out.exit_code;
   r.stdout_data = out.stdout_data;
   r.files = out.files;
+  r.frames = std::move(out.frames);
   std::string id = task["id"];
   std::int64_t attempt = task["attempt"];
   auto bytes = result_signing_bytes(id, attempt, r);
@@ -89,8 +122,9 @@ json sign_result(const Worker& w, const json& task, TaskOutput out) {
   json msg = {{"op", "result"}, {"task", id},          {"attempt", attempt},
               {"exit_code", out.exit_code}, {"stdout", base64_encode(out.stdout_data)},
               {"files", out.files}, {"signature", sig_hex}};
+  if (!r.frames.empty()) msg["frames"] = r.frames.size();
   if (w.opt.fault == "malformed") msg.erase("exit_code");
-  return msg;
+  return {std::move(msg), std::move(r.frames)};
 }
 
 // One connected session; returns when it breaks (then the caller reconnects)
@@ -109,7 +143,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
               {"public_key", hex_encode({reinterpret_cast<const char*>(pub.data()), pub.size()})},
               {"device", {{"kind", w.opt.device_kind}, {"name", w.opt.device_name}, {"score", w.score}, {"price", w.opt.price}}},
               {"holding", json::array()}};
-  for (const auto& u : w.unsent) reg["holding"].push_back(u["task"]);  // the leases we still answer for
+  for (const auto& u : w.unsent) reg["holding"].push_back(u.message["task"]);  // the leases we still answer for
   auto r = co_await call(stream, reg);
   if (!r) {
     spdlog::warn("pool: register: {}", r.error().what());
@@ -122,22 +156,33 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
   std::deque<json> queue;
   std::int64_t prefetch = 1;
   while (true) {
-    if (!w.unsent.empty() && (queue.empty() || w.unsent.size() >= 64)) {
-      const json batch = w.unsent.size() == 1 ? w.unsent.front() : json{{"op", "results"}, {"results", w.unsent}};
-      auto ack = co_await call(stream, batch);
+    while (!w.unsent.empty() && (queue.empty() || w.unsent.size() >= 64)) {
+      // As many as the frames of one message hold (at least one).
+      std::size_t n = 0, frame_bytes = 0;
+      for (; n < w.unsent.size() && n < 64; ++n) {
+        if (n > 0 && frame_bytes + w.unsent[n].frame_bytes() > kMaxFrameBytes) break;
+        frame_bytes += w.unsent[n].frame_bytes();
+      }
+      json batch = n == 1 ? w.unsent.front().message : json{{"op", "results"}, {"results", json::array()}};
+      std::vector<const std::string*> frames;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (n > 1) batch["results"].push_back(w.unsent[i].message);
+        for (const auto& f : w.unsent[i].frames) frames.push_back(&f);
+      }
+      auto ack = co_await call(stream, batch, frames);
       if (!ack) co_return std::optional<int>{};
-      const json answers = w.unsent.size() == 1 ? json::array({*ack}) : ack->value("answers", json::array());
-      for (std::size_t i = 0; i < w.unsent.size(); ++i) {
+      const json answers = n == 1 ? json::array({*ack}) : ack->value("answers", json::array());
+      for (std::size_t i = 0; i < n; ++i) {
         const json& a = i < answers.size() ? answers[i] : json::object();
         bool ok = a.value("accepted", false);
         const char* event = ok ? "result_accepted" : a.value("held", false) ? "result_held" : "result_refused";
-        std::cout << json{{"event", event}, {"task", w.unsent[i]["task"]},
+        std::cout << json{{"event", event}, {"task", w.unsent[i].message["task"]},
                           {"why", a.value("why", a.value("error", ""))}, {"paid", a.value("paid", "0")}}
                          .dump()
                   << std::endl;
         if (ok) ++w.accepted;
       }
-      w.unsent.clear();
+      w.unsent.erase(w.unsent.begin(), w.unsent.begin() + static_cast<std::ptrdiff_t>(n));
     }
     if (w.opt.max_tasks > 0 && w.accepted >= w.opt.max_tasks) co_return 0;
     if (queue.empty()) {
@@ -205,7 +250,8 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     std::error_code ec;
     fs::remove_all(task_dir, ec);
     if (!out) {
-      w.unsent.push_back({{"op", "failed"}, {"task", task["id"]}, {"attempt", task["attempt"]}, {"reason", out.error().what()}});
+      w.unsent.push_back(
+          Unsent{json{{"op", "failed"}, {"task", task["id"]}, {"attempt", task["attempt"]}, {"reason", out.error().what()}}, {}});
     } else {
       w.unsent.push_back(sign_result(w, task, *out));
     }

@@ -53,7 +53,8 @@ struct TaskWork {
 struct TaskOutput {
   int exit_code = 0;
   std::string stdout_data;
-  nlohmann::json files = nlohmann::json::array();  // [{"path","data" (base64)}]
+  nlohmann::json files = nlohmann::json::array();  // [{"path","data" (base64)} or {"path","frame": i}]
+  std::vector<std::string> frames;  // bulk files raw: sent as binary frames, not base64 (wire.hpp)
 };
 
 struct Verdict {

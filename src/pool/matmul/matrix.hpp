@@ -35,9 +35,14 @@ struct Matrix {
 };
 
 // Entry (r, c) of the n x n matrix `which` ('A' or 'B') of a seeded job:
-// uniform in [-1, 1), a pure function of (seed, which, r, c), so any block
-// can be made anywhere without the others.
+// an odd multiple of 1/16 in (-1, 1), uniform, a pure function of (seed, which,
+// r, c), so any block can be made anywhere without the others. A is made by
+// rows and B by columns ("lines", matrix.cpp): four random bits an entry,
+// and every partial sum of a product of them is exact in float32.
 float seeded_entry(std::uint64_t seed, char which, std::int64_t n, std::int64_t r, std::int64_t c);
+// Lines [first, first+count) as the rows of a count x n matrix: rows of A,
+// or columns of B (the rows of B's transpose), made the fast way.
+Matrix seeded_lines(std::uint64_t seed, char which, std::int64_t n, std::int64_t first, std::int64_t count);
 // Rows [row0, row0+rows) x columns [col0, col0+cols) of that matrix.
 Matrix seeded_block(std::uint64_t seed, char which, std::int64_t n, std::int64_t row0, std::int64_t rows,
                     std::int64_t col0, std::int64_t cols);
@@ -46,6 +51,9 @@ Matrix sub_block(const Matrix& m, std::int64_t row0, std::int64_t rows, std::int
 
 // c = a * b (BLAS sgemm); a.cols must equal b.rows.
 Matrix multiply(const Matrix& a, const Matrix& b);
+// c = a * bt' (sgemm reading bt transposed): a seeded tile from A's rows and
+// B's columns as seeded_lines makes them.
+Matrix multiply_transposed(const Matrix& a, const Matrix& bt);
 
 struct FreivaldsOutcome {
   bool accepted = false;
@@ -68,10 +76,24 @@ Matrix right_side(const Matrix& b_cols, const Matrix& r_j);  // (B_j * R_j)': (k
 Matrix seeded_left_side(std::uint64_t seed, std::int64_t n, std::int64_t row0, const Matrix& s_i);
 Matrix seeded_right_side(std::uint64_t seed, std::int64_t n, std::int64_t col0, const Matrix& r_j);
 
-// Checks tile c against them within `tolerance`, relative to the size of
-// the sums (float32 rounding grows with the inner dimension n and the tile).
-FreivaldsOutcome freivalds_check(const Matrix& s_i, const Matrix& r_j, const Matrix& left, const Matrix& right,
-                                 const Matrix& c, double tolerance);
+// Everything a row (or column) of tiles shares, made once: the vectors, as
+// the tile passes read them, and the half of the check made from A or B.
+struct FreivaldsSide {
+  Matrix vectors;                      // S_i or R_j: rows x (k+1), 0/1
+  Matrix transposed;                   // their transpose
+  std::vector<std::uint8_t> patterns;  // each row's bits, 6 to a byte (matrix.cpp)
+  Matrix sums;                         // S_i' * A_i, or (B_j * R_j)': (k+1) x n
+};
+FreivaldsSide freivalds_side(Matrix vectors, Matrix sums);
+
+// Checks tile c = C_ij against row i's and column j's sides within
+// `tolerance`, relative to the size of the sums (float32 rounding grows
+// with the inner dimension n and the tile).
+FreivaldsOutcome freivalds_check(const FreivaldsSide& row, const FreivaldsSide& col, const Matrix& c, double tolerance);
+// The same for a tile as raw little-endian float32 rows (to_bytes(), a
+// binary frame), checked where it lies: rows x cols, or it is rejected.
+FreivaldsOutcome freivalds_check(const FreivaldsSide& row, const FreivaldsSide& col, std::string_view tile, std::int64_t rows,
+                                 std::int64_t cols, double tolerance);
 
 // .npy (version 1.0/2.0/3.0, dtype '<f4', C order, two dimensions): the
 // format numpy.save writes. Strict: anything else is a one-line error.

@@ -20,6 +20,44 @@ TEST(Matmul, SeededBlocksAgreeWithTheWholeMatrix) {
   for (float v : whole.data) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
 }
 
+TEST(Matmul, SeededEntriesAreOddSixteenthsAndBIsMadeByColumns) {
+  Matrix a = seeded_block(7, 'A', 300, 0, 3, 0, 300);
+  std::vector<int> seen(16, 0);
+  for (float v : a.data) {
+    const float k = (v * 16 + 15) / 2;  // back to the 4-bit value
+    ASSERT_EQ(k, std::floor(k)) << v;
+    ASSERT_TRUE(k >= 0 && k < 16) << v;
+    ++seen[static_cast<std::size_t>(k)];
+  }
+  for (int count : seen) EXPECT_GT(count, 20);  // 900 entries, about 56 of each
+  // B's columns are its lines, A's rows are its; every way of making an entry agrees.
+  const std::int64_t n = 200;
+  Matrix b_cols = seeded_lines(7, 'B', n, 130, 5), b = seeded_block(7, 'B', n, 0, n, 130, 5);
+  Matrix a_rows = seeded_lines(7, 'A', n, 3, 2);
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t c = 0; c < 5; ++c) {
+      EXPECT_EQ(b.at(t, c), b_cols.at(c, t));
+      EXPECT_EQ(b.at(t, c), seeded_entry(7, 'B', n, t, 130 + c));
+    }
+  for (std::int64_t c = 0; c < n; ++c) EXPECT_EQ(a_rows.at(1, c), seeded_entry(7, 'A', n, 4, c));
+}
+
+TEST(Matmul, SeededProductsAreExactInFloat32) {
+  // Odd sixteenths: every partial sum is a multiple of 1/256 well inside
+  // float32's 24 bits, so any BLAS gives exactly the true product.
+  const std::int64_t n = 1000;
+  Matrix a = seeded_lines(11, 'A', n, 0, 6), bt = seeded_lines(11, 'B', n, 0, 7);
+  Matrix c = multiply_transposed(a, bt);
+  ASSERT_EQ(c.rows, 6);
+  ASSERT_EQ(c.cols, 7);
+  for (std::int64_t i = 0; i < 6; ++i)
+    for (std::int64_t j = 0; j < 7; ++j) {
+      double exact = 0;
+      for (std::int64_t t = 0; t < n; ++t) exact += static_cast<double>(a.at(i, t)) * bt.at(j, t);
+      EXPECT_EQ(static_cast<double>(c.at(i, j)), exact);
+    }
+}
+
 TEST(Matmul, MultiplyMatchesTheDefinition) {
   Matrix a = seeded_block(1, 'A', 16, 0, 5, 0, 16), b = seeded_block(1, 'B', 16, 0, 16, 0, 3);
   Matrix c = multiply(a, b);
@@ -44,7 +82,8 @@ Block honest_block(std::int64_t n, std::int64_t bsz) {
 
 FreivaldsOutcome check(const Block& blk, const Matrix& c, std::uint64_t secret, int rounds) {
   Matrix s = freivalds_vectors(secret, 0, blk.a.rows, rounds), r = freivalds_vectors(secret, 1, blk.b.cols, rounds);
-  return freivalds_check(s, r, left_side(s, blk.a), right_side(blk.b, r), c, kTol);
+  Matrix left = left_side(s, blk.a), right = right_side(blk.b, r);
+  return freivalds_check(freivalds_side(std::move(s), std::move(left)), freivalds_side(std::move(r), std::move(right)), c, kTol);
 }
 
 TEST(Freivalds, AcceptsAnHonestBlock) {
@@ -77,8 +116,31 @@ TEST(Freivalds, SeededHalvesEqualTheMaterialisedOnes) {
   Matrix r1 = right_side(b_cols, r), r2 = seeded_right_side(9, n, 48, r);
   ASSERT_EQ(l1.data.size(), l2.data.size());
   ASSERT_EQ(r1.data.size(), r2.data.size());
-  for (std::size_t i = 0; i < l1.data.size(); ++i) EXPECT_NEAR(l1.data[i], l2.data[i], 1e-3 * std::fabs(l1.data[i]) + 1);
-  for (std::size_t i = 0; i < r1.data.size(); ++i) EXPECT_NEAR(r1.data[i], r2.data[i], 1e-3 * std::fabs(r1.data[i]) + 1);
+  EXPECT_EQ(l1.data, l2.data);  // sums of sixteenths: exact both ways
+  EXPECT_EQ(r1.data, r2.data);
+}
+
+TEST(Freivalds, SeededSidesRejectOneFlippedEntryInRaggedTiles) {
+  // The coordinator's path: halves made from the seed, a tile whose sizes
+  // are not multiples of the strips, and many rounds (more bucket groups).
+  const std::int64_t n = 300, r0 = 64, rows = 70, c0 = 100, cols = 45;
+  const Matrix c = multiply_transposed(seeded_lines(9, 'A', n, r0, rows), seeded_lines(9, 'B', n, c0, cols));
+  for (int rounds : {10, 40}) {
+    for (std::uint64_t t = 0; t < 20; ++t) {
+      Matrix s = freivalds_vectors(t, 0, rows, rounds), r = freivalds_vectors(t, 1, cols, rounds);
+      Matrix left = seeded_left_side(9, n, r0, s), right = seeded_right_side(9, n, c0, r);
+      const FreivaldsSide row = freivalds_side(std::move(s), std::move(left)), col = freivalds_side(std::move(r), std::move(right));
+      EXPECT_TRUE(freivalds_check(row, col, c, kTol).accepted);
+      Matrix bad = c;
+      std::size_t i = t * 37 % bad.data.size();
+      while (std::fabs(bad.data[i]) < 1) i = (i + 1) % bad.data.size();  // a bit flip in a near-zero entry is below tolerance
+      std::uint32_t bits;
+      std::memcpy(&bits, &bad.data[i], 4);
+      bits ^= 1u << 22;
+      std::memcpy(&bad.data[i], &bits, 4);
+      EXPECT_FALSE(freivalds_check(row, col, bad, kTol).accepted) << "rounds " << rounds << ", entry " << i;
+    }
+  }
 }
 
 TEST(Freivalds, RejectsAFlippedBit) {

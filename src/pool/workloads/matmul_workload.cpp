@@ -4,6 +4,7 @@
 // submitter assembles C.npy. A and B come from a seed (any size, nothing to
 // send) or from .npy files (--a/--b, carried as job input).
 #include "pool/matmul/matrix.hpp"
+#include "pool/result_message.hpp"
 #include "pool/wire.hpp"
 #include "pool/workloads/builtin.hpp"
 
@@ -92,31 +93,39 @@ class FreivaldsChecker final : public ResultChecker {
     if (index < 0 || index >= shape_.row_blocks() * shape_.col_blocks()) return {false, "no such tile"};
     std::int64_t r0, rows, c0, cols;
     shape_.tile(index, r0, rows, c0, cols);
-    // Decoded straight into a buffer kept between checks: a tile is 4 MiB,
-    // and fresh pages cost more than the check itself.
-    tile_.rows = rows, tile_.cols = cols;
-    tile_.data.resize(static_cast<std::size_t>(rows * cols));
+    // A tile comes as a binary frame (raw little-endian float32, checked in
+    // place) or, from older workers, as base64, decoded into a buffer kept
+    // between checks: a tile is 4 MiB, and fresh pages cost more than the
+    // check itself.
+    std::string_view tile;
     Result<void> decoded = fail(errc::malformed, "no tile.f32 in the result");
     for (const auto& f : result.files)  // by reference: a tile's text is megabytes
-      if (f.is_object() && f.value("path", "") == "tile.f32" && f.contains("data") && f["data"].is_string())
-        decoded = base64_decode_into(f["data"].get_ref<const std::string&>(),
-                                     {reinterpret_cast<char*>(tile_.data.data()), tile_.data.size() * sizeof(float)});
+      if (f.is_object() && f.value("path", "") == "tile.f32") {
+        if (auto i = frame_of(f, result.frames.size())) {
+          tile = result.frames[*i], decoded = {};
+        } else if (f.contains("data") && f["data"].is_string()) {
+          tile_.resize(static_cast<std::size_t>(rows * cols) * sizeof(float));
+          decoded = base64_decode_into(f["data"].get_ref<const std::string&>(), tile_);
+          tile = tile_;
+        }
+      }
     if (!decoded) return {false, "tile " + std::to_string(index) + ": " + decoded.error().what()};
-    const Matrix* c = &tile_;
     const auto bi = static_cast<std::uint64_t>(r0 / shape_.block), bj = static_cast<std::uint64_t>(c0 / shape_.block);
     auto& row = rows_[bi];
-    if (row.side.data.empty()) {  // s_i' * A_i
-      row.vectors = matmul::freivalds_vectors(secret_, 2 * bi, rows, rounds_);
-      row.side = a_ ? matmul::left_side(row.vectors, matmul::sub_block(*a_, r0, rows, 0, shape_.k))
-                    : matmul::seeded_left_side(spec_seed(spec_), shape_.k, r0, row.vectors);
+    if (row.vectors.data.empty()) {  // S_i' * A_i
+      Matrix s = matmul::freivalds_vectors(secret_, 2 * bi, rows, rounds_);
+      Matrix left = a_ ? matmul::left_side(s, matmul::sub_block(*a_, r0, rows, 0, shape_.k))
+                       : matmul::seeded_left_side(spec_seed(spec_), shape_.k, r0, s);
+      row = matmul::freivalds_side(std::move(s), std::move(left));
     }
     auto& col = cols_[bj];
-    if (col.side.data.empty()) {  // B_j * r_j
-      col.vectors = matmul::freivalds_vectors(secret_, 2 * bj + 1, cols, rounds_);
-      col.side = b_ ? matmul::right_side(matmul::sub_block(*b_, 0, shape_.k, c0, cols), col.vectors)
-                    : matmul::seeded_right_side(spec_seed(spec_), shape_.k, c0, col.vectors);
+    if (col.vectors.data.empty()) {  // B_j * R_j
+      Matrix r = matmul::freivalds_vectors(secret_, 2 * bj + 1, cols, rounds_);
+      Matrix right = b_ ? matmul::right_side(matmul::sub_block(*b_, 0, shape_.k, c0, cols), r)
+                        : matmul::seeded_right_side(spec_seed(spec_), shape_.k, c0, r);
+      col = matmul::freivalds_side(std::move(r), std::move(right));
     }
-    auto outcome = matmul::freivalds_check(row.vectors, col.vectors, row.side, col.side, *c, tolerance_);
+    auto outcome = matmul::freivalds_check(row, col, tile, rows, cols, tolerance_);
     double compute = 0;
     if (auto line = json::parse(result.stdout_data, nullptr, false); line.is_object() && line.contains("compute_s") &&
                                                                      line["compute_s"].is_number())
@@ -128,17 +137,14 @@ class FreivaldsChecker final : public ResultChecker {
   }
 
  private:
-  struct Half {
-    Matrix vectors, side;  // S_i and S_i' * A_i, or R_j and B_j * R_j
-  };
   json spec_;
   Shape shape_;
   int rounds_;
   double tolerance_;
   std::optional<Matrix> a_, b_;
   std::uint64_t secret_ = 0;
-  std::map<std::uint64_t, Half> rows_, cols_;
-  Matrix tile_;
+  std::map<std::uint64_t, matmul::FreivaldsSide> rows_, cols_;
+  std::string tile_;
 };
 
 class MatmulWorkload final : public Workload {
@@ -203,10 +209,11 @@ class MatmulWorkload final : public Workload {
     std::int64_t r0, rows, c0, cols;
     s->tile(work.index, r0, rows, c0, cols);
     auto start = std::chrono::steady_clock::now();
-    Matrix a, b;
-    if (seeded(work.spec)) {
-      a = matmul::seeded_block(spec_seed(work.spec), 'A', s->k, r0, rows, 0, s->k);
-      b = matmul::seeded_block(spec_seed(work.spec), 'B', s->k, 0, s->k, c0, cols);
+    Matrix a, b;  // b holds B_j's columns as rows for a seeded job (matrix.hpp)
+    const bool by_columns = seeded(work.spec);
+    if (by_columns) {
+      a = matmul::seeded_lines(spec_seed(work.spec), 'A', s->k, r0, rows);
+      b = matmul::seeded_lines(spec_seed(work.spec), 'B', s->k, c0, cols);
     } else {
       auto fa = matrix_from_dir(work.input_dir, "A.npy");
       if (!fa) co_return fa.error();
@@ -217,14 +224,17 @@ class MatmulWorkload final : public Workload {
     }
     double prepare = seconds_since(start);
     auto gemm_start = std::chrono::steady_clock::now();
-    Matrix c = matmul::multiply(a, b);
+    Matrix c = by_columns ? matmul::multiply_transposed(a, b) : matmul::multiply(a, b);
     double compute = seconds_since(gemm_start);
     TaskOutput out;
     // The timing is part of the signed stdout: the coordinator reports
     // verification cost against it.
     out.stdout_data = json{{"tile", work.index}, {"rows", rows}, {"cols", cols}, {"compute_s", compute},
                            {"prepare_s", prepare}}.dump() + "\n";
-    out.files.push_back({{"path", "tile.f32"}, {"data", base64_encode(matmul::to_bytes(c))}});
+    // Raw float32 in a binary frame (wire.hpp): base64 in JSON cost the
+    // coordinator more to decode than the check itself.
+    out.files.push_back({{"path", "tile.f32"}, {"frame", 0}});
+    out.frames.push_back(matmul::to_bytes(c));
     co_return out;
   }
 
