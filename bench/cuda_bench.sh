@@ -31,15 +31,8 @@ LAUNCHES=${CUDA_BENCH_LAUNCHES:-20000}
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [[ -x $NVCC ]] || { echo "cuda_bench.sh: nvcc not found" >&2; exit 1; }
 
-TMP=$(mktemp -d /tmp/runsnack-cudabench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source "$(dirname "$0")/lib.sh"
+bench_scratch cudabench
 
 echo "== building bench/cuda/copy_bench.cu" >&2
 "$NVCC" -O2 -o "$TMP/copy_bench" "$HERE/cuda/copy_bench.cu" || exit 1

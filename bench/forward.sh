@@ -17,21 +17,9 @@ BENCH=$BUILD/bench/session_bench
 [[ -x $BIN ]] || { echo "forward.sh: $BIN not built (ninja -C $BUILD runsnack)" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "forward.sh: wrk missing (apt-get install -y wrk)" >&2; exit 1; }
 
-TMP=$(mktemp -d /tmp/runsnack-fwdbench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source "$(dirname "$0")/lib.sh"
+bench_scratch fwdbench
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_port() {
-  for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
 rss_kib() { awk '/VmRSS/{print $2}' /proc/"$1"/status; }
 
 # A small keep-alive HTTP server (asyncio; 13-byte body) and the session_bench echo/sink server.
@@ -97,24 +85,13 @@ grep -q '"ready"' "$TMP/fwd.out" || { echo "forward.sh: runsnack forward did not
 
 # ssh -L to the same servers, when sshd can run here.
 SSH_HTTP=""; SSH_SINK=""
-if [[ -x /usr/sbin/sshd && $(id -u) == 0 ]] && command -v ssh >/dev/null; then
-  mkdir -p /run/sshd
-  ssh-keygen -q -t ed25519 -N '' -f "$TMP/host_key"; ssh-keygen -q -t ed25519 -N '' -f "$TMP/user_key"
-  cp "$TMP/user_key.pub" "$TMP/authorized_keys"
-  SSH_PORT=$(free_port)
-  printf '%s\n' "Port $SSH_PORT" "ListenAddress 127.0.0.1" "HostKey $TMP/host_key" \
-    "AuthorizedKeysFile $TMP/authorized_keys" "PidFile $TMP/sshd.pid" "StrictModes no" "UsePAM no" \
-    "PermitRootLogin prohibit-password" "PasswordAuthentication no" "AllowTcpForwarding yes" "LogLevel ERROR" \
-    >"$TMP/sshd_config"
-  /usr/sbin/sshd -D -e -f "$TMP/sshd_config" 2>"$TMP/sshd.log" & PIDS+=($!)
-  if wait_port "$SSH_PORT"; then
-    SSH_HTTP=$(free_port); SSH_SINK=$(free_port)
-    fwd=(-L "127.0.0.1:$SSH_HTTP:127.0.0.1:$HTTP_PORT")
-    [[ -n $SINK_PORT ]] && fwd+=(-L "127.0.0.1:$SSH_SINK:127.0.0.1:$SINK_PORT")
-    ssh -c aes128-gcm@openssh.com -q -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
-      -o ExitOnForwardFailure=yes -i "$TMP/user_key" -p "$SSH_PORT" -N "${fwd[@]}" root@127.0.0.1 & PIDS+=($!)
-    wait_port "$SSH_HTTP" || SSH_HTTP=""
-  fi
+if start_sshd; then
+  SSH_HTTP=$(free_port); SSH_SINK=$(free_port)
+  fwd=(-L "127.0.0.1:$SSH_HTTP:127.0.0.1:$HTTP_PORT")
+  [[ -n $SINK_PORT ]] && fwd+=(-L "127.0.0.1:$SSH_SINK:127.0.0.1:$SINK_PORT")
+  ssh -c aes128-gcm@openssh.com -q -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
+    -o ExitOnForwardFailure=yes -i "$TMP/user_key" -p "$SSH_PORT" -N "${fwd[@]}" root@127.0.0.1 & PIDS+=($!)
+  wait_port "$SSH_HTTP" || SSH_HTTP=""
 fi
 
 RESULTS=$TMP/results; : >"$RESULTS"

@@ -14,21 +14,9 @@ BENCH=$BUILD/bench/session_bench
 BYTES=${BENCH_BYTES:-$((2 << 30))}
 RUNS=${CPU_RUNS:-3}
 
-TMP=$(mktemp -d /tmp/runsnack-fwdcpu.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source "$(dirname "$0")/lib.sh"
+bench_scratch fwdcpu
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_port() {
-  for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
 descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
 # CPU ticks (utime + stime) of the given processes and their descendants.
 ticks() {
@@ -56,23 +44,12 @@ for _ in $(seq 1 200); do grep -q '"ready"' "$TMP/fwd.out" && break; sleep 0.05;
 grep -q '"ready"' "$TMP/fwd.out" || { echo "forward_cpu.sh: runsnack forward did not start: $(cat "$TMP/fwd.err")" >&2; exit 1; }
 
 SSH_SINK=""; SSH_PID=""; SSHD_PID=""
-if [[ -x /usr/sbin/sshd && $(id -u) == 0 ]] && command -v ssh >/dev/null; then
-  mkdir -p /run/sshd
-  ssh-keygen -q -t ed25519 -N '' -f "$TMP/host_key"; ssh-keygen -q -t ed25519 -N '' -f "$TMP/user_key"
-  cp "$TMP/user_key.pub" "$TMP/authorized_keys"
-  SSH_PORT=$(free_port)
-  printf '%s\n' "Port $SSH_PORT" "ListenAddress 127.0.0.1" "HostKey $TMP/host_key" \
-    "AuthorizedKeysFile $TMP/authorized_keys" "PidFile $TMP/sshd.pid" "StrictModes no" "UsePAM no" \
-    "PermitRootLogin prohibit-password" "PasswordAuthentication no" "AllowTcpForwarding yes" "LogLevel ERROR" \
-    >"$TMP/sshd_config"
-  /usr/sbin/sshd -D -e -f "$TMP/sshd_config" 2>"$TMP/sshd.log" & SSHD_PID=$!; PIDS+=($SSHD_PID)
-  if wait_port "$SSH_PORT"; then
-    SSH_SINK=$(free_port)
-    ssh -c aes128-gcm@openssh.com -q -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
-      -o ExitOnForwardFailure=yes -i "$TMP/user_key" -p "$SSH_PORT" -N -L "127.0.0.1:$SSH_SINK:127.0.0.1:$SINK_PORT" \
-      root@127.0.0.1 & SSH_PID=$!; PIDS+=($SSH_PID)
-    wait_port "$SSH_SINK" || SSH_SINK=""
-  fi
+if start_sshd; then
+  SSH_SINK=$(free_port)
+  ssh -c aes128-gcm@openssh.com -q -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
+    -o ExitOnForwardFailure=yes -i "$TMP/user_key" -p "$SSH_PORT" -N -L "127.0.0.1:$SSH_SINK:127.0.0.1:$SINK_PORT" \
+    root@127.0.0.1 & SSH_PID=$!; PIDS+=($SSH_PID)
+  wait_port "$SSH_SINK" || SSH_SINK=""
 fi
 
 HZ=$(getconf CLK_TCK)

@@ -11,26 +11,8 @@ BUILD=${1:-build/release}
 BENCH=$BUILD/bench/session_bench
 [[ -x $BENCH ]] || { echo "run.sh: $BENCH not built (ninja -C $BUILD session_bench)" >&2; exit 1; }
 
-TMP=$(mktemp -d /tmp/runsnack-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# A free loopback port (bind to port 0, read it back, close).
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-# Wait until something listens on 127.0.0.1:$1.
-wait_port() {
-  for _ in $(seq 1 100); do
-    (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
+source "$(dirname "$0")/lib.sh"
+bench_scratch bench
 
 RESULTS=$TMP/results
 : >"$RESULTS"
