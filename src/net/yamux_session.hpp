@@ -70,7 +70,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
   std::uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
   std::uint64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
   std::size_t stream_count() const { return state_.stream_count(); }
-  bool is_closed() const { return done_; }
+  // Ending or ended (a GoAway, an error, close()): no new streams; callers report the end.
+  bool is_closed() const { return done_ || closing_; }
   // Why the session ended (empty while it runs).
   std::optional<Error> close_reason() const { return close_reason_; }
   boost::asio::any_io_executor get_executor() { return executor_; }
