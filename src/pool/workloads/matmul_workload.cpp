@@ -11,6 +11,7 @@
 #include <openssl/rand.h>
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -111,21 +112,8 @@ class FreivaldsChecker final : public ResultChecker {
       }
     if (!decoded) return {false, "tile " + std::to_string(index) + ": " + decoded.error().what()};
     const auto bi = static_cast<std::uint64_t>(r0 / shape_.block), bj = static_cast<std::uint64_t>(c0 / shape_.block);
-    auto& row = rows_[bi];
-    if (row.vectors.data.empty()) {  // S_i' * A_i
-      Matrix s = matmul::freivalds_vectors(secret_, 2 * bi, rows, rounds_);
-      Matrix left = a_ ? matmul::left_side(s, matmul::sub_block(*a_, r0, rows, 0, shape_.k))
-                       : matmul::seeded_left_side(spec_seed(spec_), shape_.k, r0, s);
-      row = matmul::freivalds_side(std::move(s), std::move(left));
-    }
-    auto& col = cols_[bj];
-    if (col.vectors.data.empty()) {  // B_j * R_j
-      Matrix r = matmul::freivalds_vectors(secret_, 2 * bj + 1, cols, rounds_);
-      Matrix right = b_ ? matmul::right_side(matmul::sub_block(*b_, 0, shape_.k, c0, cols), r)
-                        : matmul::seeded_right_side(spec_seed(spec_), shape_.k, c0, r);
-      col = matmul::freivalds_side(std::move(r), std::move(right));
-    }
-    auto outcome = matmul::freivalds_check(row, col, tile, rows, cols, tolerance_);
+    make_sides(bi, bj);
+    auto outcome = matmul::freivalds_check(rows_.at(bi), cols_.at(bj), tile, rows, cols, tolerance_);
     double compute = 0;
     if (auto line = json::parse(result.stdout_data, nullptr, false); line.is_object() && line.contains("compute_s") &&
                                                                      line["compute_s"].is_number())
@@ -137,6 +125,43 @@ class FreivaldsChecker final : public ResultChecker {
   }
 
  private:
+  // S_i' * A_i for row of tiles bi.
+  matmul::FreivaldsSide row_side(std::uint64_t bi) const {
+    const std::int64_t r0 = static_cast<std::int64_t>(bi) * shape_.block, rows = std::min(shape_.block, shape_.m - r0);
+    Matrix s = matmul::freivalds_vectors(secret_, 2 * bi, rows, rounds_);
+    Matrix left = a_ ? matmul::left_side(s, matmul::sub_block(*a_, r0, rows, 0, shape_.k))
+                     : matmul::seeded_left_side(spec_seed(spec_), shape_.k, r0, s);
+    return matmul::freivalds_side(std::move(s), std::move(left));
+  }
+  // B_j * R_j for column of tiles bj.
+  matmul::FreivaldsSide col_side(std::uint64_t bj) const {
+    const std::int64_t c0 = static_cast<std::int64_t>(bj) * shape_.block, cols = std::min(shape_.block, shape_.p - c0);
+    Matrix r = matmul::freivalds_vectors(secret_, 2 * bj + 1, cols, rounds_);
+    Matrix right = b_ ? matmul::right_side(matmul::sub_block(*b_, 0, shape_.k, c0, cols), r)
+                      : matmul::seeded_right_side(spec_seed(spec_), shape_.k, c0, r);
+    return matmul::freivalds_side(std::move(r), std::move(right));
+  }
+  // Makes the sides tile (bi, bj) needs. One that is missing is made together with, on a second
+  // core, a missing side of the other kind (the first one; a later tile needs it): pairs halve
+  // the time checks wait for sides, as the workers' sgemm uses every core too.
+  void make_sides(std::uint64_t bi, std::uint64_t bj) {
+    const bool need_row = !rows_.count(bi), need_col = !cols_.count(bj);
+    if (!need_row && !need_col) return;
+    std::optional<std::uint64_t> row = need_row ? std::optional(bi) : std::nullopt;
+    std::optional<std::uint64_t> col = need_col ? std::optional(bj) : std::nullopt;
+    if (!row)
+      for (std::uint64_t i = 0; i < static_cast<std::uint64_t>(shape_.row_blocks()) && !row; ++i)
+        if (!rows_.count(i)) row = i;
+    if (!col)
+      for (std::uint64_t j = 0; j < static_cast<std::uint64_t>(shape_.col_blocks()) && !col; ++j)
+        if (!cols_.count(j)) col = j;
+    std::future<matmul::FreivaldsSide> other;
+    if (row && col) other = std::async(std::launch::async, [this, j = *col] { return col_side(j); });
+    if (row) rows_.emplace(*row, row_side(*row));
+    if (other.valid()) cols_.emplace(*col, other.get());
+    else if (col) cols_.emplace(*col, col_side(*col));
+  }
+
   json spec_;
   Shape shape_;
   int rounds_;
