@@ -17,23 +17,36 @@ class ReplicationTest(PoolBase):
             with open(os.path.join(out, "shard-%d" % i, "r%d.txt" % i)) as f:
                 self.assertEqual(f.read(), "shard %d of %d\n" % (i, shards))
 
-    def test_cheaters_results_are_outvoted_and_the_output_is_right(self):
-        self.start_pool("--starting-credits", "100")
-        cheater_home = self.new_home("cheater")
-        cheater = self.start(cheater_home, "pool", "join", self.ready["join"], "--cpu", name="cheater",
-                             env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
-        cheater.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of the cheater")
-        self.start_worker("honest1")
-        self.start_worker("honest2")
-        user = self.new_home("user")
-        out = os.path.join(self.tmp, "out")
-        shards = 6
-        cp, lines = self.submit(user, "--shards", str(shards), "--replicas", "2", "--budget", "10", "--out", out,
-                                *COMMAND)
+    def start_cheater(self):
+        """A worker that flips bits in its results (RUNSNACK_POOL_FAULT=flip-bits), registered."""
+        home = self.new_home("cheater")
+        proc = self.start(home, "pool", "join", self.ready["join"], "--cpu", name="cheater",
+                          env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
+        proc.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of the cheater")
+        return home, proc
+
+    def run_job(self, user, shards, *flags, out_name="out"):
+        """Submits COMMAND over `shards` shards and waits: the job must end done with every output right."""
+        out = os.path.join(self.tmp, out_name)
+        cp, lines = self.submit(user, "--shards", str(shards), *flags, "--budget", "10", "--out", out, *COMMAND)
         self.assertEqual(cp.returncode, 0, cp.stderr)
         done = lines[-1]
         self.assertEqual(done["state"], "done", done)
         self.check_outputs(out, shards)
+        return done
+
+    def pool_status(self, user):
+        cp = self.ok(user, "pool", "status", self.ready["submit"], "--json")
+        return json.loads(cp.stdout.strip().splitlines()[-1])
+
+    def test_cheaters_results_are_outvoted_and_the_output_is_right(self):
+        self.start_pool("--starting-credits", "100")
+        cheater_home, cheater = self.start_cheater()
+        self.start_worker("honest1")
+        self.start_worker("honest2")
+        user = self.new_home("user")
+        shards = 6
+        done = self.run_job(user, shards, "--replicas", "2")
         v = done["verification"]
         self.assertEqual((v["method"], v["replicas"], v["compare"]), ("replication", 2, "bit-for-bit"), v)
         self.assertGreaterEqual(v["copies"], shards)  # one copy per shard, more for disagreements
@@ -48,7 +61,7 @@ class ReplicationTest(PoolBase):
         self.assertEqual([e for e in cheater_results if e["event"] == "result_accepted"], [])
         paid = [e for e in self.credits(cheater_home)["entries"] if e["kind"] == "payment"]
         self.assertEqual(paid, [], "the cheater must not be paid")
-        status = json.loads(self.ok(user, "pool", "status", self.ready["submit"], "--json").stdout.strip().splitlines()[-1])
+        status = self.pool_status(user)
         me = [d for d in status["devices"] if d["id"].startswith(self.peer_id(cheater_home))]
         self.assertEqual(len(me), 1)
         self.assertEqual(me[0]["valid"], 0)
@@ -65,10 +78,7 @@ class ReplicationTest(PoolBase):
         # Deterministic: the cheater takes every first copy; each of its results disagrees with the
         # honest copies that follow, is refused, and the third excludes it.
         self.start_pool("--starting-credits", "100")
-        cheater_home = self.new_home("cheater")
-        cheater = self.start(cheater_home, "pool", "join", self.ready["join"], "--cpu", name="cheater",
-                             env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
-        cheater.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of the cheater")
+        cheater_home, cheater = self.start_cheater()
         user = self.new_home("user")
         out = os.path.join(self.tmp, "out")
         shards = 3
@@ -94,27 +104,14 @@ class ReplicationTest(PoolBase):
         self.start_worker("honest2")
         user = self.new_home("user")
         # A replicated job first: the shards its quorums decide are the answers the pool knows.
-        cp, lines = self.submit(user, "--shards", "4", "--replicas", "2", "--budget", "10",
-                                "--out", os.path.join(self.tmp, "first"), *COMMAND)
-        self.assertEqual(cp.returncode, 0, cp.stderr)
-        first = lines[-1]
-        self.assertEqual(first["state"], "done", first)
+        first = self.run_job(user, 4, "--replicas", "2", out_name="first")
+
         def first_job_status():
-            cp = self.ok(user, "pool", "status", self.ready["submit"], "--json")
-            return [j for j in json.loads(cp.stdout.strip().splitlines()[-1])["jobs"] if j["job"] == first["job"]][0]
+            return [j for j in self.pool_status(user)["jobs"] if j["job"] == first["job"]][0]
         before = first_job_status()
-        cheater_home = self.new_home("cheater")
-        cheater = self.start(cheater_home, "pool", "join", self.ready["join"], "--cpu", name="cheater",
-                             env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
-        cheater.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of the cheater")
+        cheater_home, cheater = self.start_cheater()
         # No --replicas, no --spot-check: only the hidden known-answer tasks check the new device.
-        out = os.path.join(self.tmp, "out")
-        shards = 6
-        cp, lines = self.submit(user, "--shards", str(shards), "--budget", "10", "--out", out, *COMMAND)
-        self.assertEqual(cp.returncode, 0, cp.stderr)
-        done = lines[-1]
-        self.assertEqual(done["state"], "done", done)
-        self.check_outputs(out, shards)  # the cheater never ran one of its tasks
+        self.run_job(user, 6)  # right outputs: the cheater never ran one of its tasks
         excluded = self.coord.wait_for(lambda e: e.get("event") == "device_excluded", 60, "exclusion")
         self.assertEqual(excluded["peer"], self.peer_id(cheater_home))
         checked = [e for e in self.coord.events() if e.get("event") == "known_answer_checked"]
@@ -127,7 +124,7 @@ class ReplicationTest(PoolBase):
             self.assertTrue(e["task"].startswith(first_job + "."), e)
         paid = [e for e in self.credits(cheater_home)["entries"] if e["kind"] == "payment"]
         self.assertEqual(paid, [], "the cheater must not be paid")
-        status = json.loads(self.ok(user, "pool", "status", self.ready["submit"], "--json").stdout.strip().splitlines()[-1])
+        status = self.pool_status(user)
         me = [d for d in status["devices"] if d["id"].startswith(self.peer_id(cheater_home))]
         self.assertEqual((me[0]["valid"], me[0]["invalid"]), (0, 3), me)
         self.assertIsNotNone(me[0]["excluded"])
@@ -145,15 +142,7 @@ class ReplicationTest(PoolBase):
         self.start_worker("w1")
         self.start_worker("w2")
         user = self.new_home("user")
-        out = os.path.join(self.tmp, "out")
-        shards = 8
-        cp, lines = self.submit(user, "--shards", str(shards), "--spot-check", "0.25", "--budget", "10", "--out", out,
-                                *COMMAND)
-        self.assertEqual(cp.returncode, 0, cp.stderr)
-        done = lines[-1]
-        self.assertEqual(done["state"], "done", done)
-        self.check_outputs(out, shards)
-        v = done["verification"]
+        v = self.run_job(user, 8, "--spot-check", "0.25")["verification"]
         self.assertEqual((v["method"], v["fraction"], v["rejected"]), ("spot-check", 0.25, 0), v)
         # New devices are unproven: their first results are all re-run elsewhere.
         self.assertGreaterEqual(v["copies"], 2)
