@@ -61,7 +61,7 @@ nlohmann::json stats_json(const char* event, const fs::TransferStats& s) {
 
 fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
   fs::IgnoreRules rules;
-  for (const char* name : {".gitignore", ".runsnackignore"}) {
+  for (const char* name : fs::kIgnoreRuleFiles) {
     std::ifstream in(root / name);
     if (!in) continue;
     std::stringstream text;

@@ -13,6 +13,9 @@
 
 namespace runsnack::fs {
 
+// The files a synced tree's rules come from, at its root.
+inline constexpr const char* kIgnoreRuleFiles[] = {".gitignore", ".runsnackignore"};
+
 class IgnoreRules {
  public:
   IgnoreRules();
