@@ -411,7 +411,7 @@ Result<std::vector<std::string>> chunk_hashes(int fd, std::uint64_t size, std::s
 // The ignore rules the sender scanned with, from the copies of its rule files the sync just wrote.
 IgnoreRules synced_ignore_rules(int root) {
   IgnoreRules rules;
-  for (const char* name : {".gitignore", ".runsnackignore"}) {
+  for (const char* name : kIgnoreRuleFiles) {
     auto file = open_regular_file(root, name);
     if (!file) continue;
     std::string text(64 * 1024, '\0');  // rule files beyond this are not worth a sync's time
@@ -588,7 +588,10 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
       co_await writer.finish();
       co_return begin.error();
     }
-    if ((*begin)["type"] != "file" || (*begin)["path"] != path) co_return fail(errc::malformed, "expected file " + path);
+    if ((*begin)["type"] != "file" || (*begin)["path"] != path) {
+      co_await writer.finish();  // the files that arrived whole are kept
+      co_return fail(errc::malformed, "expected file " + path);
+    }
     const auto base_it = bases.find(path);
     std::optional<Base> base;
     if (base_it != bases.end()) {
@@ -602,12 +605,9 @@ asio::awaitable<Result<TransferStats>> receive_tree(MuxStream& stream, int root,
       if (auto e = writer.failed()) r = *e;
     }
     if (!r) {
-      if (stream_broke) {
-        writer.abort();  // the stream broke: keep what arrived of this file for a resume
-        co_await writer.finish();
-        co_return r.error();
-      }
-      co_await send_error(stream, r.error());
+      if (stream_broke) writer.abort();  // keep what arrived of this file for a resume
+      co_await writer.finish();          // the files that arrived whole are kept
+      if (!stream_broke) co_await send_error(stream, r.error());
       co_return r.error();
     }
     announced += entry.size;
