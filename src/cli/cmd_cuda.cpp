@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
+#include "core/json_fields.hpp"
 #include "cuda/shim_location.hpp"
 #include "services/cuda/cuda_service.hpp"
 #include "services/cuda/relay.hpp"
@@ -285,8 +286,8 @@ asio::awaitable<int> cuda_body(const CudaArgs& args, const std::string& program,
       co_return report("this link does not allow CUDA: ask the provider to share with --allow cuda");
     co_return report(offered.error());
   }
-  if (!offered->value("available", false))
-    co_return report("the provider offers no CUDA: " + offered->value("note", std::string("no driver")));
+  if (!bool_or(*offered, "available", false))
+    co_return report("the provider offers no CUDA: " + string_or(*offered, "note", "no driver"));
 
   auto dir = make_socket_dir();
   if (!dir) co_return report(dir.error());
@@ -309,7 +310,7 @@ asio::awaitable<int> cuda_body(const CudaArgs& args, const std::string& program,
   const auto started = std::chrono::steady_clock::now();
   if (!args.json && ::isatty(STDERR_FILENO))
     std::cerr << "runsnack: " << args.command[0] << " runs here; its CUDA calls run on " << session.info().peer.str()
-              << " (" << offered->value("note", std::string()) << ")" << std::endl;
+              << " (" << string_or(*offered, "note") << ")" << std::endl;
 
   auto state = std::make_shared<CudaState>();
   state->session = &session;

@@ -3,6 +3,7 @@
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
+#include "core/json_fields.hpp"
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
@@ -35,16 +36,16 @@ void print_gpus(const nlohmann::json& gpus, const std::string& note) {
     return;
   }
   for (const auto& g : gpus) {
-    std::cout << "gpu " << g.value("index", 0) << "     " << g.value("name", "?") << " | "
-              << gib(g["memory_total"]) << " (" << gib(g["memory_used"]) << " used) | " << g.value("utilization_pct", 0)
-              << "% busy | " << g.value("temperature_c", 0) << " C | driver " << g.value("driver_version", "?")
-              << " | CUDA " << g.value("cuda_version", "?") << " | " << g.value("uuid", "?") << std::endl;
+    std::cout << "gpu " << int_or(g, "index", 0) << "     " << string_or(g, "name", "?") << " | "
+              << gib(g["memory_total"]) << " (" << gib(g["memory_used"]) << " used) | " << int_or(g, "utilization_pct", 0)
+              << "% busy | " << int_or(g, "temperature_c", 0) << " C | driver " << string_or(g, "driver_version", "?")
+              << " | CUDA " << string_or(g, "cuda_version", "?") << " | " << string_or(g, "uuid", "?") << std::endl;
   }
 }
 
 void print_host(const nlohmann::json& h) {
-  std::cout << "host      " << h.value("hostname", "?") << " | " << h.value("os", "?") << " | "
-            << h.value("cpu_count", 0) << " x " << h.value("cpu_model", "?") << " | " << gib(h["ram_total"])
+  std::cout << "host      " << string_or(h, "hostname", "?") << " | " << string_or(h, "os", "?") << " | "
+            << int_or(h, "cpu_count", 0) << " x " << string_or(h, "cpu_model", "?") << " | " << gib(h["ram_total"])
             << " RAM (" << gib(h["ram_available"]) << " free)" << std::endl;
 }
 
@@ -52,7 +53,7 @@ void print_info(const nlohmann::json& info) {
   char buf[160];
   std::cout << "provider  " << info["provider"].get<std::string>() << std::endl;
   print_host(info["host"]);
-  print_gpus(info["gpus"], info.value("gpu_note", ""));
+  print_gpus(info["gpus"], string_or(info, "gpu_note"));
   const auto& g = info["grant"];
   std::string services;
   for (const auto& s : g["services"]) services += (services.empty() ? "" : ",") + s.get<std::string>();
@@ -67,8 +68,8 @@ void print_info(const nlohmann::json& info) {
   std::cout << "path      " << buf << std::endl;
   if (info.contains("cuda")) {
     const auto& c = info["cuda"];
-    std::cout << "cuda      " << (c.value("available", false) ? "available: " : "not available: ")
-              << c.value("note", std::string()) << " (runsnack cuda LINK -- CMD)" << std::endl;
+    std::cout << "cuda      " << (bool_or(c, "available", false) ? "available: " : "not available: ")
+              << string_or(c, "note") << " (runsnack cuda LINK -- CMD)" << std::endl;
   }
 }
 

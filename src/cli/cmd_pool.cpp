@@ -10,6 +10,7 @@
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
 #include "core/duration.hpp"
+#include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "gpu/gpu_info.hpp"
 #include "services/exec/run_terms.hpp"
@@ -269,8 +270,8 @@ asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
   if (!w) co_return w.error();
   auto r = co_await read_stream_message(stream, pool::kMaxPoolMessageBytes);
   if (!r) co_return r.error();
-  if (!r->is_object() || !r->value("ok", false))
-    co_return fail(errc::refused, r->is_object() ? r->value("error", "refused") : "bad answer");
+  if (!r->is_object() || !bool_or(*r, "ok", false))
+    co_return fail(errc::refused, r->is_object() ? string_or(*r, "error", "refused") : "bad answer");
   co_return *r;
 }
 
@@ -330,7 +331,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
     auto r = co_await call(**stream, request);
     if (!r) co_return report(r.error());
     *args.job = (*r)["job"].get<std::string>();
-    std::int64_t tasks = r->value("tasks", std::int64_t{0});
+    std::int64_t tasks = int_or(*r, "tasks", std::int64_t{0});
     if (args.json) print_json({{"event", "submitted"}, {"job", *args.job}, {"tasks", tasks}});
     else std::cerr << "job " << *args.job << " submitted (" << tasks << " tasks)" << std::endl;
     if (!args.wait) {
@@ -370,19 +371,19 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   std::error_code ec;
   fs::create_directories(shards, ec);
   if (ec) co_return report("cannot create " + shards.string() + ": " + ec.message());
-  const std::int64_t fetch = workload->has_results() ? status.value("tasks", std::int64_t{0}) : 0;
+  const std::int64_t fetch = workload->has_results() ? int_or(status, "tasks", std::int64_t{0}) : 0;
   for (std::int64_t i = 0; i < fetch; ++i) {
     const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
     auto res = co_await call(**stream, rr);
     if (!res) co_return lost_or_refused(res.error());
     if ((*res)["result"].is_null()) continue;
     fs::path dir = shards / ("shard-" + std::to_string(i));
-    auto so = pool::base64_decode((*res)["result"].value("stdout", ""));
+    auto so = pool::base64_decode(string_or((*res)["result"], "stdout"));
     if (so)
       if (auto w = pool::write_file(dir / "stdout", *so); !w) co_return report(w.error());
-    for (const auto& f : (*res)["result"].value("files", json::array())) {
-      std::string rel = f.value("path", "");
-      auto data = pool::base64_decode(f.value("data", ""));
+    for (const auto& f : field_or((*res)["result"], "files", json::array())) {
+      std::string rel = string_or(f, "path");
+      auto data = pool::base64_decode(string_or(f, "data"));
       if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos || rel == "stdout" || !data) continue;
       if (auto w = pool::write_file(dir / rel, *data); !w) co_return report(w.error());
     }
@@ -393,7 +394,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
                {"credits_spent", status["credits_spent"]}, {"out", fs::absolute(out).string()},
                {"reason", status["reason"]}, {"verification", status["verification"]}};
   if (state == "done") {
-    auto merged = workload->merge(*spec, status.value("tasks", std::int64_t{0}), shards, out);
+    auto merged = workload->merge(*spec, int_or(status, "tasks", std::int64_t{0}), shards, out);
     if (!merged) co_return report(merged.error());
     for (const auto& [k, v] : merged->items()) done[k] = v;
   }
@@ -402,9 +403,9 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   else {
     std::cout << "job " << job << " " << state << "; outputs in " << out.string() << std::endl;
     const json& v = status["verification"];
-    if (v.is_object() && v.value("method", "none") != "none")
-      std::cout << "verified by " << v.value("method", "") << ": " << v.value("checked", 0) << " checked, "
-                << v.value("rejected", 0) << " rejected, cost " << v.value("cost_fraction", 0.0) * 100
+    if (v.is_object() && string_or(v, "method", "none") != "none")
+      std::cout << "verified by " << string_or(v, "method") << ": " << int_or(v, "checked", 0) << " checked, "
+                << int_or(v, "rejected", 0) << " rejected, cost " << number_or(v, "cost_fraction", 0.0) * 100
                 << "% of compute" << std::endl;
   }
   co_return state == "done" ? 0 : kExitFailure;

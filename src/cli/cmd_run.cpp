@@ -6,6 +6,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "core/duration.hpp"
+#include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "services/exec/exec_service.hpp"
 #include "services/fs/path_rules.hpp"
@@ -239,12 +240,12 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
       auto j = fs::decode_control(f->payload);
       if (!j) continue;
       if ((*j)["type"] == "error") {
-        failure = j->value("message", std::string("the provider refused"));
+        failure = string_or(*j, "message", "the provider refused");
         break;
       }
       if ((*j)["type"] == "exit") {
-        status = j->value("status", 1);
-        std::string reason = j->value("reason", std::string());
+        status = int_or(*j, "status", 1);
+        std::string reason = string_or(*j, "reason");
         if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << reason << std::endl;
         break;
       }

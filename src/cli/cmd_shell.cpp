@@ -7,6 +7,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/raw_terminal.hpp"
 #include "cli/session_runner.hpp"
+#include "core/json_fields.hpp"
 #include "services/exec/shell_service.hpp"
 #include "services/fs/transfer.hpp"
 
@@ -98,7 +99,7 @@ asio::awaitable<int> shell_body(Session& session) {
   std::shared_ptr<MuxStream> stream = *opened;
   auto first = co_await fs::read_control(*stream);
   if (!first) co_return report(Error(first.error().code, "the provider closed the shell: " + first.error().what()));
-  if ((*first)["type"] == "error") co_return report(first->value("message", std::string("the provider refused")));
+  if ((*first)["type"] == "error") co_return report(string_or(*first, "message", "the provider refused"));
 
   auto ex = co_await asio::this_coro::executor;
   auto signals = std::make_shared<asio::signal_set>(ex, SIGWINCH, SIGTERM, SIGHUP);
@@ -126,12 +127,12 @@ asio::awaitable<int> shell_body(Session& session) {
       auto j = fs::decode_control(f->payload);
       if (!j) continue;
       if ((*j)["type"] == "exit") {
-        status = j->value("status", 1);
-        reason = j->value("reason", std::string());
+        status = int_or(*j, "status", 1);
+        reason = string_or(*j, "reason");
         break;
       }
       if ((*j)["type"] == "error") {
-        failure = j->value("message", std::string("the provider stopped the shell"));
+        failure = string_or(*j, "message", "the provider stopped the shell");
         break;
       }
     }

@@ -1,5 +1,6 @@
 #include "pool/coordinator.hpp"
 
+#include "core/json_fields.hpp"
 #include "crypto/identity.hpp"
 #include "pool/result_message.hpp"
 #include "pool/scheduling/network.hpp"
@@ -23,6 +24,19 @@ namespace {
 
 json refuse(const std::string& why) { return {{"ok", false}, {"error", why}}; }
 json refuse(const Error& e) { return refuse(e.what()); }
+
+// Handlers read a peer's JSON with accessors that do not throw; should one
+// throw all the same (a bug of ours, not the peer's), the peer gets a refusal
+// and its stream stays open, rather than the stream ending with no answer.
+template <class Handler>
+json answer_or_refuse(const char* what, Handler&& handle) {
+  try {
+    return handle();
+  } catch (const json::exception& e) {
+    spdlog::error("pool: {}: {}", what, e.what());
+    return refuse("malformed message");
+  }
+}
 
 json job_json(const JobStatus& j, const json& verification_method) {
   json out = {{"job", j.id},         {"owner", j.owner},     {"state", j.state},   {"reason", j.reason},
@@ -177,7 +191,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
     // Any message renews the worker's leases; at most once a second, so a
     // busy worker's claims and results do not each cost a write.
     const auto now = std::chrono::steady_clock::now();
-    const bool explicit_heartbeat = req->value("op", "") == "heartbeat";
+    const bool explicit_heartbeat = string_or(*req, "op") == "heartbeat";
     if (explicit_heartbeat || now - last_renewal >= std::chrono::seconds(1)) {
       last_renewal = now;
       if (auto hb = store_.heartbeat(peer, now_ms()); !hb) spdlog::warn("pool: heartbeat: {}", hb.error().what());
@@ -209,7 +223,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
       frames.all.push_back(std::move(bytes));
     }
     if (cut) break;
-    json answer = handle_worker(*req, context, device, public_key, frames);
+    json answer = answer_or_refuse("worker message", [&] { return handle_worker(*req, context, device, public_key, frames); });
     auto w = co_await write_stream_message(*stream, answer);
     if (!w) {
       why = w.error().what();
@@ -241,10 +255,10 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     std::copy(raw->begin(), raw->end(), key.begin());
     if (PeerId::from_raw_public_key(key) != ctx.consumer) return refuse("public_key is not the session's key");
     public_key = *raw;
-    const json& d = req.value("device", json::object());
+    const json d = field_or(req, "device");
     if (!d.is_object()) return refuse("bad device");
-    std::string kind = d.value("kind", "cpu"), name = d.value("name", "cpu");
-    double score = d.value("score", 0.0), price = d.value("price", 0.0);
+    std::string kind = string_or(d, "kind", "cpu"), name = string_or(d, "name", "cpu");
+    double score = number_or(d, "score", 0.0), price = number_or(d, "price", 0.0);
     if ((kind != "cpu" && kind != "gpu") || name.size() > 200 || !(score >= 0 && score < 1e15) ||
         !(price >= 0 && price < 1e9))
       return refuse("bad device");
@@ -362,7 +376,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
         ~Unset() { p = nullptr; }
       } unset{deferred_};
       for (const auto& one : req["results"]) {
-        const std::string inner = one.is_object() ? one.value("op", "") : "";
+        const std::string inner = string_or(one, "op");
         answers.push_back(inner == "result" || inner == "failed" ? handle_worker(one, ctx, device, public_key, frames)
                                                                  : refuse("a batch holds results and failures only"));
       }
@@ -382,15 +396,16 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     return {{"ok", true}, {"answers", answers}};
   }
   if (op == "input") {
-    auto input = store_.job_input(req.value("job", ""));
+    auto input = store_.job_input(string_or(req, "job"));
     if (!input) return refuse(input.error());
     return {{"ok", true}, {"input", *input}};
   }
-  std::string task = req.value("task", "");
-  std::int64_t attempt = req.contains("attempt") && req["attempt"].is_number_integer() ? req["attempt"].get<std::int64_t>() : -1;
+  const std::string task = string_or(req, "task");
+  const std::int64_t attempt = int_or(req, "attempt", -1);
+  if ((op == "failed" || op == "result") && task.empty()) return refuse(op + " without its task id");
   if (op == "failed") {
     if (known_answers_.take(peer, task, attempt)) return {{"ok", true}};  // no verdict: it may try another
-    std::string reason = req.value("reason", "failed");
+    std::string reason = string_or(req, "reason", "failed");
     if (reason.size() > 1000) reason.resize(1000);
     learned_finished(task, device, scheduling::Outcome::failed);
     auto r = store_.fail_attempt(task, attempt, peer, "worker: " + reason, now);
@@ -596,7 +611,7 @@ asio::awaitable<void> Coordinator::serve_client(std::shared_ptr<MuxStream> strea
   while (true) {
     auto req = co_await read_stream_message(*stream, kMaxPoolMessageBytes);
     if (!req) break;
-    json answer = handle_client(*req, context);
+    json answer = answer_or_refuse("client message", [&] { return handle_client(*req, context); });
     auto w = co_await write_stream_message(*stream, answer);
     if (!w) break;
   }
@@ -608,13 +623,13 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
   auto now = now_ms();
   if (auto r = store_.ensure_peer(peer, now); !r) return refuse(r.error());
   if (op == "submit") {
-    std::string name = req.value("workload", "");
+    std::string name = string_or(req, "workload");
     const Workload* workload = find_workload(name);
     if (!workload) return refuse("unknown workload '" + name.substr(0, 40) + "': this pool runs " + workload_names());
-    const json spec = req.value("spec", json::object());
+    const json spec = field_or(req, "spec");
     auto plan = workload->plan(spec);
     if (!plan) return refuse(plan.error());
-    const json input = req.value("input", json::object());
+    const json input = field_or(req, "input");
     if (!input.is_object()) return refuse("bad input");
     if (req.contains("prefer")) {  // what the learned scheduler optimises for this job
       const std::string prefer = req["prefer"].is_string() ? req["prefer"].get<std::string>() : "";
@@ -639,7 +654,7 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     for (const auto& j : *jobs)
       if (!req.contains("job") || req["job"] == j.id) {
         json method = verification_method(j.id);
-        if (method.value("method", "") == "replication" || method.value("method", "") == "spot-check") {
+        if (string_or(method, "method") == "replication" || string_or(method, "method") == "spot-check") {
           method["copies"] = replication_.copies(j.id);
           if (auto n = replication_.networks(j.id)) method["networks"] = *n;
         }
@@ -661,7 +676,7 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
   }
   if (op == "result") {
     std::int64_t shard = req.contains("shard") && req["shard"].is_number_integer() ? req["shard"].get<std::int64_t>() : -1;
-    auto st = store_.job_status(req.value("job", ""));
+    auto st = store_.job_status(string_or(req, "job"));
     if (!st) return refuse(st.error());
     if (st->owner != peer) return refuse("not your job");
     auto r = store_.result(st->id, shard);
@@ -671,7 +686,7 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
             {"result", {{"exit_code", (*r)->exit_code}, {"stdout", base64_encode((*r)->stdout_data)}, {"files", (*r)->files}}}};
   }
   if (op == "cancel") {
-    auto r = store_.cancel_job(req.value("job", ""), peer, now);
+    auto r = store_.cancel_job(string_or(req, "job"), peer, now);
     if (!r) return refuse(r.error());
     return {{"ok", true}};
   }

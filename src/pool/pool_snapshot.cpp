@@ -1,5 +1,7 @@
 #include "pool/pool_snapshot.hpp"
 
+#include "core/json_fields.hpp"
+
 namespace runsnack::pool {
 
 using json = nlohmann::json;
@@ -8,7 +10,7 @@ PoolSnapshot::PoolSnapshot(PoolStore& store, SnapshotLimits limits) : store_(sto
 
 void PoolSnapshot::observe(const json& event) {
   if (!event.is_object() || !event.contains("peer") || !event["peer"].is_string()) return;
-  const std::string name = event.value("event", "");
+  const std::string name = string_or(event, "event");
   if (name == "task_done") ++by_peer_[event["peer"].get<std::string>()].accepted;
   else if (name == "task_failed" || name == "result_rejected") ++by_peer_[event["peer"].get<std::string>()].failed;
 }

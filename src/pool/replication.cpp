@@ -1,5 +1,6 @@
 #include "pool/replication.hpp"
 
+#include "core/json_fields.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/scheduling/network.hpp"
 
@@ -40,9 +41,9 @@ std::optional<Replication::JobRule> Replication::rule(const std::string& job) {
   std::optional<JobRule> r;
   if (auto def = store_.job_definition(job); def && def->workload == "exec" && def->spec.is_object()) {
     JobRule j;
-    j.replicas = def->spec.value("replicas", 1);
-    j.spot_check = def->spec.value("spot_check", 0.0);
-    j.shards = def->spec.value("shards", std::int64_t{1});
+    j.replicas = int_or(def->spec, "replicas", 1);
+    j.spot_check = number_or(def->spec, "spot_check", 0.0);
+    j.shards = int_or(def->spec, "shards", std::int64_t{1});
     if (j.replicas > 1 || j.spot_check > 0) r = j;
   }
   return rules_[job] = r;

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   std::size_t bytes = 0;
   for (const auto& f : *frames) bytes += f.size();
   if (bytes > kMaxFrameBytes) __builtin_trap();
-  if (!req.is_object() || req.value("op", "") != "result") return 0;
+  if (!req.is_object() || !req.contains("op") || req["op"] != "result") return 0;
   auto r = parse_result(req, std::move(*frames));
   if (!r) return 0;
   inline_frames(*r);

@@ -1,5 +1,6 @@
 #include "pool/worker.hpp"
 
+#include "core/json_fields.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/workload.hpp"
 #include "pool/pool_store.hpp"
@@ -49,8 +50,8 @@ asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
   if (!w) co_return w.error();
   auto r = co_await read_stream_message(stream, kMaxPoolMessageBytes);
   if (!r) co_return r.error();
-  if (!r->is_object() || !r->value("ok", false))
-    co_return fail(errc::refused, r->is_object() ? r->value("error", "refused") : "bad answer");
+  if (!r->is_object() || !bool_or(*r, "ok", false))
+    co_return fail(errc::refused, r->is_object() ? string_or(*r, "error", "refused") : "bad answer");
   co_return *r;
 }
 
@@ -66,8 +67,8 @@ asio::awaitable<Result<json>> call(MuxStream& stream, const json& request, const
   }
   auto r = co_await read_stream_message(stream, kMaxPoolMessageBytes);
   if (!r) co_return r.error();
-  if (!r->is_object() || !r->value("ok", false))
-    co_return fail(errc::refused, r->is_object() ? r->value("error", "refused") : "bad answer");
+  if (!r->is_object() || !bool_or(*r, "ok", false))
+    co_return fail(errc::refused, r->is_object() ? string_or(*r, "error", "refused") : "bad answer");
   co_return *r;
 }
 
@@ -97,7 +98,7 @@ void flip_bits(TaskOutput& out) {
   auto flip = [](std::string& data) { data[data.size() / 2 / 4 * 4 + 2] ^= 0x20; };
   for (auto& f : out.files) {
     if (!f.contains("data")) continue;
-    auto data = base64_decode(f.value("data", ""));
+    auto data = base64_decode(string_or(f, "data"));
     if (!data || data->size() < 4) continue;
     flip(*data);
     f["data"] = base64_encode(*data);
@@ -150,6 +151,19 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     co_return std::optional<int>{};
   }
   std::cout << json{{"event", "registered"}, {"device", (*r)["device"]}, {"score", w.score}}.dump() << std::endl;
+  if (w.opt.fault == "mistyped") {  // fields of the wrong type: each must be refused, the stream kept
+    const json odd[] = {{{"op", json::array({"heartbeat"})}},
+                        {{"op", "failed"}, {"task", 7}, {"reason", json::array({1})}},
+                        {{"op", "input"}, {"job", json::object()}}};
+    for (const json& m : odd) {
+      auto answer = co_await call(stream, m);
+      if (answer) {
+        std::cerr << "runsnack: a mistyped message was accepted: " << m.dump() << std::endl;
+        co_return 3;
+      }
+      std::cout << json{{"event", "mistyped_refused"}, {"why", answer.error().what()}}.dump() << std::endl;
+    }
+  }
   // Leased tasks not yet run: short tasks are claimed several at a time
   // (and their results returned together), so the pool's own cost per task
   // stays small; long ones one at a time, so no device hoards work.
@@ -171,13 +185,13 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
       }
       auto ack = co_await call(stream, batch, frames);
       if (!ack) co_return std::optional<int>{};
-      const json answers = n == 1 ? json::array({*ack}) : ack->value("answers", json::array());
+      const json answers = n == 1 ? json::array({*ack}) : field_or(*ack, "answers", json::array());
       for (std::size_t i = 0; i < n; ++i) {
         const json& a = i < answers.size() ? answers[i] : json::object();
-        bool ok = a.value("accepted", false);
-        const char* event = ok ? "result_accepted" : a.value("held", false) ? "result_held" : "result_refused";
+        bool ok = bool_or(a, "accepted", false);
+        const char* event = ok ? "result_accepted" : bool_or(a, "held", false) ? "result_held" : "result_refused";
         std::cout << json{{"event", event}, {"task", w.unsent[i].message["task"]},
-                          {"why", a.value("why", a.value("error", ""))}, {"paid", a.value("paid", "0")}}
+                          {"why", string_or(a, "why", string_or(a, "error"))}, {"paid", string_or(a, "paid", "0")}}
                          .dump()
                   << std::endl;
         if (ok) ++w.accepted;
@@ -195,17 +209,17 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
         co_return 1;
       }
       if (!claim) co_return std::optional<int>{};
-      for (const auto& t : claim->value("tasks", json::array()))
+      for (const auto& t : field_or(*claim, "tasks", json::array()))
         if (t.is_object()) queue.push_back(t);
       if (queue.empty()) {
-        co_await sleep_for(std::chrono::milliseconds(claim->value("retry_ms", 200)));
+        co_await sleep_for(std::chrono::milliseconds(int_or(*claim, "retry_ms", 200)));
         continue;
       }
     }
     const json task = queue.front();
     queue.pop_front();
     const auto task_start = std::chrono::steady_clock::now();
-    std::string job = task.value("job", "");
+    std::string job = string_or(task, "job");
     if (job.empty() || job.find('/') != std::string::npos || job.find("..") != std::string::npos)
       co_return std::optional<int>{};
     fs::path input_dir = w.opt.work_dir / "inputs" / job;
@@ -215,16 +229,16 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
       if (!in) co_return std::optional<int>{};
       std::error_code ec;
       fs::create_directories(input_dir, ec);
-      for (const auto& f : (*in)["input"].value("files", json::array())) {
-        std::string rel = f.value("path", "");
-        auto data = base64_decode(f.value("data", ""));
+      for (const auto& f : field_or((*in)["input"], "files", json::array())) {
+        std::string rel = string_or(f, "path");
+        auto data = base64_decode(string_or(f, "data"));
         if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos || !data) continue;
         fs::create_directories((input_dir / rel).parent_path(), ec);
         std::ofstream(input_dir / rel, std::ios::binary) << *data;
       }
       w.inputs.insert(job);
     }
-    const Workload* workload = find_workload(task.value("workload", "exec"));
+    const Workload* workload = find_workload(string_or(task, "workload", "exec"));
     TaskWork work;
     work.spec = task["spec"];
     work.index = task["shard"];
@@ -242,7 +256,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     };
     const fs::path task_dir = work.task_dir;
     Result<TaskOutput> out = fail(errc::unsupported, "this worker does not know the workload '" +
-                                                         task.value("workload", "").substr(0, 40) + "'");
+                                                         string_or(task, "workload").substr(0, 40) + "'");
     if (workload) {
       auto running = workload->run(std::move(work));  // named: GCC 12 and temporaries around co_await
       out = co_await std::move(running);

@@ -8,7 +8,9 @@
 //
 // Test-only faults: RUNSNACK_POOL_FAULT=bad-signature|malformed makes every
 // result invalid, so tests can check the coordinator refuses it;
-// flip-bits signs wrong results (a cheater), for the verification tests.
+// flip-bits signs wrong results (a cheater), for the verification tests;
+// mistyped first sends messages with fields of the wrong type, each of which
+// the coordinator must refuse without closing the stream.
 
 #include "consumer/consumer.hpp"
 #include "crypto/identity.hpp"

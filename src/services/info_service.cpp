@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include "core/json_fields.hpp"
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
@@ -67,7 +68,7 @@ asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args)
     (void)co_await stream.close_write();
     co_return;
   }
-  auto ms = std::chrono::milliseconds(args.value("ms", kDefaultProbe.count()));
+  auto ms = std::chrono::milliseconds(int_or(args, "ms", kDefaultProbe.count()));
   ms = std::clamp(ms, std::chrono::milliseconds(1), kMaxProbe);
   static const std::vector<std::uint8_t> zeros(256 * 1024);
   auto end = Steady::now() + ms;
@@ -137,11 +138,11 @@ asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions
   auto reply = co_await read_stream_message(**stream);
   if (!reply) co_return reply.error();
   // The reply is peer input: every part is checked before anyone prints it.
-  auto host = host_info_from_json(reply->value("host", nlohmann::json()));
+  auto host = host_info_from_json(field_or(*reply, "host", nullptr));
   if (!host) co_return fail(errc::malformed, "bad info reply (host): " + host.error().what());
-  auto gpus = gpu_report_from_json(reply->value("gpu_report", nlohmann::json()));
+  auto gpus = gpu_report_from_json(field_or(*reply, "gpu_report", nullptr));
   if (!gpus) co_return fail(errc::malformed, "bad info reply (gpus): " + gpus.error().what());
-  auto grant = reply->value("grant", nlohmann::json());
+  auto grant = field_or(*reply, "grant", nullptr);
   if (!grant.is_object() || !grant.contains("id") || !grant["services"].is_array())
     co_return fail(errc::malformed, "bad info reply (grant)");
   nlohmann::json out = {{"host", *host}, {"gpus", gpu_list_json(*gpus)}, {"gpu_note", gpu_note(*gpus, "the provider")},

@@ -180,6 +180,21 @@ class PoolTest(PoolBase):
         self.assertEqual(self.credits(user)["balance"], "100")
         self.audit_ok()
 
+    def test_mistyped_fields_are_refused_and_the_worker_stays(self):
+        self.start_pool("--starting-credits", "100")
+        w = self.start_worker("odd", env_extra={"RUNSNACK_POOL_FAULT": "mistyped"})
+        refused = w.wait_for(lambda e: e.get("event") == "mistyped_refused" and "job" in e["why"], READY_DEADLINE,
+                             "the last mistyped message refused")
+        self.assertNotIn("malformed message", refused["why"])  # refused by the handler, not the safety net
+        self.assertEqual(len([e for e in w.events() if e.get("event") == "mistyped_refused"]), 3)
+        # The same stream then runs a job: it was never closed.
+        user = self.new_home("user")
+        cp, lines = self.submit(user, "--shards", "2", "--budget", "2", "--", "echo", "hi")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", 2, 0))
+        self.assertFalse([e for e in self.coord.events() if e.get("event") == "worker_gone"])
+        self.assertEqual(len([e for e in w.events() if e.get("event") == "registered"]), 1)  # no reconnect either
+
     def test_malformed_result_is_refused(self):
         self.start_pool("--starting-credits", "100")
         self.start_worker("broken", env_extra={"RUNSNACK_POOL_FAULT": "malformed"})

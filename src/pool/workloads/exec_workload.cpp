@@ -1,5 +1,6 @@
 // exec: a user command once per shard in the `runsnack run` sandbox
 // (exec_task.hpp); the submitter concatenates stdout or runs --reduce.
+#include "core/json_fields.hpp"
 #include "pool/exec_task.hpp"
 #include "pool/wire.hpp"
 #include "pool/workloads/builtin.hpp"
@@ -51,9 +52,9 @@ class ExecWorkload final : public Workload {
   // No computational check: results are compared between copies run on
   // independent peers (pool/replication.hpp), bit for bit.
   json verification_method(const json& spec) const override {
-    if (spec.value("replicas", 1) > 1)
+    if (int_or(spec, "replicas", 1) > 1)
       return {{"method", "replication"}, {"replicas", spec["replicas"]}, {"compare", "bit-for-bit"}};
-    if (spec.value("spot_check", 0.0) > 0)
+    if (number_or(spec, "spot_check", 0.0) > 0)
       return {{"method", "spot-check"}, {"fraction", spec["spot_check"]}, {"compare", "bit-for-bit"}};
     return {{"method", "none"}};
   }
@@ -75,7 +76,7 @@ class ExecWorkload final : public Workload {
   }
 
   Result<json> merge(const json& spec, std::int64_t tasks, const fs::path& shards, const fs::path& out) const override {
-    std::string reduce = spec.value("reduce", "");
+    std::string reduce = string_or(spec, "reduce");
     if (!reduce.empty()) {
       std::string cmd = "cd '" + out.string() + "' && (" + reduce + ") > reduce.stdout";
       if (std::system(cmd.c_str()) != 0) return fail(errc::io_error, "--reduce failed (see " + (out / "reduce.stdout").string() + ")");

@@ -3,6 +3,7 @@
 // Freivalds' algorithm before accepting (and paying for) it, and the
 // submitter assembles C.npy. A and B come from a seed (any size, nothing to
 // send) or from .npy files (--a/--b, carried as job input).
+#include "core/json_fields.hpp"
 #include "pool/matmul/matrix.hpp"
 #include "pool/result_message.hpp"
 #include "pool/wire.hpp"
@@ -57,14 +58,14 @@ Result<Shape> read_shape(const json& spec) {
 std::uint64_t spec_seed(const json& spec) {
   return spec.contains("seed") && spec["seed"].is_number_unsigned() ? spec["seed"].get<std::uint64_t>() : 1;
 }
-bool seeded(const json& spec) { return spec.value("source", "seed") == "seed"; }
+bool seeded(const json& spec) { return string_or(spec, "source", "seed") == "seed"; }
 
 // The job input's file `name` as a matrix.
 Result<Matrix> input_matrix(const json& input, const std::string& name) {
   if (input.is_object() && input.contains("files") && input["files"].is_array())
     for (const auto& f : input["files"])
-      if (f.is_object() && f.value("path", "") == name) {
-        auto bytes = base64_decode(f.value("data", ""));
+      if (f.is_object() && string_or(f, "path") == name) {
+        auto bytes = base64_decode(string_or(f, "data"));
         if (!bytes) return bytes.error();
         return matmul::parse_npy(*bytes);
       }
@@ -101,7 +102,7 @@ class FreivaldsChecker final : public ResultChecker {
     std::string_view tile;
     Result<void> decoded = fail(errc::malformed, "no tile.f32 in the result");
     for (const auto& f : result.files)  // by reference: a tile's text is megabytes
-      if (f.is_object() && f.value("path", "") == "tile.f32") {
+      if (f.is_object() && string_or(f, "path") == "tile.f32") {
         if (auto i = frame_of(f, result.frames.size())) {
           tile = result.frames[*i], decoded = {};
         } else if (f.contains("data") && f["data"].is_string()) {
@@ -222,7 +223,7 @@ class MatmulWorkload final : public Workload {
     if (!spec.contains("tolerance") || !spec["tolerance"].is_number() || !(spec["tolerance"].get<double>() > 0) ||
         spec["tolerance"].get<double>() > 1)
       return fail(errc::invalid_argument, "matmul: --tolerance must be in (0, 1]");
-    std::string source = spec.value("source", "");
+    std::string source = string_or(spec, "source");
     if (source != "seed" && source != "files") return fail(errc::invalid_argument, "matmul: source must be seed or files");
     return JobPlan{s->row_blocks() * s->col_blocks(),
                    {{"matrix", {{"m", s->m}, {"k", s->k}, {"p", s->p}, {"block", s->block}}}}};
@@ -264,7 +265,7 @@ class MatmulWorkload final : public Workload {
   }
 
   json verification_method(const json& spec) const override {
-    return {{"method", "freivalds"}, {"rounds", spec.value("rounds", 10)}, {"tolerance", spec.value("tolerance", kDefaultTolerance)}};
+    return {{"method", "freivalds"}, {"rounds", int_or(spec, "rounds", 10)}, {"tolerance", number_or(spec, "tolerance", kDefaultTolerance)}};
   }
 
   Result<std::unique_ptr<ResultChecker>> checker(const json& spec, const json& input) const override {
@@ -281,7 +282,7 @@ class MatmulWorkload final : public Workload {
       a = std::move(*fa), b = std::move(*fb);
     }
     return std::unique_ptr<ResultChecker>(std::make_unique<FreivaldsChecker>(
-        spec, *s, spec.value("rounds", 10), spec.value("tolerance", kDefaultTolerance), std::move(a), std::move(b)));
+        spec, *s, int_or(spec, "rounds", 10), number_or(spec, "tolerance", kDefaultTolerance), std::move(a), std::move(b)));
   }
 
   Result<json> merge(const json& spec, std::int64_t tasks, const fs::path& shards, const fs::path& out) const override {
@@ -301,7 +302,7 @@ class MatmulWorkload final : public Workload {
         std::copy_n(&tile->data[static_cast<std::size_t>(r * cols)], cols, &c.data[static_cast<std::size_t>((r0 + r) * s->p + c0)]);
       if (auto line = read_file(dir / "stdout", 4096)) {
         auto j = json::parse(*line, nullptr, false);
-        if (j.is_object()) compute += j.value("compute_s", 0.0);
+        if (j.is_object()) compute += number_or(j, "compute_s", 0.0);
       }
     }
     fs::path file = out / "C.npy";

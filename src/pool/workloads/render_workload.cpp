@@ -3,6 +3,7 @@
 // offers a GPU and the kernel was built, else all CPU cores), the submitter
 // stitches the tiles with a blend across the borders into one PNG, and the
 // coordinator shows each finished tile on the dashboard's live preview.
+#include "core/json_fields.hpp"
 #include "pool/render/gpu_render.hpp"
 #include "pool/render/png_codec.hpp"
 #include "pool/render/render.hpp"
@@ -187,7 +188,7 @@ class RenderWorkload final : public Workload {
       images.push_back({static_cast<int>(i), std::move(tile->pixels)});
       if (auto line = read_file(dir / "stdout", 4096)) {
         auto j = json::parse(*line, nullptr, false);
-        if (j.is_object()) devices[j.value("device", "cpu")] = devices.value(j.value("device", "cpu"), 0) + 1;
+        if (j.is_object()) devices[string_or(j, "device", "cpu")] = devices.value(string_or(j, "device", "cpu"), 0) + 1;
       }
     }
     auto image = render::stitch(r->settings.width, r->settings.height, r->tile, r->overlap, images);
@@ -203,8 +204,8 @@ class RenderWorkload final : public Workload {
  private:
   static Result<render::TileResult> tile_of(const TaskResult& result) {
     for (const auto& f : result.files)
-      if (f.is_object() && f.value("path", "") == "tile.bin") {
-        auto bytes = base64_decode(f.value("data", ""));
+      if (f.is_object() && string_or(f, "path") == "tile.bin") {
+        auto bytes = base64_decode(string_or(f, "data"));
         if (!bytes) return bytes.error();
         return render::decode_tile_result(*bytes);
       }

@@ -1,5 +1,6 @@
 #include "services/cuda/cuda_service.hpp"
 
+#include "core/json_fields.hpp"
 #include "cuda/server/driver_backend.hpp"
 #include "services/cuda/relay.hpp"
 #include "services/cuda/server_env.hpp"
@@ -150,7 +151,7 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     detail["session"] = context.session_id;
     if (context.audit) context.audit(kind, decision, reason, detail);
   };
-  if (args.is_object() && args.value("check", false)) {
+  if (args.is_object() && bool_or(args, "check", false)) {
     const nlohmann::json reply = {{"ok", true}, {"cuda", cuda_availability()}};
     if (co_await write_stream_message(*stream, reply)) (void)co_await stream->close_write();
     co_return;
@@ -182,7 +183,7 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     }
   } slot{sessions, context.session_id};
 
-  const exec::RunTerms terms = exec::RunTerms::from_json(context.grant.terms.value("run", nlohmann::json::object()));
+  const exec::RunTerms terms = exec::RunTerms::from_json(field_or(context.grant.terms, "run"));
   auto started = start_server(context, terms);
   if (!started) {
     const std::string reason = started.error().what();
@@ -261,7 +262,7 @@ asio::awaitable<Result<nlohmann::json>> check_cuda(Session& session) {
   if (!stream) co_return stream.error();
   auto msg = co_await read_stream_message(**stream);
   if (!msg) co_return msg.error();
-  if (!msg->is_object() || !msg->value("ok", false) || !(*msg)["cuda"].is_object()) {
+  if (!msg->is_object() || !bool_or(*msg, "ok", false) || !(*msg)["cuda"].is_object()) {
     auto reply = parse_stream_reply(*msg);
     co_return fail(errc::refused, reply ? reply->reason : std::string("the provider's answer did not parse"));
   }

@@ -1,5 +1,6 @@
 #include "services/exec/exec_service.hpp"
 
+#include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "services/exec/cgroup.hpp"
 #include "services/exec/child_process.hpp"
@@ -195,7 +196,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   if (!msg) co_return;
   auto req = parse_exec(*msg);
   if (!req) co_return co_await refuse(*stream, req.error());
-  RunTerms terms = RunTerms::from_json(ctx.grant.terms.value("run", nlohmann::json::object()));
+  RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
 
   const std::vector<int> allowed = allowed_gpus(ctx.grant);
   std::vector<int> gpus = allowed;
@@ -339,7 +340,7 @@ KeptSyncStates& kept_sync_states() {
 // `whole`: the run sync of the whole workspace (remembered state, deletions); otherwise cp put into `dest`.
 asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecContext& ctx, const sfs::path& dest_dir,
                                const std::string& dest, bool whole) {
-  RunTerms terms = RunTerms::from_json(ctx.grant.terms.value("run", nlohmann::json::object()));
+  RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
   auto ws = workspace_path(ctx);
   if (!ws) co_return co_await refuse(*stream, ws.error());
   auto root = fs::open_root(*ws, true);
@@ -418,7 +419,7 @@ std::vector<std::string> string_list(const nlohmann::json& j) {
 }  // namespace
 
 asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
-  const std::string mode = args.value("mode", std::string());
+  const std::string mode = string_or(args, "mode");
   auto ws = workspace_path(context);
   if (mode == "sync" && ws) {
     const sfs::path dir = ws->parent_path();
@@ -427,7 +428,7 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
   }
   if (mode == "exec") co_return co_await run_exec(stream, context);
   if (mode == "pull") {
-    const std::vector<std::string> paths = string_list(args.value("paths", nlohmann::json()));
+    const std::vector<std::string> paths = string_list(field_or(args, "paths", nullptr));
     const std::string no_rename;
     co_return co_await run_send(stream, context, paths, no_rename);
   }
@@ -436,16 +437,16 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
 }
 
 asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
-  const std::string mode = args.value("mode", std::string());
+  const std::string mode = string_or(args, "mode");
   auto ws = workspace_path(context);
   if (mode == "put" && ws) {
-    const std::string dest = args.value("dest", std::string());
+    const std::string dest = string_or(args, "dest");
     const sfs::path dir = ws->parent_path();
     co_return co_await run_sync(stream, context, dir, dest, false);
   }
   if (mode == "get") {
-    std::vector<std::string> paths{args.value("path", std::string())};
-    std::string as = args.value("as", std::string());
+    std::vector<std::string> paths{string_or(args, "path")};
+    std::string as = string_or(args, "as");
     if (!as.empty() && !fs::split_relative_path(as)) as.clear();
     if (as.find('/') != std::string::npos) as.clear();
     co_return co_await run_send(stream, context, paths, as);

@@ -1,5 +1,6 @@
 #include "services/exec/shell_service.hpp"
 
+#include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "services/exec/child_process.hpp"
 #include "services/exec/launch.hpp"
@@ -141,7 +142,7 @@ std::string shell_path() {
 }  // namespace
 
 asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext ctx) {
-  const RunTerms terms = RunTerms::from_json(ctx.grant.terms.value("run", nlohmann::json::object()));
+  const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
   winsize ws{};
   ws.ws_row = 24;
   ws.ws_col = 80;

@@ -1,5 +1,6 @@
 #include "services/exec/usage_budget.hpp"
 
+#include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "store/database.hpp"
 
@@ -40,7 +41,7 @@ std::optional<double> hours_to_seconds(const nlohmann::json& terms, const char* 
 }  // namespace
 
 UsageBudget::UsageBudget(const Grant& grant, const RunTerms&, std::size_t gpus) : grant_id_(grant.id), gpus_(gpus) {
-  const nlohmann::json run = grant.terms.value("run", nlohmann::json::object());
+  const nlohmann::json run = field_or(grant.terms, "run");
   cpu_budget_s_ = hours_to_seconds(run, "cpu_hours");
   gpu_budget_s_ = hours_to_seconds(run, "gpu_hours");
   if (!limited()) return;

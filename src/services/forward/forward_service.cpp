@@ -1,5 +1,6 @@
 #include "services/forward/forward_service.hpp"
 
+#include "core/json_fields.hpp"
 #include "services/forward/host_rewriter.hpp"
 #include "services/forward/splice.hpp"
 #include "session/stream_header.hpp"
@@ -94,7 +95,7 @@ asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std
     co_return;
   }
 
-  if (args.is_object() && args.value("list", false)) {
+  if (args.is_object() && bool_or(args, "list", false)) {
     nlohmann::json reply = {{"ok", true}, {"targets", to_json(*terms)["targets"]},
                             {"max_connections", to_json(*terms)["max_connections"]},
                             {"bandwidth_bytes_per_s", context.grant.bandwidth_bytes_per_s
@@ -166,7 +167,7 @@ asio::awaitable<Result<ForwardListing>> list_forward_targets(Session& session) {
   if (!stream) co_return stream.error();
   auto msg = co_await read_stream_message(**stream);
   if (!msg) co_return msg.error();
-  if (!msg->is_object() || !msg->value("ok", false)) {
+  if (!msg->is_object() || !bool_or(*msg, "ok", false)) {
     auto reply = parse_stream_reply(*msg);
     co_return fail(errc::refused, reply ? reply->reason : std::string("the provider's answer did not parse"));
   }

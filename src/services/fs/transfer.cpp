@@ -1,5 +1,6 @@
 #include "services/fs/transfer.hpp"
 
+#include "core/json_fields.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/receive_writer.hpp"
 
@@ -43,7 +44,7 @@ asio::awaitable<Result<nlohmann::json>> read_control(MuxStream& stream) {
   auto j = decode_control(f->payload);
   if (!j) co_return j.error();
   if ((*j)["type"] == "error") {
-    const std::string msg = j->value("message", std::string("the other side failed"));
+    const std::string msg = string_or(*j, "message", "the other side failed");
     co_return fail(errc::refused, msg);
   }
   co_return j;
@@ -461,7 +462,7 @@ asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWrit
     auto j = decode_control(std::span<const std::uint8_t>(bytes.get(), h->length));
     if (!j) co_return j.error();
     if ((*j)["type"] == "error") {
-      const std::string msg = j->value("message", std::string("the other side failed"));
+      const std::string msg = string_or(*j, "message", "the other side failed");
       co_return fail(errc::refused, msg);
     }
     if ((*j)["type"] == "same" && (*j)["chunks"].is_number_unsigned()) {
