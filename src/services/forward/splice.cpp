@@ -45,8 +45,9 @@ asio::awaitable<void> socket_to_stream(tcp::socket& socket, MuxStream& stream, c
   if (options.bucket) big_limit = std::min<std::size_t>(big_limit, static_cast<std::size_t>(options.bucket->burst()));
   for (;;) {
     // A plain read, not a wait for readability then a read: asio re-arms
-    // epoll (epoll_ctl) for every wait, while after a short read it parks
-    // the next read until epoll says there is more, at no syscall.
+    // epoll (epoll_ctl) for every wait. The read costs one recv that finds
+    // nothing (EAGAIN) after each message before asio parks it on epoll;
+    // asio keeps no "drained" state for a short read, only for end of file.
     asio::mutable_buffer target = big ? asio::buffer(big.get(), big_limit) : asio::buffer(small);
     auto [ec, n] = co_await socket.async_read_some(target, kTuple);
     if (ec == asio::error::eof) {
