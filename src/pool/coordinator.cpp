@@ -245,7 +245,7 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
 json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std::string& device,
                                 std::string& public_key, Frames& frames) {
   const std::string peer = ctx.consumer.str();
-  std::string op = req.is_object() && req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";
+  const std::string op = string_or(req, "op");
   auto now = now_ms();
   if (op == "register") {
     if (!req.contains("public_key") || !req["public_key"].is_string()) return refuse("register without public_key");
@@ -619,7 +619,7 @@ asio::awaitable<void> Coordinator::serve_client(std::shared_ptr<MuxStream> strea
 
 json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
   const std::string peer = ctx.consumer.str();
-  std::string op = req.is_object() && req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";
+  const std::string op = string_or(req, "op");
   auto now = now_ms();
   if (auto r = store_.ensure_peer(peer, now); !r) return refuse(r.error());
   if (op == "submit") {
@@ -632,7 +632,7 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
     const json input = field_or(req, "input");
     if (!input.is_object()) return refuse("bad input");
     if (req.contains("prefer")) {  // what the learned scheduler optimises for this job
-      const std::string prefer = req["prefer"].is_string() ? req["prefer"].get<std::string>() : "";
+      const std::string prefer = string_or(req, "prefer");
       if (!scheduling::parse_preference(prefer)) return refuse("prefer must be fast, cheap or balanced");
       plan->info["prefer"] = prefer;
     }

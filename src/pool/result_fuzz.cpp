@@ -1,6 +1,7 @@
 // libFuzzer: a worker's result message and the binary frames after it come
 // from any peer that joined the pool, and the coordinator parses them.
 // Input: the message's JSON text, a NUL, then the frames as on the wire.
+#include "core/json_fields.hpp"
 #include "pool/result_message.hpp"
 #include "pool/wire.hpp"
 
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   std::size_t bytes = 0;
   for (const auto& f : *frames) bytes += f.size();
   if (bytes > kMaxFrameBytes) __builtin_trap();
-  if (!req.is_object() || !req.contains("op") || req["op"] != "result") return 0;
+  if (runsnack::string_or(req, "op") != "result") return 0;
   auto r = parse_result(req, std::move(*frames));
   if (!r) return 0;
   inline_frames(*r);

@@ -1,5 +1,6 @@
 #include "pool/result_message.hpp"
 
+#include "core/json_fields.hpp"
 #include "pool/wire.hpp"
 
 #include <optional>
@@ -27,7 +28,7 @@ Result<std::size_t> frames_of(const json& result) {
 
 Result<std::size_t> announced_frames(const json& req) {
   if (!req.is_object()) return std::size_t{0};
-  const std::string op = req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";
+  const std::string op = string_or(req, "op");
   if (op == "result") return frames_of(req);
   if (op != "results" || !req.contains("results") || !req["results"].is_array()) return std::size_t{0};
   std::size_t total = 0;

@@ -148,10 +148,7 @@ asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions
   nlohmann::json out = {{"host", *host}, {"gpus", gpu_list_json(*gpus)}, {"gpu_note", gpu_note(*gpus, "the provider")},
                         {"grant", grant}};
   if (auto c = reply->find("cuda"); c != reply->end() && c->is_object() && (*c)["available"].is_boolean()) {
-    const auto text = [&](const char* key) {
-      auto v = c->value(key, std::string());
-      return v.substr(0, 200);
-    };
+    const auto text = [&](const char* key) { return string_or(*c, key).substr(0, 200); };
     out["cuda"] = {{"available", (*c)["available"].get<bool>()}, {"backend", text("backend")}, {"note", text("note")}};
   }
 

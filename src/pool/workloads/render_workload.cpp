@@ -188,7 +188,10 @@ class RenderWorkload final : public Workload {
       images.push_back({static_cast<int>(i), std::move(tile->pixels)});
       if (auto line = read_file(dir / "stdout", 4096)) {
         auto j = json::parse(*line, nullptr, false);
-        if (j.is_object()) devices[string_or(j, "device", "cpu")] = devices.value(string_or(j, "device", "cpu"), 0) + 1;
+        if (j.is_object()) {
+          const std::string device = string_or(j, "device", "cpu");
+          devices[device] = int_or(devices, device.c_str(), 0) + 1;
+        }
       }
     }
     auto image = render::stitch(r->settings.width, r->settings.height, r->tile, r->overlap, images);
