@@ -252,6 +252,7 @@ int share(const ShareArgs& args) {
     rdv::AgentConfig config;
     config.server = *rendezvous;
     config.peer = identity->peer_id().str();
+    config.identity = &*identity;  // proves the PeerId to the rendezvous
     config.grants = [&db] {
       std::vector<std::string> ids;
       GrantStore store(*db);

@@ -122,7 +122,8 @@ class Lab:
         return p
 
     def start_rdv(self, extra=()):
-        self.rdv = self.spawn("nl-rdv", ["rendezvous", "--listen", "0.0.0.0:7443", "--json"] + list(extra),
+        # Uncapped relay: the lab measures paths (bench/nat_bench.sh compares relay with direct).
+        self.rdv = self.spawn("nl-rdv", ["rendezvous", "--listen", "0.0.0.0:7443", "--json", "--max-relay-mbps", "0"] + list(extra),
                               os.path.join(self.tmp, "rdv"), "rdv.log")
         json.loads(self.rdv.stdout.readline())
 
