@@ -32,9 +32,11 @@ fi
 
 echo "== idle relayed sessions on one loopback rendezvous ($SESSIONS)"
 ulimit -n "$(ulimit -Hn)"
-python3 - "$BIN" "$SESSIONS" <<'PY'
+python3 - "$BIN" "$SESSIONS" "$(cd "$(dirname "$0")/../tests/natlab" && pwd)" <<'PY'
 import json, os, random, socket, struct, subprocess, sys, tempfile, time
 binary, n = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+from rdv_wire import Ed25519Key, register, provider_intro  # a provider proves its key (issue 15)
 B32 = "abcdefghijklmnopqrstuvwxyz234567"
 rid = lambda k: "".join(random.choice(B32) for _ in range(k))
 def frame(o):
@@ -48,23 +50,18 @@ def read(s):
             out += c
         return out
     return json.loads(exact(struct.unpack("!I", exact(4))[0]))
-def drain(s):  # the fake provider reads (and drops) its intros and pings
-    s.setblocking(False)
-    try:
-        while s.recv(1 << 20): pass
-    except BlockingIOError: pass
-    s.setblocking(True)
 def rss(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"): return int(line.split()[1]) * 1024
 home = tempfile.mkdtemp(prefix="nat-bench-")
-rdv = subprocess.Popen([binary, "rendezvous", "--listen", "127.0.0.1:0", "--json", "--max-per-ip", str(4 * n + 64)],
+rdv = subprocess.Popen([binary, "rendezvous", "--listen", "127.0.0.1:0", "--json", "--max-per-ip", str(4 * n + 64),
+                        "--max-relays-per-ip", str(2 * n + 16)],
                        env=dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LOG="warn"), stdout=subprocess.PIPE, text=True)
 try:
     addr = ("127.0.0.1", int(json.loads(rdv.stdout.readline())["listen"].rsplit(":", 1)[1]))
-    peer, grant = rid(32), rid(10)
-    prov = socket.create_connection(addr); prov.sendall(frame({"t": "register", "peer": peer, "grants": [grant], "candidates": []}))
-    assert read(prov)["t"] == "registered"
+    key, grant = Ed25519Key(), rid(10)
+    peer = key.peer
+    prov = register(addr, key, [grant])
     time.sleep(0.5)
     base = rss(rdv.pid)
     held, t0 = [], time.time()
@@ -72,11 +69,11 @@ try:
         c = socket.create_connection(addr); c.sendall(frame({"t": "connect", "peer": peer, "grant": grant, "candidates": []}))
         while (m := read(c))["t"] == "ping": c.sendall(frame({"t": "pong", "n": m["n"]}))
         c.close()
-        a = socket.create_connection(addr); a.sendall(frame({"t": "relay", "token": m["token"], "side": "provider"}))
+        token_p = provider_intro(prov)["token"]  # each side has its own token
+        a = socket.create_connection(addr); a.sendall(frame({"t": "relay", "token": token_p, "side": "provider"}))
         b = socket.create_connection(addr); b.sendall(frame({"t": "relay", "token": m["token"], "side": "consumer"}))
         assert read(a)["t"] == "relay_ok" and read(b)["t"] == "relay_ok"
         held += [a, b]
-        drain(prov)
     setup = time.time() - t0
     time.sleep(1.0)
     a, b = held[0], held[1]; a.sendall(b"x" * 1000); got = b""
@@ -87,5 +84,5 @@ try:
           f"{(total - base) / n / 1024:.1f} KiB per relayed session")
 finally:
     rdv.terminate(); rdv.wait(10)
-    import shutil; shutil.rmtree(home, ignore_errors=True)
+    import shutil; shutil.rmtree(home, ignore_errors=True); shutil.rmtree(key.dir, ignore_errors=True)
 PY

@@ -10,6 +10,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "core/json_fields.hpp"
+#include "core/printable.hpp"
 #include "cuda/shim_location.hpp"
 #include "services/cuda/cuda_service.hpp"
 #include "services/cuda/relay.hpp"
@@ -194,7 +195,7 @@ void note_session_end(CudaState& state) {
   if (state.session_lost || !state.session->mux().is_closed()) return;
   state.session_lost = true;
   auto why = state.session->mux().close_reason();
-  std::cerr << "runsnack: the session to the provider ended (" << (why ? why->what() : std::string("closed"))
+  std::cerr << "runsnack: the session to the provider ended (" << printable(why ? why->what() : std::string("closed"))
             << "): " << state.program << "'s CUDA calls fail from now on" << std::endl;
 }
 
@@ -217,7 +218,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
     if (!state->first_refusal) {
       state->first_refusal = stream.error().what();
       std::cerr << "runsnack: the provider did not start a CUDA server for " << state->program << ": "
-                << stream.error().what() << std::endl;
+                << printable(stream.error().what()) << std::endl;
     }
     co_return;
   }

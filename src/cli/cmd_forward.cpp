@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/state.hpp"
+#include "core/printable.hpp"
 #include "consumer/consumer.hpp"
 #include "services/forward/forward_service.hpp"
 #include "services/forward/splice.hpp"
@@ -105,7 +106,7 @@ asio::awaitable<void> keep_session(std::shared_ptr<ForwardState> state) {
     const std::string reason = why ? why->what() : std::string("session closed");
     state->session.reset();
     state->event({{"event", "session_lost"}, {"reason", reason}});
-    if (!state->json) std::cerr << "session lost (" << reason << "); reconnecting..." << std::endl;
+    if (!state->json) std::cerr << "session lost (" << printable(reason) << "); reconnecting..." << std::endl;
     std::chrono::milliseconds backoff{250};
     while (!state->stopping) {
       auto fresh = co_await state->consumer->connect(state->link, state->connect);
@@ -145,7 +146,7 @@ asio::awaitable<void> serve_local(std::shared_ptr<ForwardState> state, tcp::sock
   if (!stream) {
     const std::string reason = stream.error().what();
     state->event({{"event", "refused"}, {"id", id}, {"target", target}, {"reason", reason}});
-    if (!state->json) std::cerr << "connection to " << target << " refused: " << reason << std::endl;
+    if (!state->json) std::cerr << "connection to " << target << " refused: " << printable(reason) << std::endl;
     co_return;
   }
   state->event({{"event", "open"}, {"id", id}, {"target", target}});

@@ -4,6 +4,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "core/json_fields.hpp"
+#include "core/printable.hpp"
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
@@ -26,27 +27,33 @@ namespace {
 
 std::string gib(const nlohmann::json& bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes.get<double>() / (1024.0 * 1024 * 1024));
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes.is_number() ? bytes.get<double>() / (1024.0 * 1024 * 1024) : 0.0);
   return buf;
+}
+
+// Every string below came from the provider: shown with control characters escaped.
+std::string text(const nlohmann::json& j, const char* key, const char* fallback = "?") {
+  return printable(string_or(j, key, fallback));
 }
 
 void print_gpus(const nlohmann::json& gpus, const std::string& note) {
   if (gpus.empty()) {
-    std::cout << "gpus      " << note << std::endl;
+    std::cout << "gpus      " << printable(note) << std::endl;
     return;
   }
   for (const auto& g : gpus) {
-    std::cout << "gpu " << int_or(g, "index", 0) << "     " << string_or(g, "name", "?") << " | "
-              << gib(g["memory_total"]) << " (" << gib(g["memory_used"]) << " used) | " << int_or(g, "utilization_pct", 0)
-              << "% busy | " << int_or(g, "temperature_c", 0) << " C | driver " << string_or(g, "driver_version", "?")
-              << " | CUDA " << string_or(g, "cuda_version", "?") << " | " << string_or(g, "uuid", "?") << std::endl;
+    std::cout << "gpu " << int_or(g, "index", 0) << "     " << text(g, "name") << " | "
+              << gib(field_or(g, "memory_total", 0)) << " (" << gib(field_or(g, "memory_used", 0)) << " used) | "
+              << int_or(g, "utilization_pct", 0) << "% busy | " << int_or(g, "temperature_c", 0) << " C | driver "
+              << text(g, "driver_version") << " | CUDA " << text(g, "cuda_version") << " | " << text(g, "uuid")
+              << std::endl;
   }
 }
 
 void print_host(const nlohmann::json& h) {
-  std::cout << "host      " << string_or(h, "hostname", "?") << " | " << string_or(h, "os", "?") << " | "
-            << int_or(h, "cpu_count", 0) << " x " << string_or(h, "cpu_model", "?") << " | " << gib(h["ram_total"])
-            << " RAM (" << gib(h["ram_available"]) << " free)" << std::endl;
+  std::cout << "host      " << text(h, "hostname") << " | " << text(h, "os") << " | " << int_or(h, "cpu_count", 0)
+            << " x " << text(h, "cpu_model") << " | " << gib(field_or(h, "ram_total", 0)) << " RAM ("
+            << gib(field_or(h, "ram_available", 0)) << " free)" << std::endl;
 }
 
 void print_info(const nlohmann::json& info) {
@@ -56,12 +63,16 @@ void print_info(const nlohmann::json& info) {
   print_gpus(info["gpus"], string_or(info, "gpu_note"));
   const auto& g = info["grant"];
   std::string services;
-  for (const auto& s : g["services"]) services += (services.empty() ? "" : ",") + s.get<std::string>();
-  auto opt = [](const nlohmann::json& v, const char* none) { return v.is_null() ? std::string(none) : v.dump(); };
-  std::cout << "link      " << g["id"].get<std::string>() << " | expires "
-            << (g["expires"].is_null() ? "never" : g["expires"].get<std::string>()) << " | uses "
-            << g["uses"].get<std::int64_t>() << "/" << opt(g["max_uses"], "unlimited") << " | sessions at once "
-            << opt(g["max_sessions"], "unlimited") << " | allows " << services << std::endl;
+  for (const auto& s : field_or(g, "services", nlohmann::json::array()))
+    if (s.is_string()) services += (services.empty() ? "" : ",") + printable(s.get<std::string>());
+  auto opt = [&g](const char* key, const char* none) {
+    auto v = field_or(g, key, nullptr);
+    return v.is_number_integer() ? std::to_string(v.get<std::int64_t>()) : std::string(none);
+  };
+  std::cout << "link      " << text(g, "id") << " | expires " << text(g, "expires", "never") << " | uses "
+            << int_or(g, "uses", 0) << "/" << opt("max_uses", "unlimited") << " | sessions at once "
+            << opt("max_sessions", "unlimited") << " | allows " << services << std::endl;
+  if (auto label = string_or(g, "label"); !label.empty()) std::cout << "label     " << printable(label) << std::endl;
   std::snprintf(buf, sizeof buf, "%s via %s | setup %.1f ms | rtt %.2f ms | bandwidth %.0f Mbit/s",
                 info["path"].get<std::string>().c_str(), info["address"].get<std::string>().c_str(),
                 info["setup_ms"].get<double>(), info["rtt_ms"].get<double>(), info["bandwidth_mbps"].get<double>());
@@ -69,7 +80,7 @@ void print_info(const nlohmann::json& info) {
   if (info.contains("cuda")) {
     const auto& c = info["cuda"];
     std::cout << "cuda      " << (bool_or(c, "available", false) ? "available: " : "not available: ")
-              << string_or(c, "note") << " (runsnack cuda LINK -- CMD)" << std::endl;
+              << text(c, "note", "") << " (runsnack cuda LINK -- CMD)" << std::endl;
   }
 }
 

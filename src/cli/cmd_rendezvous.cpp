@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -20,9 +21,12 @@ namespace {
 struct RendezvousArgs {
   std::string listen = "0.0.0.0:7443";
   bool relay = true;
-  double max_relay_mbps = 0;
-  double max_relay_gb = 100;  // per pair and direction: bounds what one client can push through
+  // Per pair and direction: anyone with a key can register and be introduced to
+  // themselves, so a public relay bounds what one pair can push through.
+  double max_relay_mbps = 100;
+  double max_relay_gb = 10;
   std::size_t max_per_ip = 256;
+  std::size_t max_relays_per_ip = 16;
   bool json = false;
 };
 
@@ -41,6 +45,7 @@ int rendezvous(const RendezvousArgs& args) {
   options.max_relay_mbps = args.max_relay_mbps;
   options.max_relay_bytes = static_cast<std::uint64_t>(args.max_relay_gb * 1e9);
   options.max_connections_per_ip = args.max_per_ip;
+  options.registry.max_relay_sides_per_ip = args.max_relays_per_ip;
 
   asio::io_context io(1);
   rdv::Server server(io.get_executor(), options);
@@ -51,8 +56,10 @@ int rendezvous(const RendezvousArgs& args) {
   if (args.json) {
     print_json({{"event", "ready"}, {"listen", where}, {"relay", args.relay}});
   } else {
-    std::cerr << "rendezvous listening on " << where << (args.relay ? " (relay on" : " (relay off")
-              << (args.max_relay_mbps > 0 ? ", " + std::to_string(args.max_relay_mbps) + " Mbit/s per pair)" : ")")
+    char limits[96] = "";
+    if (args.relay && args.max_relay_mbps > 0)
+      std::snprintf(limits, sizeof limits, ", %.0f Mbit/s per pair", args.max_relay_mbps);
+    std::cerr << "rendezvous listening on " << where << (args.relay ? " (relay on" : " (relay off") << limits << ")"
               << "; it sees PeerIds, link ids, addresses and traffic volume, never secrets or data. Ctrl-C stops."
               << std::endl;
   }
@@ -85,12 +92,20 @@ void add_rendezvous_command(CLI::App& app, ExitStatus& status) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-relay-mbps", args->max_relay_mbps, "Bandwidth per relayed pair and direction (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-per-ip", args->max_per_ip, "Open connections allowed per client IP (default 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-per-ip", args->max_per_ip, "Open connections allowed per client IP")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-relays-per-ip", args->max_relays_per_ip,
+                  "Relayed connections (waiting or spliced sides) allowed per client IP")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print {\"event\":\"ready\",...} as JSON");
   cmd->footer("Stores nothing on disk. Sees PeerIds, link ids (not secrets), addresses, timing and volume;\n"
-              "TLS runs end to end between the peers, so relayed bytes are ciphertext.");
+              "TLS runs end to end between the peers, so relayed bytes are ciphertext. A provider registers\n"
+              "only by signing a fresh challenge with its PeerId's key; consumers' addresses and relay tokens\n"
+              "go only to it; a relay pair is that provider and a consumer introduced to it (docs/NAT.md).");
   cmd->callback([&status, args] { run_command(status, [&] { return rendezvous(*args); }); });
 }
 

@@ -9,6 +9,7 @@
 #include "core/duration.hpp"
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
+#include "core/printable.hpp"
 #include "services/exec/exec_service.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/transfer.hpp"
@@ -248,7 +249,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
       if ((*j)["type"] == "exit") {
         status = int_or(*j, "status", 1);
         std::string reason = string_or(*j, "reason");
-        if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << reason << std::endl;
+        if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << printable(reason) << std::endl;
         break;
       }
     }

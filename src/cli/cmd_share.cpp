@@ -4,6 +4,7 @@
 #include "cli/qr.hpp"
 #include "cli/state.hpp"
 #include "core/duration.hpp"
+#include "core/printable.hpp"
 #include "crypto/secret.hpp"
 #include "gpu/gpu_info.hpp"
 #include "net/port_mapping.hpp"
@@ -41,6 +42,7 @@ struct ShareArgs {
   std::string port_range;
   std::string listen = "0.0.0.0";
   std::string label;
+  bool public_label = false;
   std::string allow;
   bool serve_only = false;
   bool json = false;
@@ -167,7 +169,25 @@ Result<ForwardTerms> forward_terms(const ShareArgs& args) {
 // router that enforces leases never drops a live share's mapping.
 constexpr std::chrono::duration<std::uint32_t> kMappingLease{7200};
 
+// --label: one line of at most kMaxLabelChars characters (it is printed by `links`, and by consumers with --public-label).
+constexpr std::size_t kMaxLabelChars = 200;
+
+Result<void> check_label(const std::string& label) {
+  std::size_t chars = 0;
+  for (unsigned char c : label) {
+    if (c < 0x20 || c == 0x7f) return fail(errc::invalid_argument, "--label must be one line of text (no control characters)");
+    chars += (c & 0xC0) != 0x80;
+  }
+  if (chars > kMaxLabelChars)
+    return fail(errc::invalid_argument, "--label is " + std::to_string(chars) + " characters; at most " +
+                                            std::to_string(kMaxLabelChars));
+  if (printable(label) != label) return fail(errc::invalid_argument, "--label holds invisible or invalid characters");
+  return {};
+}
+
 int share(const ShareArgs& args) {
+  if (auto ok = check_label(args.label); !ok) return report(ok.error());
+  if (args.public_label && args.label.empty()) return report("--public-label needs a --label");
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
   auto listen = parse_listen(args.listen);
@@ -232,6 +252,7 @@ int share(const ShareArgs& args) {
     rdv::AgentConfig config;
     config.server = *rendezvous;
     config.peer = identity->peer_id().str();
+    config.identity = &*identity;  // proves the PeerId to the rendezvous
     config.grants = [&db] {
       std::vector<std::string> ids;
       GrantStore store(*db);
@@ -284,6 +305,8 @@ int share(const ShareArgs& args) {
     grant.gpus = *gpus;
     grant.bind_first = args.bind_first;
     grant.label = args.label;
+    // The label is the provider's note; consumers see it only when asked (services/info_service.cpp).
+    if (args.public_label) grant.terms[kServiceInfo] = {{"public_label", true}};
     exec::RunTerms run_terms;
     if (!args.run_timeout.empty()) {
       auto d = parse_duration(args.run_timeout);
@@ -433,7 +456,10 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--bandwidth", args->bandwidth, "Limit forwarded traffic per session: 10mbit, 1gbit, 5MB (bytes/s)");
   cmd->add_option("--max-connections", args->max_connections, "Forwarded connections open at once per session")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--label", args->label, "A note for yourself, shown by `runsnack links`");
+  cmd->add_option("--label", args->label,
+                  "A note for yourself (one line, at most 200 characters), shown by `runsnack links`; "
+                  "consumers do not see it unless --public-label");
+  cmd->add_flag("--public-label", args->public_label, "Show the --label to consumers too (in `runsnack info`)");
   cmd->add_flag("--serve-only", args->serve_only, "Make no new link; serve the links made before");
   cmd->add_flag("--json", args->json, "Print one JSON event per line; the first is {\"event\":\"ready\",\"link\":...}");
   cmd->add_flag("--no-qr", args->no_qr, "Do not draw the QR code");

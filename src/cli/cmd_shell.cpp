@@ -8,6 +8,7 @@
 #include "cli/raw_terminal.hpp"
 #include "cli/session_runner.hpp"
 #include "core/json_fields.hpp"
+#include "core/printable.hpp"
 #include "services/exec/shell_service.hpp"
 #include "services/fs/transfer.hpp"
 
@@ -143,7 +144,7 @@ asio::awaitable<int> shell_body(Session& session) {
   raw.reset();  // the user's terminal back before anything is printed
   if (*terminated_by) co_return 128 + *terminated_by;
   if (status < 0) co_return report(failure);
-  if (!reason.empty()) std::cerr << "runsnack: remote shell stopped: " << reason << std::endl;
+  if (!reason.empty()) std::cerr << "runsnack: remote shell stopped: " << printable(reason) << std::endl;
   co_return status;
 }
 

@@ -1,5 +1,7 @@
 #include "cli/command.hpp"
 
+#include "core/printable.hpp"
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -7,7 +9,8 @@
 namespace runsnack::cli {
 
 int report(const std::string& message) {
-  std::cerr << "runsnack: " << message << std::endl;
+  // Errors often carry the other side's words (a refusal's reason): escaped.
+  std::cerr << "runsnack: " << printable_lines(message) << std::endl;
   return kExitFailure;
 }
 
@@ -22,7 +25,8 @@ void run_command(ExitStatus& status, const std::function<int()>& body) {
 }
 
 void print_json(const nlohmann::json& j) {
-  std::cout << j.dump() << std::endl;
+  // A peer's bytes that are not UTF-8 become U+FFFD rather than an exception.
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
 }  // namespace runsnack::cli

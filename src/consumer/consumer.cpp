@@ -147,7 +147,11 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   info.remote_address = dialed->endpoint.str();
   info.setup = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
-  auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client);
+  // A consumer opens streams and accepts none: a provider's SYNs are refused
+  // (so it cannot park data in an accept backlog nobody drains).
+  MuxConfig config;
+  config.limits.accept_backlog = 0;
+  auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client, config);
   asio::co_spawn(co_await asio::this_coro::executor, run_mux(mux), log_exceptions("session"));
   co_return std::make_unique<Session>(std::move(mux), std::move(info));
 }

@@ -150,6 +150,49 @@ asio::awaitable<Result<void>> MuxStream::read_exact(asio::mutable_buffer out) {
   co_return Result<void>{};
 }
 
+template <class Bytes>
+asio::awaitable<Result<void>> MuxStream::read_growing_into(std::size_t n, Bytes& out, std::size_t upfront) {
+  auto self = mux_;
+  struct Held {  // what this read counts against the session, given back however it ends
+    Mux& mux;
+    std::size_t bytes = 0;
+    ~Held() { mux.release_message_bytes(bytes); }
+  } held{*mux_};
+  out.clear();
+  std::size_t got = 0;
+  while (got < n) {
+    if (got == out.size()) {
+      // Room for what has arrived, else for a step of `upfront`; the capacity
+      // at least doubles when it grows, so copies stay linear in the message.
+      std::size_t step = std::min(n - got, std::max(rx_.size(), std::max<std::size_t>(upfront, 1)));
+      if (got + step > out.capacity()) {
+        std::size_t capacity = std::min(n, std::max(got + step, 2 * out.capacity()));
+        std::size_t more = capacity - out.capacity();
+        if (!mux_->hold_message_bytes(more))
+          co_return fail(errc::exhausted, "the session already holds " + std::to_string(mux_->message_bytes() >> 20) +
+                                              " MiB of partly received messages, its limit: too many large messages at once");
+        held.bytes += more;
+        out.reserve(capacity);
+      }
+      out.resize(got + step);
+    }
+    auto r = co_await read_some(asio::buffer(reinterpret_cast<std::uint8_t*>(out.data()) + got, out.size() - got));
+    if (!r) co_return r.error();
+    if (*r == 0) co_return fail(errc::closed, "yamux: stream ended early");
+    got += *r;
+  }
+  co_return Result<void>{};
+}
+
+asio::awaitable<Result<void>> MuxStream::read_growing(std::size_t n, std::vector<std::uint8_t>& out,
+                                                      std::size_t upfront) {
+  co_return co_await read_growing_into(n, out, upfront);
+}
+
+asio::awaitable<Result<void>> MuxStream::read_growing(std::size_t n, std::string& out, std::size_t upfront) {
+  co_return co_await read_growing_into(n, out, upfront);
+}
+
 asio::awaitable<Result<void>> MuxStream::write(asio::const_buffer in) {
   auto self = mux_;  // keep the session while we reference its queue
   auto* p = static_cast<const std::uint8_t*>(in.data());

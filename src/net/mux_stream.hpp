@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace runsnack {
@@ -47,6 +48,15 @@ class MuxStream {
   void consume(std::size_t n);
   // Fills `buffer` or fails (errc::closed on an early end of stream).
   boost::asio::awaitable<Result<void>> read_exact(boost::asio::mutable_buffer buffer);
+  // Reads exactly `n` bytes into `out` (resized to n) for a message whose
+  // length the peer announced: memory is allocated as the bytes arrive (at
+  // most `upfront` before any do, then never more than twice what arrived),
+  // and counted against the session's message budget until this returns
+  // (MuxConfig::message_budget; errc::exhausted past it). So a peer that
+  // announces big messages and sends nothing makes us hold nothing.
+  boost::asio::awaitable<Result<void>> read_growing(std::size_t n, std::vector<std::uint8_t>& out,
+                                                    std::size_t upfront = 64 * 1024);
+  boost::asio::awaitable<Result<void>> read_growing(std::size_t n, std::string& out, std::size_t upfront = 64 * 1024);
   // Sends all of `buffer`; waits while the peer's window is exhausted (flow
   // control) and until the bytes are handed to the transport. `buffer` is
   // referenced, not copied, until this returns: do not cancel it part-way.
@@ -65,6 +75,8 @@ class MuxStream {
   void on_remote_fin();
   void on_reset(Error why);
   void wake_writer() { write_signal_.cancel(); }
+  template <class Bytes>
+  boost::asio::awaitable<Result<void>> read_growing_into(std::size_t n, Bytes& out, std::size_t upfront);
 
   std::shared_ptr<Mux> mux_;
   std::uint32_t id_;

@@ -68,16 +68,23 @@ asio::awaitable<void> Mux::run() {
   co_await (reader() && writer() && keepalive());
 }
 
-std::uint64_t Mux::enqueue(const yamux::FrameHeader& h, asio::const_buffer payload) {
+std::uint64_t Mux::enqueue(const yamux::FrameHeader& h, asio::const_buffer payload, bool reply) {
   if (done_) return 0;
-  queue_.push_back(OutFrame{yamux::encode_header(h), payload});
+  queue_.push_back(OutFrame{yamux::encode_header(h), payload, reply});
+  pending_replies_ += reply;
   writer_signal_.cancel();
   return ++queued_seq_;
 }
 
-void Mux::flush_control() {
-  for (const auto& h : ctrl_) enqueue(h);
+void Mux::flush_control(bool replies) {
+  for (const auto& h : ctrl_) enqueue(h, {}, replies);
   ctrl_.clear();
+}
+
+bool Mux::hold_message_bytes(std::size_t n) {
+  if (n > config_.message_budget - std::min(message_bytes_, config_.message_budget)) return false;
+  message_bytes_ += n;
+  return true;
 }
 
 void Mux::begin_close(Error reason, bool graceful) {
@@ -138,6 +145,7 @@ asio::awaitable<void> Mux::writer() {
       break;
     }
     write_since_.reset();
+    for (std::size_t i = 0; i < frames; ++i) pending_replies_ -= queue_[i].reply;
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(frames));
     flushed_seq_ += frames;
     bytes_out_.fetch_add(bytes, std::memory_order_relaxed);
@@ -153,6 +161,12 @@ asio::awaitable<void> Mux::writer() {
 asio::awaitable<void> Mux::reader() {
   const std::size_t max_size = std::max(config_.read_buffer_bytes, kMinReadBuffer);
   while (!done_ && !closing_) {
+    if (pending_replies_ > config_.max_pending_replies) {
+      // The peer is not reading what it asked for: read no more of it until
+      // the writer catches up (or write_timeout ends the session).
+      co_await wait_signal(flushed_signal_);
+      continue;
+    }
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
     if (!in_ || (in_grow_ && in_size_ < max_size)) {
       std::size_t size = in_ ? std::min(in_size_ * 2, max_size) : kMinReadBuffer;
@@ -250,7 +264,7 @@ bool Mux::process_input() {
 bool Mux::handle_frame(const yamux::FrameHeader& h) {
   auto now = Clock::now();
   yamux::Inbound in = state_.on_frame(h, now, ctrl_);
-  flush_control();
+  flush_control(/*replies=*/true);
   if (in.fault) {
     spdlog::warn("yamux: closing connection: {} (stream {})", in.fault->reason, h.stream_id);
     begin_close(Error(errc::malformed, std::string("yamux: ") + in.fault->reason), true);

@@ -43,6 +43,14 @@ struct MuxConfig {
   // The read buffer starts at 16 KiB (idle sessions cost little) and doubles,
   // up to this, while reads fill it; frames are parsed many per read.
   std::size_t read_buffer_bytes = 256 * 1024;
+  // Replies the peer made us queue (ping ACKs, RSTs) and we could not write
+  // yet: past this we stop reading it until they are written (a peer that
+  // floods without reading stalls itself, then meets write_timeout).
+  std::size_t max_pending_replies = 1024;
+  // Bytes of partly received messages the session's framed readers hold
+  // together (MuxStream::read_growing): a peer announcing big messages on
+  // many streams gets errc::exhausted on those past it.
+  std::size_t message_budget = 64 * 1024 * 1024;
 };
 
 class Mux : public std::enable_shared_from_this<Mux> {
@@ -67,6 +75,12 @@ class Mux : public std::enable_shared_from_this<Mux> {
   // Sends GoAway(normal), flushes what is queued, then closes. run() returns.
   void close();
 
+  // Counts `n` more bytes of partly received messages against the session's
+  // message_budget; false (nothing counted) when it would pass it.
+  bool hold_message_bytes(std::size_t n);
+  void release_message_bytes(std::size_t n) { message_bytes_ -= std::min(n, message_bytes_); }
+  std::size_t message_bytes() const { return message_bytes_; }
+
   std::uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
   std::uint64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
   std::size_t stream_count() const { return state_.stream_count(); }
@@ -83,6 +97,7 @@ class Mux : public std::enable_shared_from_this<Mux> {
   struct OutFrame {
     yamux::EncodedHeader header;
     boost::asio::const_buffer payload;
+    bool reply = false;  // answers a peer's frame (counts in pending_replies_)
   };
   struct PingWait {
     boost::asio::steady_timer timer;
@@ -99,8 +114,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
   // After a read straight into `chunk` of n bytes of the current payload.
   void deliver_direct(ChunkPtr chunk, std::size_t n);
   bool handle_frame(const yamux::FrameHeader& h);
-  std::uint64_t enqueue(const yamux::FrameHeader& h, boost::asio::const_buffer payload = {});
-  void flush_control();  // enqueues ctrl_ (the state machine's replies)
+  std::uint64_t enqueue(const yamux::FrameHeader& h, boost::asio::const_buffer payload = {}, bool reply = false);
+  void flush_control(bool replies = false);  // enqueues ctrl_ (the state machine's frames)
   // Starts ending the session: graceful flushes the queue (with a GoAway) first.
   void begin_close(Error reason, bool graceful);
   void finish();  // transport closed: fail every stream and waiter
@@ -118,6 +133,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
 
   std::deque<OutFrame> queue_;
   std::vector<boost::asio::const_buffer> gather_;
+  std::size_t pending_replies_ = 0;  // OutFrame::reply frames queued, not yet written
+  std::size_t message_bytes_ = 0;    // held by read_growing() calls in progress
   std::uint64_t queued_seq_ = 0;   // frames ever queued
   std::uint64_t flushed_seq_ = 0;  // frames ever written
   std::optional<std::chrono::steady_clock::time_point> write_since_;

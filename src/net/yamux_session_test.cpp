@@ -440,6 +440,119 @@ TEST(YamuxSession, PingOnStreamClosesWithProtocolError) {
   expect_protocol_error(frames({{yamux::FrameType::ping, yamux::flag::syn, 5, 1}}));
 }
 
+TEST(YamuxSession, APingFloodIsCutOffWithGoAway) {
+  // 4096 pings in one write, never reading the answers: a GoAway, and the session ends.
+  std::vector<yamux::FrameHeader> pings;
+  std::vector<std::uint8_t> bytes;
+  for (std::uint32_t i = 0; i < 4096; ++i) {
+    auto e = yamux::encode_header({yamux::FrameType::ping, yamux::flag::syn, 0, i});
+    bytes.insert(bytes.end(), e.begin(), e.end());
+  }
+  expect_protocol_error(bytes);
+}
+
+TEST(YamuxSession, ReadGrowingAllocatesAsBytesArrive) {
+  asio::io_context io;
+  Pair p(io);
+  run_test(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto c = co_await p.client->open_stream();
+    auto data = pattern(3 * 1024 * 1024 + 17, 3);
+    EXPECT_TRUE(co_await (*c)->write(asio::buffer(data.data(), 1000)));
+    auto s = co_await p.server->accept_stream();
+    std::vector<std::uint8_t> got;
+    bool done = false;
+    asio::co_spawn(ex, [&]() -> awaitable<void> {
+      EXPECT_TRUE(co_await (*s)->read_growing(data.size(), got));
+      done = true;
+    }, asio::detached);
+    co_await sleep(100ms);
+    // 3 MiB announced, 1000 bytes here: the reader holds one step, not the message.
+    EXPECT_FALSE(done);
+    EXPECT_LE(got.capacity(), 64u * 1024);
+    EXPECT_LE(p.server->message_bytes(), 64u * 1024);
+    EXPECT_TRUE(co_await (*c)->write(asio::buffer(data.data() + 1000, data.size() - 1000)));
+    while (!done) co_await sleep(1ms);
+    EXPECT_TRUE(got == data);
+    EXPECT_LE(got.capacity(), 2 * data.size());
+    EXPECT_EQ(p.server->message_bytes(), 0u);  // given back
+    p.client->close();
+    while (!p.client_done || !p.server_done) co_await sleep(5ms);
+  });
+}
+
+TEST(YamuxSession, TheSessionsMessageBudgetRefusesTheExcess) {
+  asio::io_context io;
+  MuxConfig config = test_config();
+  config.message_budget = 1024 * 1024;
+  Pair p(io, config);
+  run_test(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto block = pattern(200 * 1024, 5);
+    int ok = 0, refused = 0, finished = 0;
+    // Eight streams, each announcing 1 MiB and sending 200 KiB of it, against a 1 MiB budget.
+    std::vector<std::shared_ptr<MuxStream>> clients;
+    for (int i = 0; i < 8; ++i) {
+      auto c = co_await p.client->open_stream();
+      EXPECT_TRUE(co_await (*c)->write(asio::buffer(block)));
+      clients.push_back(*c);
+      auto s = co_await p.server->accept_stream();
+      asio::co_spawn(ex, [&, s = *s]() -> awaitable<void> {
+        std::vector<std::uint8_t> got;
+        auto r = co_await s->read_growing(1024 * 1024, got);
+        if (r) ++ok;
+        else if (r.error().is(errc::exhausted)) ++refused;
+        ++finished;
+      }, asio::detached);
+    }
+    co_await sleep(200ms);
+    EXPECT_GT(refused, 0);
+    EXPECT_LE(p.server->message_bytes(), config.message_budget);
+    for (auto& c : clients) c->reset();
+    while (finished < 8) co_await sleep(1ms);
+    EXPECT_EQ(ok, 0);
+    EXPECT_EQ(p.server->message_bytes(), 0u);
+    p.client->close();
+    while (!p.client_done || !p.server_done) co_await sleep(5ms);
+  });
+}
+
+TEST(YamuxSession, APeerThatDoesNotReadRepliesIsNotReadEither) {
+  // Pings within the rate, over a connection whose peer never reads: the Mux
+  // stops reading after max_pending_replies unwritten answers, so the peer's
+  // writes stall too; then the write timeout ends the session.
+  asio::io_context io;
+  auto [a, b] = socket_pair(io);
+  MuxConfig config = test_config();
+  config.write_timeout = 500ms;
+  config.max_pending_replies = 64;
+  config.limits.ping_burst = 1u << 30;  // the rate limit is another test's
+  a.set_option(asio::socket_base::receive_buffer_size(4096));
+  auto mux = Mux::create(make_tcp_transport(std::move(b)), yamux::Role::server, config);
+  bool ended = false;  // outlives the body: the session may end after it returns
+  run_test(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, mux->run(), [&](std::exception_ptr) { ended = true; });
+    std::vector<std::uint8_t> batch;
+    for (std::uint32_t i = 0; i < 1024; ++i) {
+      auto e = yamux::encode_header({yamux::FrameType::ping, yamux::flag::syn, 0, i});
+      batch.insert(batch.end(), e.begin(), e.end());
+    }
+    std::size_t sent = 0;
+    a.non_blocking(true);
+    auto until = std::chrono::steady_clock::now() + 20s;  // a loaded machine runs the watchdog late
+    while (!ended && std::chrono::steady_clock::now() < until) {
+      boost::system::error_code ec;
+      sent += a.write_some(asio::buffer(batch), ec);
+      co_await sleep(1ms);
+    }
+    EXPECT_TRUE(ended);
+    // What the peer got in was bounded by the stall, not by its will.
+    EXPECT_LT(sent, 64u * 1024 * 1024);
+    EXPECT_TRUE(mux->close_reason() && mux->close_reason()->is(errc::timeout));
+  }, 30s);
+}
+
 TEST(YamuxSession, ThroughputOneStream) {
   asio::io_context io;
   Pair p(io);

@@ -13,7 +13,7 @@ FrameHeader window_update(std::uint32_t id, std::uint16_t flags, std::uint32_t d
 }  // namespace
 
 MuxState::MuxState(Role role, MuxLimits limits)
-    : role_(role), limits_(limits), next_id_(role == Role::client ? 1 : 2) {
+    : role_(role), limits_(limits), next_id_(role == Role::client ? 1 : 2), ping_tokens_(limits.ping_burst) {
   limits_.max_window = std::max(limits_.max_window, limits_.initial_window);
 }
 
@@ -34,6 +34,7 @@ void MuxState::forget(std::uint32_t id) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   if (it->second.incoming && !it->second.accepted) --backlog_;
+  window_growth_ -= it->second.recv_window - limits_.initial_window;
   streams_.erase(it);
 }
 
@@ -71,6 +72,7 @@ Inbound MuxState::on_stream_frame(const FrameHeader& h, SteadyTime now,
       return fault(GoAwayCode::protocol_error, "SYN with a stream id of our parity", out);
     const char* refuse = nullptr;
     if (local_go_away_) refuse = "stream opened after our GoAway";
+    else if (limits_.accept_backlog == 0) refuse = "this side accepts no streams";
     else if (streams_.size() >= limits_.max_streams) refuse = "too many streams";
     else if (backlog_ >= limits_.accept_backlog) refuse = "accept backlog full";
     if (refuse != nullptr || h.has(flag::rst)) {
@@ -139,6 +141,15 @@ Inbound MuxState::on_ping(const FrameHeader& h, SteadyTime now, std::vector<Fram
   if (h.stream_id != 0) return fault(GoAwayCode::protocol_error, "ping on a stream", out);
   Inbound in;
   if (h.has(flag::syn)) {
+    // Token bucket: a burst, then pings_per_second. Answers cost us a write
+    // each; a peer asking faster than any keepalive or RTT probe would is flooding.
+    if (ping_refill_) {
+      double seconds = std::max(0.0, std::chrono::duration<double>(now - *ping_refill_).count());
+      ping_tokens_ = std::min<double>(limits_.ping_burst, ping_tokens_ + seconds * limits_.pings_per_second);
+    }
+    ping_refill_ = now;
+    if (ping_tokens_ < 1) return fault(GoAwayCode::protocol_error, "ping flood", out);
+    ping_tokens_ -= 1;
     out.push_back(FrameHeader{FrameType::ping, flag::ack, 0, h.length});
   } else if (h.has(flag::ack)) {
     auto it = pings_.find(h.length);
@@ -190,6 +201,7 @@ Result<FrameHeader> MuxState::next_data(std::uint32_t id, std::size_t want) {
   Stream& s = it->second;
   if (s.local_fin) return fail(errc::closed, "yamux: stream closed for writing");
   std::size_t n = std::min<std::size_t>({want, s.send_window, limits_.max_frame});
+  if (n < want && n < limits_.min_send_frame) n = 0;  // wait for a window worth a frame
   s.send_window -= static_cast<std::uint32_t>(n);
   return FrameHeader{FrameType::data, 0, id, static_cast<std::uint32_t>(n)};
 }
@@ -228,9 +240,12 @@ std::optional<FrameHeader> MuxState::consumed(std::uint32_t id, std::uint32_t n,
   double fraction = static_cast<double>(s.consumed) / s.recv_window;
   if (s.recv_window < limits_.max_window &&
       elapsed < std::chrono::duration_cast<std::chrono::nanoseconds>(rtt * (4 * fraction))) {
-    std::uint32_t grown = static_cast<std::uint32_t>(
-        std::min<std::uint64_t>(std::uint64_t{s.recv_window} * 2, limits_.max_window));
+    // Within the session's ceiling: what the other streams grew is not ours to take.
+    std::uint64_t room = limits_.session_window_growth - window_growth_;
+    std::uint32_t grown = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+        {std::uint64_t{s.recv_window} * 2, limits_.max_window, std::uint64_t{s.recv_window} + room}));
     delta += grown - s.recv_window;
+    window_growth_ += grown - s.recv_window;
     s.recv_window = grown;
   }
   s.epoch = now;

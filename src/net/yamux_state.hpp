@@ -5,10 +5,18 @@
 // on what a peer may make us hold. It is fed decoded headers and the current
 // time and says what to do; the Mux (yamux_session.hpp) moves the bytes.
 //
-// Memory bound: a stream's buffered-but-unread bytes never exceed the window
-// we granted (<= MuxLimits::max_window); a Data frame beyond the granted
-// window is a protocol error that ends the connection (as HashiCorp's
-// implementation does). Not thread-safe; one owner.
+// Memory bounds (docs/SECURITY.md, "Protocol bounds and rendezvous"):
+// - a stream's buffered-but-unread bytes never exceed the window we granted
+//   (<= MuxLimits::max_window); a Data frame beyond it is a protocol error
+//   that ends the connection (as HashiCorp's implementation does);
+// - a session's windows sum to at most max_streams x initial_window (the
+//   spec's implicit grant to every stream) plus session_window_growth, the
+//   ceiling auto-tuning (and any later sizing of windows) grows them within;
+// - pings are answered within a rate (ping_burst, pings_per_second): a peer
+//   beyond it gets a GoAway;
+// - our Data frames wait for min_send_frame of window (or the whole rest), so
+//   a peer granting a few bytes at a time cannot make us queue a frame each.
+// Not thread-safe; one owner.
 
 #include "net/yamux_frame.hpp"
 
@@ -31,6 +39,11 @@ struct MuxLimits {
   std::size_t max_streams = 1024;                 // open streams, both directions
   std::size_t accept_backlog = 256;               // incoming streams not yet accepted
   std::size_t max_pings = 64;                     // outstanding ping requests
+  // What all streams' windows may grow by together beyond initial_window each.
+  std::size_t session_window_growth = 64 * 1024 * 1024;
+  std::uint32_t ping_burst = 256;        // pings answered at once ...
+  std::uint32_t pings_per_second = 64;   // ... and after that; more is a flood (GoAway)
+  std::uint32_t min_send_frame = 16 * 1024;  // silly-window avoidance (see above)
   // Below this the RTT is not trusted for auto-tuning: an idle-link RTT on
   // loopback (tens of microseconds) says nothing about a loaded one.
   std::chrono::microseconds min_tuning_rtt{1000};
@@ -99,6 +112,8 @@ class MuxState {
   KeepaliveAction keepalive(SteadyTime now, std::vector<FrameHeader>& out);
   // Latest ping RTT (zero before the first pong).
   std::chrono::microseconds rtt() const { return rtt_; }
+  // Bytes the windows have grown beyond initial_window, all streams together.
+  std::size_t window_growth() const { return window_growth_; }
 
   // --- inspection (tests, status)
   std::size_t stream_count() const { return streams_.size(); }
@@ -140,6 +155,9 @@ class MuxState {
   bool remote_go_away_ = false;
   std::unordered_map<std::uint32_t, SteadyTime> pings_;
   std::uint32_t next_ping_id_ = 1;
+  double ping_tokens_ = 0;  // ping answers left in the bucket (refilled with time)
+  std::optional<SteadyTime> ping_refill_;  // when the bucket was last topped up
+  std::size_t window_growth_ = 0;
   std::chrono::microseconds rtt_{0};
   SteadyTime last_rx_{};
   bool keepalive_ping_sent_ = false;

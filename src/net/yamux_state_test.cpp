@@ -87,7 +87,10 @@ TEST_F(YamuxState, SendWindowLimitsDataAndGrowsWithUpdates) {
   EXPECT_EQ(c.next_data(id, 1)->length, 0u);  // blocked
   auto in = c.on_frame(wu(id, flag::ack, 1000), t0, out);
   EXPECT_TRUE(in.send_window_grew);
-  EXPECT_EQ(c.next_data(id, 5000)->length, 1000u);
+  // 1000 bytes of window for 5000 to send: wait for more (silly-window avoidance) ...
+  EXPECT_EQ(c.next_data(id, 5000)->length, 0u);
+  // ... unless the rest fits.
+  EXPECT_EQ(c.next_data(id, 1000)->length, 1000u);
   c.on_frame(wu(id, 0, 1), t0, out);
   // Overflowing the 32-bit window is a protocol error.
   EXPECT_TRUE(c.on_frame(wu(id, 0, 0xffffffff), t0, out).fault);
@@ -232,6 +235,72 @@ TEST_F(YamuxState, KeepalivePingsWhenQuietAndDeclaresDeadPeer) {
   EXPECT_EQ(c.keepalive(t0 + milliseconds(230), out), KeepaliveAction::send_ping);
   EXPECT_EQ(c.keepalive(t0 + milliseconds(279), out), KeepaliveAction::none);
   EXPECT_EQ(c.keepalive(t0 + milliseconds(280), out), KeepaliveAction::dead);
+}
+
+TEST_F(YamuxState, TinyWindowUpdatesDoNotMakeTinyFrames) {
+  MuxState c(Role::client, limits);
+  auto id = *c.open(out);
+  ASSERT_EQ(c.next_data(id, kWindow)->length, kWindow);
+  // A hostile peer grants one byte at a time: nothing goes until min_send_frame has gathered.
+  std::size_t frames = 0;
+  for (std::uint32_t i = 0; i < 2 * limits.min_send_frame; ++i) {
+    c.on_frame(wu(id, 0, 1), t0, out);
+    auto h = c.next_data(id, 1 << 20);
+    if (h->length > 0) {
+      ++frames;
+      EXPECT_GE(h->length, limits.min_send_frame);
+    }
+  }
+  EXPECT_EQ(frames, 2u);
+}
+
+TEST_F(YamuxState, APingFloodGetsAGoAway) {
+  MuxState s(Role::server, limits);
+  std::uint32_t answered = 0;
+  Inbound in;
+  for (std::uint32_t i = 0; i < 10 * limits.ping_burst && !in.fault; ++i) {
+    in = s.on_frame({FrameType::ping, flag::syn, 0, i}, t0, out);
+    answered += !in.fault;
+  }
+  ASSERT_TRUE(in.fault);
+  EXPECT_EQ(in.fault->code, GoAwayCode::protocol_error);
+  EXPECT_EQ(answered, limits.ping_burst);
+  EXPECT_EQ(out.back(), (FrameHeader{FrameType::go_away, 0, 0, 1}));
+  // At the allowed rate, pings are answered for ever.
+  MuxState ok(Role::server, limits);
+  SteadyTime t = t0;
+  for (std::uint32_t i = 0; i < 20 * limits.ping_burst; ++i) {
+    t += std::chrono::microseconds(1'000'000 / limits.pings_per_second);
+    ASSERT_FALSE(ok.on_frame({FrameType::ping, flag::syn, 0, i}, t, out).fault) << i;
+  }
+}
+
+TEST_F(YamuxState, WindowGrowthStaysWithinTheSessionCeiling) {
+  limits.session_window_growth = 3 * kWindow;  // room for three streams to double once
+  MuxState s(Role::server, limits);
+  for (std::uint32_t id = 1; id <= 9; id += 2) {
+    s.on_frame(wu(id, flag::syn), t0, out);
+    s.on_frame(data(id, kWindow), t0, out);
+    s.consumed(id, kWindow / 2, t0 + std::chrono::microseconds(100));  // fast: wants to grow
+  }
+  EXPECT_EQ(s.window_growth(), 3 * kWindow);
+  EXPECT_EQ(s.recv_window_size(1), 2 * kWindow);
+  EXPECT_EQ(s.recv_window_size(9), kWindow);  // no room left
+  // A stream that goes gives its growth back.
+  s.on_frame(wu(1, flag::rst), t0, out);
+  EXPECT_EQ(s.window_growth(), 2 * kWindow);
+}
+
+TEST_F(YamuxState, ASideThatAcceptsNoStreamsRefusesEverySyn) {
+  limits.accept_backlog = 0;
+  MuxState c(Role::client, limits);
+  out.clear();
+  auto in = c.on_frame(data(2, 100, flag::syn), t0, out);
+  EXPECT_FALSE(in.opened);
+  EXPECT_EQ(in.discard, 100u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], wu(2, flag::rst));
+  EXPECT_EQ(c.stream_count(), 0u);
 }
 
 }  // namespace

@@ -215,8 +215,8 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
         break;
       }
       budget -= *length;
-      std::string bytes(*length, '\0');
-      if (auto r = co_await stream->read_exact(asio::buffer(bytes)); !r) {
+      std::string bytes;  // allocated as it arrives: a frame may announce 12 MiB (MuxStream::read_growing)
+      if (auto r = co_await stream->read_growing(*length, bytes); !r) {
         why = r.error().what(), cut = true;
         break;
       }

@@ -6,7 +6,7 @@
 
 namespace runsnack {
 
-Admission Admitter::refuse(const AdmissionRequest& request, errc code, const std::string& reason) {
+Admission Admitter::refuse(const AdmissionRequest& request, errc code, const std::string& reason, bool proven) {
   AuditEvent ev;
   ev.time = clock_.now();
   ev.kind = "auth";
@@ -15,19 +15,22 @@ Admission Admitter::refuse(const AdmissionRequest& request, errc code, const std
   ev.address = request.address;
   ev.decision = "refuse";
   ev.reason = reason;
-  if (auto r = audit_.append(ev); !r) spdlog::error("audit log: {}", r.error().what());
+  if (!proven && unproven_) unproven_(ev);
+  else if (auto r = audit_.append(ev); !r) spdlog::error("audit log: {}", r.error().what());
   Admission out;
   out.reply = AuthReply{false, code, reason, ""};
+  out.unproven = !proven;
   return out;
 }
 
 Admission Admitter::admit(const AdmissionRequest& request, const std::string& new_session_id) {
   auto found = grants_.find(request.hello.grant_id);
   if (!found) return refuse(request, errc::internal, "provider database error");
-  if (!*found) return refuse(request, errc::not_found, "unknown link (it may have been deleted): ask for a new one");
+  if (!*found)
+    return refuse(request, errc::not_found, "unknown link (it may have been deleted): ask for a new one", false);
   const Grant& grant = **found;
   if (!proof_is_valid(grant, request.hello, request.channel_binding))
-    return refuse(request, errc::auth_failed, "wrong secret: the link is damaged or not this provider's");
+    return refuse(request, errc::auth_failed, "wrong secret: the link is damaged or not this provider's", false);
 
   auto decision = check_grant(grant, clock_.now(), live_sessions_(grant.id), request.consumer.str());
   if (!decision.accepted) return refuse(request, decision.code, decision.reason);

@@ -4,7 +4,10 @@
 // decision to the audit log, accepted or refused, with the reason.
 //
 // The proof is checked before the policy so that only a holder of the
-// secret learns whether a link is expired, used up or revoked.
+// secret learns whether a link is expired, used up or revoked. Refusals
+// before the proof holds (unknown link, wrong secret) are the work of anyone
+// with a TCP connection: with an `unproven` sink they go there (the provider
+// aggregates them per address, admission_audit.hpp) instead of the log.
 
 #include "core/clock.hpp"
 #include "crypto/peer_id.hpp"
@@ -29,6 +32,7 @@ struct AdmissionRequest {
 
 struct Admission {
   AuthReply reply;              // what to send back
+  bool unproven = false;        // refused before the proof held (went to the `unproven` sink)
   std::optional<Grant> grant;   // when accepted: the grant after counting the use
 };
 
@@ -36,18 +40,24 @@ class Admitter {
  public:
   // `live_sessions(grant_id)` counts this provider's open sessions on a grant.
   Admitter(GrantStore& grants, AuditLog& audit, const Clock& clock,
-           std::function<std::int64_t(const std::string&)> live_sessions)
-      : grants_(grants), audit_(audit), clock_(clock), live_sessions_(std::move(live_sessions)) {}
+           std::function<std::int64_t(const std::string&)> live_sessions,
+           std::function<void(AuditEvent)> unproven = nullptr)
+      : grants_(grants),
+        audit_(audit),
+        clock_(clock),
+        live_sessions_(std::move(live_sessions)),
+        unproven_(std::move(unproven)) {}
 
   Admission admit(const AdmissionRequest& request, const std::string& new_session_id);
 
  private:
-  Admission refuse(const AdmissionRequest& request, errc code, const std::string& reason);
+  Admission refuse(const AdmissionRequest& request, errc code, const std::string& reason, bool proven = true);
 
   GrantStore& grants_;
   AuditLog& audit_;
   const Clock& clock_;
   std::function<std::int64_t(const std::string&)> live_sessions_;
+  std::function<void(AuditEvent)> unproven_;
 };
 
 }  // namespace runsnack

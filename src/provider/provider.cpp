@@ -2,6 +2,7 @@
 
 #include "core/log_exceptions.hpp"
 #include "core/base32.hpp"
+#include "core/json_fields.hpp"
 #include "crypto/secret.hpp"
 #include "crypto/tls.hpp"
 #include "net/tls_stream.hpp"
@@ -63,10 +64,15 @@ Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database&
       audit_(db),
       acceptor_(ex),
       watch_timer_(ex),
-      audit_timer_(ex) {}
+      audit_timer_(ex),
+      slots_(options_.max_pending_per_address, options_.max_pending),
+      refusals_(options_.refusal_interval) {}
 
 // Records queued after stop() (connections ending as their sessions close).
-Provider::~Provider() { flush_audit(); }
+Provider::~Provider() {
+  flush_refusals(true);
+  flush_audit();
+}
 
 Result<void> Provider::listen() {
   auto acceptor = listen_tcp(ex_, options_.listen_address, options_.ports);
@@ -122,11 +128,44 @@ void Provider::flush_audit() {
   audit_queue_.clear();
 }
 
+bool Provider::audit_refusal(AuditEvent ev, const std::string& key) {
+  auto now = refusals_.note(std::move(ev), key);
+  if (now) audit(std::move(*now));
+  return now.has_value();
+}
+
+void Provider::flush_refusals(bool all) {
+  auto due = refusals_.due(std::chrono::system_clock::now(), all);
+  if (due.empty()) return;
+  if (auto r = audit_.append(std::span<const AuditEvent>(due)); !r) spdlog::error("audit log: {}", r.error().what());
+  for (const auto& ev : due)
+    if (ev.kind != "service" && on_event_)
+      on_event_({{"event", "refused"}, {"address", ev.address}, {"peer", ev.peer}, {"reason", ev.reason},
+                 {"count", int_or(ev.detail, "count", 0)}});
+}
+
+void Provider::prune_audit() {
+  pruned_at_ = std::chrono::steady_clock::now();
+  auto gone = audit_.prune(std::chrono::system_clock::now() - kAuditKeepAge, kAuditKeepRows);
+  if (!gone) spdlog::warn("audit log: pruning: {}", gone.error().what());
+  else if (*gone > 0) spdlog::info("audit log: pruned {} old records", *gone);
+}
+
+void Provider::evict(std::uint64_t slot) {
+  auto it = handshaking_.find(slot);
+  if (it == handshaking_.end()) return;
+  evicted_[slot] = true;
+  boost::system::error_code ignored;
+  it->second->lowest_layer().close(ignored);  // its handshake or auth read fails at once
+  handshaking_.erase(it);
+}
+
 void Provider::refused(const std::string& address, const std::string& peer, const std::string& reason) {
   if (on_event_) on_event_({{"event", "refused"}, {"address", address}, {"peer", peer}, {"reason", reason}});
 }
 
 asio::awaitable<void> Provider::run() {
+  prune_audit();
   co_await (accept_loop() && watch_loop());
 }
 
@@ -137,7 +176,12 @@ void Provider::stop() {
   watch_timer_.cancel();
   audit_timer_.cancel();
   audit_timer_armed_ = false;
+  flush_refusals(true);
   flush_audit();
+  for (auto& [slot, stream] : handshaking_) {
+    boost::system::error_code ignored;
+    stream->lowest_layer().close(ignored);
+  }
   for (auto& [id, live] : sessions_) live->mux->close();
 }
 
@@ -152,20 +196,12 @@ asio::awaitable<void> Provider::accept_loop() {
       co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
-    if (pending_ >= options_.max_pending) {
-      spdlog::warn("too many connections still handshaking; dropping one from {}", endpoint_text(socket));
-      continue;  // socket closes as it goes out of scope
-    }
     asio::co_spawn(ex_, handle_connection(std::move(socket), "direct"), log_exceptions("connection"));
   }
 }
 
 void Provider::adopt(tcp::socket socket, std::string path) {
   if (stopping_) return;
-  if (pending_ >= options_.max_pending) {
-    spdlog::warn("too many connections still handshaking; dropping a {} one", path);
-    return;
-  }
   asio::co_spawn(ex_, handle_connection(std::move(socket), std::move(path)), log_exceptions("connection"));
 }
 
@@ -175,6 +211,8 @@ asio::awaitable<void> Provider::watch_loop() {
     co_await watch_timer_.async_wait(asio::as_tuple(asio::use_awaitable));
     if (stopping_) break;
     auto now = std::chrono::system_clock::now();
+    flush_refusals(false);
+    if (std::chrono::steady_clock::now() - pruned_at_ > std::chrono::hours(1)) prune_audit();
     for (auto& [id, live] : sessions_) {
       if (!live->end_reason.empty()) continue;
       auto fresh = grants_.find(live->grant.id);
@@ -195,51 +233,79 @@ void Provider::end_session(LiveSession& live, const std::string& reason) {
 }
 
 asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::string path) {
-  // A relayed connection comes from the rendezvous' address; say so.
+  // A relayed connection comes from the rendezvous' address; say so. All
+  // relayed consumers share that address's slots.
   const std::string address = path == "relayed" ? "relay " + endpoint_text(socket) : endpoint_text(socket);
-  socket.set_option(tcp::no_delay(true));
-  ++pending_;
-  struct PendingGuard {
-    std::size_t* n;
-    bool armed = true;
-    void release() { if (armed) --*n, armed = false; }
-    ~PendingGuard() { release(); }
-  } pending{&pending_};
+  boost::system::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  const std::string key = (path == "relayed" ? "relay " : "") + (ec ? address : AdmissionSlots::address_key(remote.address()));
+  socket.set_option(tcp::no_delay(true), ec);
 
   auto stream = std::make_unique<TlsStream>(std::move(socket), tls_);
-  asio::steady_timer deadline(ex_, options_.handshake_timeout);
+  auto taken = slots_.take(key);
+  if (taken.evict) evict(*taken.evict);
+  handshaking_[taken.slot] = stream.get();
+  struct SlotGuard {
+    Provider* p;
+    std::uint64_t slot;
+    bool armed = true;
+    void release() {
+      if (!armed) return;
+      armed = false;
+      p->slots_.release(slot);
+      p->handshaking_.erase(slot);
+      p->evicted_.erase(slot);
+    }
+    ~SlotGuard() { release(); }
+  } pending{this, taken.slot};
+  auto unproven = [&](const char* kind, const std::string& peer, std::string why, nlohmann::json detail) {
+    if (pending.armed && evicted_.contains(taken.slot))
+      why = "closed to make room: more than " + std::to_string(options_.max_pending_per_address) +
+            " connections from this address were still handshaking (" + why + ")";
+    // Only the first of an address's interval is told at once; the rest come counted (flush_refusals).
+    if (audit_refusal({std::chrono::system_clock::now(), kind, "", peer, address, "refuse", why, std::move(detail)}, key))
+      refused(address, peer, why);
+  };
+
+  // One deadline for the TLS handshake and the auth message together.
+  const auto deadline = std::chrono::steady_clock::now() + options_.handshake_timeout;
+  asio::steady_timer timer(ex_, deadline);
   auto hs = co_await (stream->async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable)) ||
-                      deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+                      timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   std::string tls_failure;
   if (hs.index() == 1) tls_failure = "TLS handshake timed out";
-  else if (auto [ec] = std::get<0>(hs); ec) tls_failure = "TLS handshake failed: " + ec.message();
+  else if (auto [hs_ec] = std::get<0>(hs); hs_ec) tls_failure = "TLS handshake failed: " + hs_ec.message();
   if (!tls_failure.empty()) {
-    audit({std::chrono::system_clock::now(), "connect", "", "", address, "refuse", tls_failure, {{"path", path}}});
-    refused(address, "", tls_failure);
+    unproven("connect", "", tls_failure, {{"path", path}});
     co_return;
   }
   auto consumer = peer_of(stream->native_handle());
   auto binding = channel_binding(stream->native_handle());
   if (!consumer || !binding) co_return;  // cannot happen after a verified handshake
 
-  auto hello = co_await read_auth_hello(*stream, options_.handshake_timeout);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  auto hello = co_await read_auth_hello(*stream, std::max(left, std::chrono::milliseconds(1)));
   if (!hello) {
-    std::string why = "bad auth message: " + hello.error().what();
-    audit({std::chrono::system_clock::now(), "auth", "", consumer->str(), address, "refuse", why, nullptr});
-    refused(address, consumer->str(), why);
+    unproven("auth", consumer->str(), "bad auth message: " + hello.error().what(), nullptr);
     co_return;
   }
 
-  Admitter admitter(grants_, audit_, SystemClock::instance(), [this](const std::string& grant_id) {
-    std::int64_t n = 0;
-    for (const auto& [id, live] : sessions_) n += live->grant.id == grant_id;
-    return n;
-  });
+  Admitter admitter(
+      grants_, audit_, SystemClock::instance(),
+      [this](const std::string& grant_id) {
+        std::int64_t n = 0;
+        for (const auto& [id, live] : sessions_) n += live->grant.id == grant_id;
+        return n;
+      },
+      [this, &key](AuditEvent ev) {
+        std::string address = ev.address, peer = ev.peer, reason = ev.reason;
+        if (audit_refusal(std::move(ev), key)) refused(address, peer, reason);
+      });
   std::string session_id = base32::encode(random_bytes(8));
   Admission admission = admitter.admit({*consumer, address, *hello, *binding}, session_id);
   (void)co_await send_auth_reply(*stream, admission.reply);
   if (!admission.reply.ok) {
-    refused(address, consumer->str(), admission.reply.reason);
+    if (!admission.unproven) refused(address, consumer->str(), admission.reply.reason);
     co_return;
   }
   pending.release();
@@ -304,8 +370,11 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     reply = {false, errc::refused, "the link does not allow '" + header->service + "'"};
   }
   if (!entry || entry->audited || !reply.ok) {
-    audit({std::chrono::system_clock::now(), "service", live->grant.id, live->consumer.str(), live->address,
-           reply.ok ? "accept" : "refuse", reply.reason, {{"session", live->id}, {"service", header->service}}});
+    AuditEvent ev{std::chrono::system_clock::now(), "service", live->grant.id, live->consumer.str(), live->address,
+                  reply.ok ? "accept" : "refuse", reply.reason, {{"session", live->id}, {"service", header->service}}};
+    // A session can ask for refused services at will: those are aggregated per session.
+    if (reply.ok) audit(std::move(ev));
+    else audit_refusal(std::move(ev), live->address);  // host:port: this session's own key
   }
   const nlohmann::json reply_json = to_json(reply);  // not a temporary: GCC 12 coroutine bug
   if (!co_await write_stream_message(*stream, reply_json) || !reply.ok) {

@@ -2,9 +2,14 @@
 // The provider role: listens, admits consumers by grant, serves their
 // streams, and ends sessions whose grant is revoked or expires.
 //
-// Every connection has a deadline until it is admitted (TLS handshake and
-// auth message), and at most `max_pending` connections may be that far at
-// once, so garbage or stalled peers cannot starve real consumers. A live
+// Every connection has one deadline until it is admitted (TLS handshake and
+// auth message together), and at most `max_pending_per_address` connections
+// from one address (`max_pending` in all) may be that far at once; a new one
+// past that closes the oldest (admission_slots.hpp), so garbage or stalled
+// peers from one address cannot starve real consumers from another.
+// Refusals before a proof are audited aggregated per address
+// (admission_audit.hpp), and the audit log is pruned to kAuditKeepRows rows
+// and kAuditKeepAge at start and hourly. A live
 // session is watched every `watch_interval`: a `runsnack revoke` from another
 // process, or the expiry time passing, ends it within about that long.
 //
@@ -18,6 +23,9 @@
 #include "crypto/identity.hpp"
 #include "link/link.hpp"
 #include "net/listener.hpp"
+#include "net/tls_stream.hpp"
+#include "provider/admission_audit.hpp"
+#include "provider/admission_slots.hpp"
 #include "provider/service_router.hpp"
 #include "store/audit_log.hpp"
 #include "store/database.hpp"
@@ -40,12 +48,17 @@ namespace runsnack {
 
 inline constexpr std::chrono::milliseconds kAuditBatchDelay{100};
 inline constexpr std::size_t kAuditBatchMax = 256;
+// The audit log's default retention (`runsnack log --prune` applies others).
+inline constexpr std::int64_t kAuditKeepRows = 100'000;
+inline constexpr std::chrono::hours kAuditKeepAge{24 * 90};
 
 struct ProviderOptions {
   std::string listen_address = "0.0.0.0";
   PortRange ports{};
-  std::chrono::milliseconds handshake_timeout{10000};
-  std::size_t max_pending = 64;
+  std::chrono::milliseconds handshake_timeout{5000};  // TLS + auth message, together
+  std::size_t max_pending = 256;
+  std::size_t max_pending_per_address = 8;
+  std::chrono::seconds refusal_interval{60};  // aggregation of unproven refusals (admission_audit.hpp)
   std::chrono::milliseconds watch_interval{250};
 };
 
@@ -91,6 +104,13 @@ class Provider {
   boost::asio::awaitable<void> handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream);
   void end_session(LiveSession& live, const std::string& reason);
   void refused(const std::string& address, const std::string& peer, const std::string& reason);
+  // A refusal anyone can repeat at will (before a proof, per address; a
+  // refused stream, per session): aggregated per key (admission_audit.hpp).
+  // True when it was written at once (the key's first in this interval).
+  bool audit_refusal(AuditEvent ev, const std::string& key);
+  void flush_refusals(bool all);
+  void prune_audit();
+  void evict(std::uint64_t slot);  // closes a pending connection to make room (AdmissionSlots)
   void audit(AuditEvent ev);
   void audit_batched(AuditEvent ev);
   void flush_audit();
@@ -109,7 +129,11 @@ class Provider {
   bool audit_timer_armed_ = false;
   std::shared_ptr<char> audit_alive_ = std::make_shared<char>();  // expires with the Provider
   std::map<std::string, std::shared_ptr<LiveSession>> sessions_;
-  std::size_t pending_ = 0;
+  AdmissionSlots slots_;
+  std::map<std::uint64_t, TlsStream*> handshaking_;  // by slot: what evict() closes
+  std::map<std::uint64_t, bool> evicted_;            // slots closed to make room, for their audit reason
+  RefusalTally refusals_;
+  std::chrono::steady_clock::time_point pruned_at_{};
   std::uint64_t closed_bytes_in_ = 0;
   std::uint64_t closed_bytes_out_ = 0;
   bool stopping_ = false;

@@ -38,22 +38,18 @@ constexpr std::chrono::seconds kAbuseLogEvery{10};
 
 struct IpCounts {
   std::size_t connections = 0;
-  std::size_t intros = 0;
   std::uint64_t abuse = 0;
   Clock::time_point logged{};
 };
 
 }  // namespace
 
+// One registered provider's signaling connection, as the I/O side sees it.
 struct ProviderConn {
-  explicit ProviderConn(asio::any_io_executor ex) : wake(ex) {}
+  ProviderConn(asio::any_io_executor ex, tcp::socket* s) : wake(ex), socket(s) {}
   asio::steady_timer wake;
+  tcp::socket* socket;
   std::deque<std::string> outbox;
-  Endpoint observed;
-  std::vector<std::string> grants;
-  std::vector<Endpoint> candidates;
-  std::optional<Endpoint> mapped;
-  milliseconds rtt{0};
   std::int64_t ping_n = 0;
   Clock::time_point ping_sent{};
   void push(const Message& m) {
@@ -73,26 +69,34 @@ struct Ticket {
   ~Ticket();
 };
 
+// Counts one relay side against its IP (RegistryLimits::max_relay_sides_per_ip) while it lives.
+struct RelayTicket {
+  std::shared_ptr<Server::State> state;
+  std::string ip;
+  RelayTicket(std::shared_ptr<Server::State> s, std::string i) : state(std::move(s)), ip(std::move(i)) {}
+  RelayTicket(RelayTicket&& o) noexcept : state(std::move(o.state)), ip(std::move(o.ip)) {}
+  RelayTicket(const RelayTicket&) = delete;
+  ~RelayTicket();
+};
+
 struct ParkedSide {
   tcp::socket socket;
   Ticket ticket;
-};
-
-struct RelaySlot {
-  Clock::time_point expires;
-  std::optional<ParkedSide> provider;
-  std::optional<ParkedSide> consumer;
+  RelayTicket relay;
 };
 
 struct Server::State {
-  explicit State(asio::any_io_executor e, ServerOptions o) : ex(e), options(std::move(o)), sweep(e) {}
+  explicit State(asio::any_io_executor e, ServerOptions o)
+      : ex(e), options(std::move(o)), registry(options.registry), sweep(e) {}
   asio::any_io_executor ex;
   ServerOptions options;
+  Registry registry;
   asio::steady_timer sweep;
   std::map<std::string, IpCounts> per_ip;
-  std::map<std::string, std::shared_ptr<ProviderConn>> providers;
-  std::map<std::string, RelaySlot> relays;
+  std::map<ConnId, std::shared_ptr<ProviderConn>> providers;  // registered connections
+  std::map<std::uint64_t, ParkedSide> parked;                 // relay sides waiting for their pair, by slot
   std::set<tcp::socket*> live;  // every socket a coroutine owns, closed by stop()
+  ConnId next_conn = 1;
   std::size_t spliced = 0;
   std::uint64_t relay_bytes = 0;
   bool stopping = false;
@@ -115,7 +119,10 @@ Ticket::~Ticket() {
   if (!state) return;
   auto it = state->per_ip.find(ip);
   if (it == state->per_ip.end()) return;
-  if (--it->second.connections == 0 && it->second.intros == 0) state->per_ip.erase(it);
+  if (--it->second.connections == 0) state->per_ip.erase(it);
+}
+RelayTicket::~RelayTicket() {
+  if (state) state->registry.relay_side_ended(ip);
 }
 
 namespace {
@@ -149,18 +156,20 @@ asio::awaitable<void> send_error(tcp::socket& s, std::string reason) {
 
 // ---- providers ----
 
-asio::awaitable<void> provider_reader(StatePtr st, std::shared_ptr<ProviderConn> pc, tcp::socket& s) {
+asio::awaitable<void> provider_reader(StatePtr st, ConnId id, std::shared_ptr<ProviderConn> pc, tcp::socket& s,
+                                      std::string ip) {
   const milliseconds silence = 3 * st->options.keepalive;
   for (;;) {
     auto m = co_await read_message(s, silence);
     if (!m) co_return;  // closed, silent for three keepalives, or garbage
     if (auto* pong = std::get_if<Pong>(&*m)) {
       if (pong->n == pc->ping_n)
-        pc->rtt = std::chrono::duration_cast<milliseconds>(Clock::now() - pc->ping_sent);
+        st->registry.set_rtt(id, std::chrono::duration_cast<milliseconds>(Clock::now() - pc->ping_sent));
     } else if (auto* reg = std::get_if<Register>(&*m)) {
-      pc->grants = reg->grants;
-      pc->candidates = reg->candidates;
-      pc->mapped = reg->mapped;
+      if (auto r = st->registry.update(id, *reg); !r) {
+        st->abuse(ip, r.error().what());
+        co_return;
+      }
     } else {
       co_return;
     }
@@ -176,6 +185,7 @@ asio::awaitable<void> provider_writer(std::shared_ptr<ProviderConn> pc, tcp::soc
     }
     pc->wake.expires_at(Clock::time_point::max());
     co_await pc->wake.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!pc->socket) co_return;  // displaced: the outbox's last words are out
   }
 }
 
@@ -186,30 +196,72 @@ asio::awaitable<void> provider_pinger(StatePtr st, std::shared_ptr<ProviderConn>
     pc->push(Ping{++pc->ping_n});
     t.expires_after(st->options.keepalive);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec) co_return;
+    if (ec || !pc->socket) co_return;
   }
 }
 
+// A registration the same key's newer one made room for: told, then closed
+// (its agent registers again by itself if it is still alive).
+void displace(StatePtr st, ConnId id) {
+  auto it = st->providers.find(id);
+  if (it == st->providers.end()) return;
+  auto pc = it->second;
+  st->providers.erase(it);
+  if (pc->socket) close_socket(*pc->socket);
+  pc->socket = nullptr;
+  pc->wake.cancel();
+}
+
 asio::awaitable<void> serve_provider(StatePtr st, tcp::socket& s, Register reg, std::string ip) {
-  if (st->providers.size() >= st->options.max_providers && !st->providers.count(reg.peer)) {
-    co_await send_error(s, "rendezvous full");
+  const ConnId id = st->next_conn++;
+  struct Forget {
+    StatePtr st;
+    ConnId id;
+    ~Forget() {
+      st->registry.remove(id);
+      st->providers.erase(id);
+    }
+  } forget{st, id};
+  boost::system::error_code ec;
+  const Endpoint observed = to_endpoint(s.remote_endpoint(ec));
+  const std::string peer = reg.peer;
+  std::array<std::uint8_t, 32> nonce{};
+  auto random = random_bytes(nonce.size());
+  std::copy(random.begin(), random.end(), nonce.begin());
+
+  // The PeerId is claimed; the key behind it must prove it on this connection.
+  auto challenge = st->registry.challenge(id, std::move(reg), ip, observed, nonce);
+  if (!challenge) {
+    st->abuse(ip, challenge.error().what());
+    co_await send_error(s, challenge.error().what());
     co_return;
   }
-  auto pc = std::make_shared<ProviderConn>(st->ex);
-  boost::system::error_code ec;
-  pc->observed = to_endpoint(s.remote_endpoint(ec));
-  pc->grants = std::move(reg.grants);
-  pc->candidates = std::move(reg.candidates);
-  pc->mapped = reg.mapped;
-  // A reconnecting provider replaces its old registration.
-  st->providers[reg.peer] = pc;
-  spdlog::info("rendezvous: provider {} registered from {} ({}, {} links)", reg.peer.substr(0, 12),
-               pc->observed.str(), ip, pc->grants.size());
-  pc->push(Registered{pc->observed});
-  co_await (provider_reader(st, pc, s) || provider_writer(pc, s) || provider_pinger(st, pc));
-  auto it = st->providers.find(reg.peer);
-  if (it != st->providers.end() && it->second == pc) st->providers.erase(it);
-  spdlog::info("rendezvous: provider {} gone", reg.peer.substr(0, 12));
+  const Message challenge_msg = *challenge;
+  if (!co_await write_message(s, challenge_msg, kWriteTimeout)) co_return;
+  auto answer = co_await read_message(s, st->options.first_message_timeout);
+  const Prove* proof = answer ? std::get_if<Prove>(&*answer) : nullptr;
+  if (!proof) {
+    st->abuse(ip, "registration for " + peer.substr(0, 12) + " without a proof");
+    co_await send_error(s, "register: answer the challenge with prove{key,sig} signed by the PeerId's key");
+    co_return;
+  }
+  auto proven = st->registry.prove(id, *proof);
+  if (!proven) {
+    st->abuse(ip, "registration for " + peer.substr(0, 12) + ": " + proven.error().what());
+    co_await send_error(s, "register: " + proven.error().what());
+    co_return;
+  }
+  if (*proven) displace(st, **proven);
+
+  auto pc = std::make_shared<ProviderConn>(st->ex, &s);
+  st->providers[id] = pc;
+  const Registration* r = st->registry.registration(id);
+  spdlog::info("rendezvous: provider {} registered from {} ({}, {} links)", peer.substr(0, 12), observed.str(), ip,
+               r ? r->grants.size() : 0);
+  pc->push(Registered{observed});
+  co_await (provider_reader(st, id, pc, s, ip) || provider_writer(pc, s) || provider_pinger(st, pc));
+  pc->socket = nullptr;
+  spdlog::info("rendezvous: provider {} gone", peer.substr(0, 12));
 }
 
 // ---- consumers ----
@@ -217,27 +269,21 @@ asio::awaitable<void> serve_provider(StatePtr st, tcp::socket& s, Register reg, 
 struct IntroGuard {
   StatePtr st;
   std::string ip;
-  IntroGuard(StatePtr s, std::string i) : st(std::move(s)), ip(std::move(i)) { ++st->per_ip[ip].intros; }
-  ~IntroGuard() {
-    auto it = st->per_ip.find(ip);
-    if (it != st->per_ip.end() && it->second.intros > 0) --it->second.intros;
-  }
+  ~IntroGuard() { st->registry.end_intro(ip); }
 };
 
 asio::awaitable<void> serve_consumer(StatePtr st, tcp::socket& s, Connect req, std::string ip) {
-  if (st->per_ip[ip].intros >= st->options.max_pending_intros_per_ip) {
+  if (!st->registry.begin_intro(ip)) {
     st->abuse(ip, "too many pending introductions");
     co_await send_error(s, "too many pending introductions from your address");
     co_return;
   }
-  auto it = st->providers.find(req.peer);
-  if (it == st->providers.end() ||
-      std::find(it->second->grants.begin(), it->second->grants.end(), req.grant) == it->second->grants.end()) {
+  IntroGuard guard{st, ip};
+  if (!st->registry.serving(req.peer, req.grant)) {
     st->abuse(ip, "introduction for an unknown provider or link");
     co_await send_error(s, "the provider is not connected to this rendezvous (or the link is not served)");
     co_return;
   }
-  IntroGuard guard(st, ip);
   // The consumer's RTT, for the synchronised start.
   auto sent = Clock::now();
   if (auto r = co_await write_message(s, Ping{1}, kWriteTimeout); !r) co_return;
@@ -245,25 +291,29 @@ asio::awaitable<void> serve_consumer(StatePtr st, tcp::socket& s, Connect req, s
   if (!pong || !std::holds_alternative<Pong>(*pong)) co_return;
   auto rtt_c = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
 
-  it = st->providers.find(req.peer);  // it may have gone while we waited
-  if (it == st->providers.end()) {
+  const Registration* r = st->registry.serving(req.peer, req.grant);  // it may have gone while we waited
+  auto pc = r ? st->providers.find(r->conn) : st->providers.end();
+  if (!r || pc == st->providers.end()) {
     co_await send_error(s, "the provider disconnected from the rendezvous");
     co_return;
   }
-  auto pc = it->second;
   boost::system::error_code ec;
   Endpoint observed_c = to_endpoint(s.remote_endpoint(ec));
-  std::string token = new_token();
-  if (st->options.relay) st->relays.try_emplace(token).first->second.expires = Clock::now() + st->options.relay_match_timeout;
+  // Each side gets its own relay token; without a relay they are unused.
+  RelayTokens tokens{0, new_token(), new_token()};
+  if (st->options.relay) {
+    auto opened = st->registry.open_relay(r->conn, tokens.provider, tokens.consumer, Clock::now());
+    if (!opened) co_return;
+  }
   // DCUtR: both sides start when the slower one's message has arrived.
-  auto target = std::max(pc->rtt, rtt_c) / 2 + st->options.punch_margin;
-  Intro to_p{token, pc->observed, observed_c, req.candidates, (target - pc->rtt / 2).count(), pc->rtt.count(),
+  auto target = std::max(r->rtt, rtt_c) / 2 + st->options.punch_margin;
+  Intro to_p{tokens.provider, r->observed, observed_c, req.candidates, (target - r->rtt / 2).count(), r->rtt.count(),
              st->options.relay, std::nullopt};
-  Intro to_c{token, observed_c, pc->observed, pc->candidates, (target - rtt_c / 2).count(), rtt_c.count(),
-             st->options.relay, pc->mapped};
-  pc->push(to_p);
+  Intro to_c{tokens.consumer, observed_c, r->observed, r->candidates, (target - rtt_c / 2).count(), rtt_c.count(),
+             st->options.relay, r->mapped};
+  pc->second->push(to_p);
   spdlog::info("rendezvous: introducing {} to provider {}", observed_c.str(), req.peer.substr(0, 12));
-  if (auto r = co_await write_message(s, to_c, kWriteTimeout); !r) co_return;
+  if (auto w = co_await write_message(s, to_c, kWriteTimeout); !w) co_return;
   // Hold the connection (and so the consumer's NAT mapping) until it leaves.
   (void)co_await read_message(s, kConsumerHold);
 }
@@ -322,26 +372,24 @@ asio::awaitable<void> serve_relay(StatePtr st, tcp::socket& s, Ticket& ticket, R
     co_await send_error(s, "this rendezvous does not relay");
     co_return;
   }
-  auto it = st->relays.find(req.token);
-  if (it == st->relays.end() || it->second.expires < Clock::now()) {
-    st->abuse(ip, "unknown or spent relay token");
+  auto claim = st->registry.claim_relay(req.token, req.side, ip, Clock::now());
+  if (!claim) {
+    st->abuse(ip, "relay: " + claim.error().what());
+    co_await send_error(s, claim.error().what());
+    co_return;
+  }
+  RelayTicket relay(st, ip);
+  if (!claim->complete) {  // park until the other side arrives or the slot expires
+    st->parked.emplace(claim->slot, ParkedSide{std::move(s), std::move(ticket), std::move(relay)});
+    co_return;
+  }
+  auto other = st->parked.find(claim->slot);
+  if (other == st->parked.end()) {  // the other side's slot expired a moment ago
     co_await send_error(s, "unknown or spent relay token");
     co_return;
   }
-  auto& slot = it->second;
-  auto& mine = req.side == "provider" ? slot.provider : slot.consumer;
-  auto& other = req.side == "provider" ? slot.consumer : slot.provider;
-  if (mine) {
-    st->abuse(ip, "second " + req.side + " side for one relay token");
-    co_await send_error(s, "this relay side is taken");
-    co_return;
-  }
-  if (!other) {  // park until the other side arrives or the slot expires
-    mine.emplace(ParkedSide{std::move(s), std::move(ticket)});
-    co_return;
-  }
-  ParkedSide peer = std::move(*other);
-  st->relays.erase(it);  // the token is spent: nobody else can join
+  ParkedSide peer = std::move(other->second);
+  st->parked.erase(other);
   bool ok = (co_await write_message(s, RelayOk{}, kWriteTimeout)).has_value() &&
             (co_await write_message(peer.socket, RelayOk{}, kWriteTimeout)).has_value();
   if (!ok) co_return;
@@ -371,8 +419,7 @@ asio::awaitable<void> sweep_loop(StatePtr st) {
   while (!st->stopping) {
     st->sweep.expires_after(std::chrono::seconds(1));
     co_await st->sweep.async_wait(asio::as_tuple(asio::use_awaitable));
-    auto now = Clock::now();
-    std::erase_if(st->relays, [&](const auto& kv) { return kv.second.expires < now; });
+    for (auto slot : st->registry.expire(Clock::now())) st->parked.erase(slot);
   }
 }
 
@@ -404,8 +451,8 @@ tcp::endpoint Server::local_endpoint() const { return acceptor_.local_endpoint()
 ServerStats Server::stats() const {
   ServerStats s;
   s.connections = state_->live.size();
-  s.providers = state_->providers.size();
-  s.relays_waiting = state_->relays.size();
+  s.providers = state_->registry.providers();
+  s.relays_waiting = state_->registry.relay_slots();
   s.relays_spliced = state_->spliced;
   s.relay_bytes = state_->relay_bytes;
   return s;
@@ -441,8 +488,8 @@ void Server::stop() {
   acceptor_.close(ec);
   state_->sweep.cancel();
   for (auto* s : state_->live) close_socket(*s);
-  for (auto& [peer, pc] : state_->providers) pc->wake.cancel();
-  state_->relays.clear();
+  for (auto& [id, pc] : state_->providers) pc->wake.cancel();
+  state_->parked.clear();
 }
 
 }  // namespace runsnack::rdv

@@ -4,20 +4,26 @@
 // format is in rdv_codec.hpp). It keeps everything in memory and stores
 // nothing on disk; a restart forgets registrations, providers reconnect.
 //
-// Bounds (per client IP unless said otherwise): open connections, pending
-// introductions, relay bandwidth per spliced pair; a first message within
-// first_message_timeout; a provider that misses keepalives is dropped; a
-// relay side that stops reading stalls only its own pair and is closed when
-// a write has waited relay_write_timeout. Abuse is logged, rate-limited.
+// Who may do what is the Registry's (registry.hpp): a provider registers only
+// the PeerId whose key signs the rendezvous' challenge; introductions, with
+// the consumer's addresses and relay tokens, go only to such a registration;
+// a relay pair is one authenticated provider and the consumer introduced to
+// it, each with its own single-use token.
 //
-// Relay rule: a token is minted for one introduction; one provider side and
-// one consumer side may present it; bytes flow only once both are there, and
-// the token is spent, so no third party can join a spliced pair.
+// Bounds (per client IP unless said otherwise): open connections, pending
+// introductions, registrations waiting for their proof, relay sides; per
+// spliced pair and direction a rate (max_relay_mbps) and a byte total
+// (max_relay_bytes), both on by default; a first message (and a proof)
+// within first_message_timeout; a provider that misses keepalives is
+// dropped; a relay side that stops reading stalls only its own pair and is
+// closed when a write has waited relay_write_timeout. Messages are read as
+// they arrive (at most kMaxRdvMessageBytes). Abuse is logged, rate-limited.
 //
 // Threading: one executor (single-threaded io_context); not thread-safe.
 
 #include "core/error.hpp"
 #include "link/endpoint.hpp"
+#include "rendezvous/registry.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -35,23 +41,21 @@ struct ServerOptions {
   std::string listen_address = "0.0.0.0";
   std::uint16_t port = 7443;
   bool relay = true;
-  double max_relay_mbps = 0;  // per spliced pair and direction; 0: unlimited
-  // Bytes one spliced pair may move in each direction before the pair is
-  // closed, so one client cannot use a public relay without bound; 0: unlimited.
-  std::uint64_t max_relay_bytes = 0;
+  // Per spliced pair and direction, so anyone with a key of their own (who
+  // can register and introduce themselves) gets a bounded relay; 0: unlimited.
+  double max_relay_mbps = 100;
+  std::uint64_t max_relay_bytes = 10'000'000'000;  // then the pair is closed
   std::size_t max_connections_per_ip = 256;
-  std::size_t max_pending_intros_per_ip = 16;
-  std::size_t max_providers = 100000;
+  RegistryLimits registry;  // providers, per-IP introductions, proofs and relay sides
   std::chrono::milliseconds first_message_timeout{5000};
   std::chrono::milliseconds keepalive{10000};  // ping interval; 3 missed: dropped
-  std::chrono::milliseconds relay_match_timeout{15000};
   std::chrono::milliseconds relay_write_timeout{60000};
   std::chrono::milliseconds punch_margin{40};  // added to the slower side's one-way delay
 };
 
 struct ServerStats {
   std::size_t connections = 0;
-  std::size_t providers = 0;
+  std::size_t providers = 0;  // authenticated registrations
   std::size_t relays_waiting = 0;
   std::size_t relays_spliced = 0;
   std::uint64_t relay_bytes = 0;

@@ -38,10 +38,13 @@ std::string gpu_note(const GpuReport& report, const char* where) {
 }
 
 asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant) {
+  nlohmann::json terms = grant_terms(grant, std::chrono::system_clock::now());
+  // The label is the provider's own note (`share --label`): it stays here unless `--public-label`.
+  if (!bool_or(field_or(grant.terms, kServiceInfo, nullptr), "public_label", false)) terms.erase("label");
   nlohmann::json body = {
       {"host", query_host()},
       {"gpu_report", query_gpus(grant.gpus)},
-      {"grant", grant_terms(grant, std::chrono::system_clock::now())},
+      {"grant", terms},
   };
   if (grant_allows_service(grant, cuda::kServiceCuda)) body["cuda"] = cuda::cuda_availability();
   if (co_await write_stream_message(stream, body)) (void)co_await stream.close_write();

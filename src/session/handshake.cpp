@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
 #include <variant>
 
 namespace runsnack {
@@ -33,6 +34,20 @@ asio::awaitable<Result<void>> read_exact(TlsStream& stream, asio::mutable_buffer
   co_return Result<void>{};
 }
 
+// Reads `n` bytes into `body` as they arrive: the buffer doubles only once
+// what it holds has come, so a peer announcing 64 KiB and stalling holds 4 KiB.
+asio::awaitable<Result<void>> read_growing(TlsStream& stream, std::size_t n, std::vector<std::uint8_t>& body,
+                                           std::chrono::steady_clock::time_point deadline) {
+  body.clear();
+  while (body.size() < n) {
+    std::size_t got = body.size();
+    std::size_t step = std::min(n - got, std::max<std::size_t>(got, 4096));
+    body.resize(got + step);
+    if (auto r = co_await read_exact(stream, asio::buffer(body.data() + got, step), deadline); !r) co_return r.error();
+  }
+  co_return Result<void>{};
+}
+
 }  // namespace
 
 asio::awaitable<Result<nlohmann::json>> read_tls_message(TlsStream& stream, std::chrono::milliseconds timeout) {
@@ -41,8 +56,8 @@ asio::awaitable<Result<nlohmann::json>> read_tls_message(TlsStream& stream, std:
   if (auto r = co_await read_exact(stream, asio::buffer(prefix), deadline); !r) co_return r.error();
   auto length = decode_message_length(prefix);
   if (!length) co_return length.error();
-  std::vector<std::uint8_t> body(*length);
-  if (auto r = co_await read_exact(stream, asio::buffer(body), deadline); !r) co_return r.error();
+  std::vector<std::uint8_t> body;
+  if (auto r = co_await read_growing(stream, *length, body, deadline); !r) co_return r.error();
   co_return decode_message_body(body);
 }
 

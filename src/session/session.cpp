@@ -16,8 +16,8 @@ asio::awaitable<Result<nlohmann::json>> read_stream_message(MuxStream& stream, s
   if (auto r = co_await stream.read_exact(asio::buffer(prefix)); !r) co_return r.error();
   auto length = decode_message_length(prefix, max_bytes);
   if (!length) co_return length.error();
-  std::vector<std::uint8_t> body(*length);
-  if (auto r = co_await stream.read_exact(asio::buffer(body)); !r) co_return r.error();
+  std::vector<std::uint8_t> body;  // allocated as it arrives (a pool message may announce 12 MiB)
+  if (auto r = co_await stream.read_growing(*length, body); !r) co_return r.error();
   co_return decode_message_body(body, max_bytes);
 }
 

@@ -1,5 +1,6 @@
 #include "signaling/rdv_client.hpp"
 
+#include "core/base32.hpp"
 #include "core/log_exceptions.hpp"
 #include "net/punch.hpp"
 #include "signaling/rdv_io.hpp"
@@ -96,6 +97,16 @@ asio::awaitable<void> ProviderAgent::run() {
   }
 }
 
+Result<Prove> ProviderAgent::prove(const Challenge& challenge) const {
+  if (!config_.identity) return fail(errc::internal, "rendezvous: no identity to prove the PeerId with");
+  auto nonce = base32::decode(challenge.nonce);
+  if (!nonce || nonce->size() != 32) return fail(errc::malformed, "rendezvous: bad challenge");
+  auto sig = config_.identity->sign(registration_proof_message(*nonce, config_.peer));
+  if (!sig) return sig.error();
+  const auto key = config_.identity->public_key_raw();
+  return Prove{base32::encode(key), base32::encode(*sig)};
+}
+
 asio::awaitable<Result<void>> ProviderAgent::session() {
   auto s = co_await connect_endpoint(config_.server, kConnectTimeout, /*reuse_port=*/true);
   if (!s) co_return s.error();
@@ -121,7 +132,12 @@ asio::awaitable<Result<void>> ProviderAgent::session() {
   for (;;) {
     auto m = co_await read_message(socket, kSilence);
     if (!m) co_return m.error();
-    if (auto* ok = std::get_if<Registered>(&*m)) {
+    if (auto* challenge = std::get_if<Challenge>(&*m)) {
+      auto proof = prove(*challenge);
+      if (!proof) co_return proof.error();
+      const Message answer = *proof;
+      if (auto r = co_await write_message(socket, answer, kWriteTimeout); !r) co_return r.error();
+    } else if (auto* ok = std::get_if<Registered>(&*m)) {
       if (config_.on_state) config_.on_state("registered " + ok->observed.str());
     } else if (auto* ping = std::get_if<Ping>(&*m)) {
       if (auto r = co_await write_message(socket, Pong{ping->n}, kWriteTimeout); !r) co_return r.error();

@@ -3,8 +3,12 @@
 // rdv_codec.hpp).
 //
 // ProviderAgent: the provider's one outbound signaling connection. Registers
-// the PeerId, live grant ids (never secrets) and candidates; answers
-// keepalives; reconnects with exponential backoff (0.5 s .. 30 s, jittered).
+// the PeerId, live grant ids (never secrets) and candidates, proving the
+// PeerId by signing the rendezvous' challenge with the identity key; answers
+// keepalives; reconnects with exponential backoff (0.5 s .. 30 s, jittered)
+// whenever the connection ends or the rendezvous refuses or drops it, so a
+// provider the rendezvous forgot (a restart, a newer registration of the
+// same key) registers again by itself.
 // On each introduction it starts a TCP simultaneous open from the signaling
 // port at the announced moment and, when the rendezvous relays, parks a relay
 // connection; whichever connects is handed to `adopt` with its path
@@ -16,6 +20,7 @@
 // Threading: one executor; not thread-safe.
 
 #include "core/error.hpp"
+#include "crypto/identity.hpp"
 #include "link/endpoint.hpp"
 #include "signaling/rdv_codec.hpp"
 
@@ -42,6 +47,7 @@ using AdoptSocket = std::function<void(boost::asio::ip::tcp::socket, std::string
 struct AgentConfig {
   Endpoint server;
   std::string peer;                                   // our PeerId text
+  const Identity* identity = nullptr;                 // signs the registration challenge; must outlive the agent
   std::function<std::vector<std::string>()> grants;   // live grant ids, asked before each (re)registration
   std::vector<Endpoint> candidates;                   // our direct candidates
   std::optional<Endpoint> mapped;                     // a port-mapped address, if any
@@ -61,6 +67,7 @@ class ProviderAgent {
 
  private:
   boost::asio::awaitable<Result<void>> session();
+  Result<Prove> prove(const Challenge& challenge) const;
   // Runs `task` owned by this agent: stop() cancels it; it logs its own end.
   void spawn_task(boost::asio::awaitable<void> task, const char* what);
   std::list<boost::asio::cancellation_signal> tasks_;  // one per running punch/relay task

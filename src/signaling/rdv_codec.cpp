@@ -50,7 +50,7 @@ Result<std::optional<Endpoint>> get_optional_endpoint(const json& j, const char*
 }
 
 Result<std::string> get_id(const json& j, const char* key, std::size_t len) {
-  auto s = get_string(j, key, 64);
+  auto s = get_string(j, key, 128);
   if (!s) return s.error();
   if (!is_base32(*s, len)) return fail(errc::malformed, std::string("bad '") + key + "'");
   return s;
@@ -65,6 +65,8 @@ struct ToJson {
     if (m.mapped) j["mapped"] = m.mapped->str();
     return j;
   }
+  json operator()(const Challenge& m) const { return {{"t", "challenge"}, {"nonce", m.nonce}}; }
+  json operator()(const Prove& m) const { return {{"t", "prove"}, {"key", m.key}, {"sig", m.sig}}; }
   json operator()(const Registered& m) const { return {{"t", "registered"}, {"observed", m.observed.str()}}; }
   json operator()(const Ping& m) const { return {{"t", "ping"}, {"n", m.n}}; }
   json operator()(const Pong& m) const { return {{"t", "pong"}, {"n", m.n}}; }
@@ -110,6 +112,18 @@ Result<Message> from_json(const json& j) {
     if (!mapped) return mapped.error();
     m.mapped = *mapped;
     return Message{std::move(m)};
+  }
+  if (*t == "challenge") {
+    auto nonce = get_id(j, "nonce", kNonceLength);
+    if (!nonce) return nonce.error();
+    return Message{Challenge{*nonce}};
+  }
+  if (*t == "prove") {
+    auto key = get_id(j, "key", kKeyLength);
+    if (!key) return key.error();
+    auto sig = get_id(j, "sig", kSigLength);
+    if (!sig) return sig.error();
+    return Message{Prove{*key, *sig}};
   }
   if (*t == "registered") {
     auto o = get_endpoint(j, "observed");
@@ -189,5 +203,14 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
 }
 
 std::string encode(const Message& m) { return encode_message(to_json(m)); }
+
+std::vector<std::uint8_t> registration_proof_message(std::span<const std::uint8_t> nonce, std::string_view peer) {
+  static constexpr std::string_view kLabel = "runsnack rendezvous register v1";
+  std::vector<std::uint8_t> out(kLabel.begin(), kLabel.end());
+  out.push_back(0);
+  out.insert(out.end(), nonce.begin(), nonce.end());
+  out.insert(out.end(), peer.begin(), peer.end());
+  return out;
+}
 
 }  // namespace runsnack::rdv

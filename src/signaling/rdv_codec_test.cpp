@@ -18,6 +18,8 @@ TEST(RdvCodec, RoundTripsEveryMessage) {
   Intro intro{std::string(kTokenLength, 'a'), {"198.51.100.1", 4000}, {"198.51.100.2", 5000},
               {{"192.0.2.10", 7443}}, 40, 3, true, Endpoint{"198.51.100.2", 7443}};
   std::vector<Message> all = {Register{kPeer, {"abcdefghij"}, {{"192.0.2.10", 7443}}, std::nullopt},
+                              Challenge{std::string(kNonceLength - 1, 'a') + "q"},
+                              Prove{std::string(kKeyLength - 1, 'b') + "q", std::string(kSigLength - 1, 'c') + "a"},
                               Registered{{"198.51.100.1", 4000}},
                               Ping{7},
                               Pong{7},
@@ -45,6 +47,8 @@ TEST(RdvCodec, RefusesBadInput) {
                       "candidates":["1.2.3.4:1","1.2.3.4:2","1.2.3.4:3","1.2.3.4:4","1.2.3.4:5","1.2.3.4:6",
                                     "1.2.3.4:7","1.2.3.4:8","1.2.3.4:9"]})"));
   EXPECT_TRUE(bad(R"({"t":"ping","n":"1"})"));
+  EXPECT_TRUE(bad(R"({"t":"challenge","nonce":"abc"})"));
+  EXPECT_TRUE(bad(R"({"t":"prove","key":"aaaa","sig":"bbbb"})"));
 }
 
 TEST(RdvCodec, RefusesOversizedFrames) {

@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -39,8 +40,14 @@ asio::awaitable<Result<Message>> read_message(tcp::socket& socket, std::chrono::
   if (auto r = co_await read_exact(socket, asio::buffer(prefix), deadline); !r) co_return r.error();
   auto len = decode_message_length(prefix, kMaxRdvMessageBytes);
   if (!len) co_return len.error();
-  std::vector<std::uint8_t> body(*len);
-  if (auto r = co_await read_exact(socket, asio::buffer(body), deadline); !r) co_return r.error();
+  // Allocated as it arrives: the buffer doubles once what it holds has come.
+  std::vector<std::uint8_t> body;
+  while (body.size() < *len) {
+    std::size_t got = body.size();
+    std::size_t step = std::min<std::size_t>(*len - got, std::max<std::size_t>(got, 256));
+    body.resize(got + step);
+    if (auto r = co_await read_exact(socket, asio::buffer(body.data() + got, step), deadline); !r) co_return r.error();
+  }
   co_return decode(body);
 }
 

@@ -96,4 +96,36 @@ Result<std::vector<AuditEvent>> AuditLog::query(std::optional<TimePoint> since, 
   }
 }
 
+Result<std::int64_t> AuditLog::prune(std::optional<TimePoint> older_than, std::optional<std::int64_t> keep_rows) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  std::int64_t deleted = 0;
+  if (older_than) {
+    auto stmt = db_.prepare("DELETE FROM audit WHERE time < ?1");
+    if (!stmt) return stmt.error();
+    stmt->bind(1, to_unix(*older_than));
+    if (auto r = stmt->run(); !r) return r.error();
+    deleted += db_.changes();
+  }
+  if (keep_rows) {
+    // seq orders the rows: everything at or below the (keep_rows+1)-th newest goes.
+    auto stmt = db_.prepare(
+        "DELETE FROM audit WHERE seq <= (SELECT seq FROM audit ORDER BY seq DESC LIMIT 1 OFFSET ?1)");
+    if (!stmt) return stmt.error();
+    stmt->bind(1, std::max<std::int64_t>(*keep_rows, 0));
+    if (auto r = stmt->run(); !r) return r.error();
+    deleted += db_.changes();
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  return deleted;
+}
+
+Result<std::int64_t> AuditLog::count() {
+  auto stmt = db_.prepare("SELECT count(*) FROM audit");
+  if (!stmt) return stmt.error();
+  auto row = stmt->step();
+  if (!row) return row.error();
+  return *row ? stmt->column_int64(0) : 0;
+}
+
 }  // namespace runsnack

@@ -10,6 +10,10 @@
 // So one hostile peer cannot grow a row without bound, and reading the log
 // back never fails on bad bytes.
 //
+// Retention: prune() deletes by age and keeps at most a number of rows; the
+// provider applies its defaults at start and hourly (provider/provider.hpp),
+// `runsnack log --prune` others.
+//
 // Ownership and threads: borrows its Database (which must outlive it) and
 // inherits its rule: one thread at a time. Any number of processes may
 // append to the same file.
@@ -59,6 +63,11 @@ class AuditLog {
   // The latest `limit` events at or after `since` (all times when none), in
   // the order they were appended (oldest first).
   Result<std::vector<AuditEvent>> query(std::optional<TimePoint> since, std::size_t limit);
+
+  // Deletes the events before `older_than` (when given), then all but the
+  // newest `keep_rows` (when given); returns how many were deleted.
+  Result<std::int64_t> prune(std::optional<TimePoint> older_than, std::optional<std::int64_t> keep_rows);
+  Result<std::int64_t> count();
 
  private:
   Database& db_;

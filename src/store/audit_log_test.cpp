@@ -149,5 +149,26 @@ TEST(AuditLogFile, SurvivesReopen) {
   EXPECT_EQ((*got)[1].kind, "revoke");
 }
 
+TEST_F(AuditLogTest, PruneByAgeThenByRows) {
+  for (int day = 0; day < 10; ++day)
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(log->append(event(kT0 + std::chrono::hours(24 * day) + std::chrono::seconds(i), "connect")));
+  ASSERT_EQ(log->count().value(), 30);
+  // Older than day 4: days 0..3 go.
+  auto gone = log->prune(kT0 + std::chrono::hours(24 * 4), std::nullopt);
+  ASSERT_TRUE(gone) << gone.error().what();
+  EXPECT_EQ(*gone, 12);
+  EXPECT_EQ(log->count().value(), 18);
+  // Keep the newest 5.
+  gone = log->prune(std::nullopt, 5);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(*gone, 13);
+  auto left = log->query(std::nullopt, 100).value();
+  ASSERT_EQ(left.size(), 5u);
+  EXPECT_EQ(left.back().time, kT0 + std::chrono::hours(24 * 9) + std::chrono::seconds(2));
+  EXPECT_EQ(log->prune(std::nullopt, 5).value(), 0);  // nothing more to do
+  EXPECT_EQ(log->prune(std::nullopt, 0).value(), 5);
+  EXPECT_EQ(log->count().value(), 0);
+}
+
 }  // namespace
 }  // namespace runsnack

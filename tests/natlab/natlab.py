@@ -127,7 +127,8 @@ class Lab:
         return p
 
     def start_rdv(self, extra=()):
-        self.rdv = self.spawn(ns_name("nl-rdv"), ["rendezvous", "--listen", "0.0.0.0:7443", "--json"] + list(extra),
+        # Uncapped relay: the lab measures paths (bench/nat_bench.sh compares relay with direct).
+        self.rdv = self.spawn(ns_name("nl-rdv"), ["rendezvous", "--listen", "0.0.0.0:7443", "--json", "--max-relay-mbps", "0"] + list(extra),
                               os.path.join(self.tmp, "rdv"), "rdv.log")
         json.loads(self.rdv.stdout.readline())
 
@@ -214,7 +215,17 @@ def run_case(lab, case):
         env = dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LINK=l)
         c = subprocess.Popen(["ip", "netns", "exec", ns_name("nl-c"), lab.bin, "info", "--probe-bytes", str(n), "--timeout", "30"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)  # connected and transferring
+        # Connected and transferring: a TCP connection from the consumer to anything but the
+        # rendezvous (the ASan build alone takes seconds to start on a loaded machine).
+        deadline = time.time() + 120
+        while time.time() < deadline and c.poll() is None:
+            peers = subprocess.run(["ip", "netns", "exec", ns_name("nl-c"), "ss", "-Htn", "state", "established"],
+                                   capture_output=True, text=True).stdout.split()
+            if any(":" in w and not w.startswith("198.51.100.10:")
+                   for w in peers[3::4]):
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
         assert c.poll() is None, "transfer ended before the restart; make it larger"
         lab.stop(lab.rdv)
         lab.start_rdv()

@@ -8,11 +8,16 @@ introduced to a consumer and its relay side is spliced -- and that its
 resident memory stayed bounded. Faults: floods of introductions for unknown
 links, half-open connections, oversized and malformed messages, a relay side
 that never reads, a third party joining a spliced pair, a relay side that
-talks before its pair is matched.
+talks before its pair is matched; and (issue 15) a registration for someone
+else's PeerId, relay attempts by peers that never proved a key, a consumer
+presenting its token as the provider's side, per-IP relay limits. Fake
+providers here prove their own keys (rdv_wire.Ed25519Key, via `openssl`).
 
 Run: RUNSNACK_BIN=build/dev/src/cli/runsnack python3 -m unittest -v test_rdv_faults
 """
 import json, os, random, select, shutil, socket, struct, subprocess, sys, tempfile, time, unittest
+
+from rdv_wire import Ed25519Key, frame, provider_intro, read_msg, recv_exact, register
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("RUNSNACK_BIN") or os.path.join(REPO, "build", "dev", "src", "cli", "runsnack")
@@ -22,28 +27,6 @@ RSS_GROWTH_LIMIT = 64 * 1024 * 1024  # generous: the ASan build's allocator keep
 
 def rand_id(n):
     return "".join(random.choice(B32) for _ in range(n))
-
-
-def frame(obj):
-    body = json.dumps(obj).encode() if not isinstance(obj, bytes) else obj
-    return struct.pack("!I", len(body)) + body
-
-
-def recv_exact(s, n, deadline):
-    out = b""
-    while len(out) < n:
-        s.settimeout(max(0.01, deadline - time.time()))
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
-
-
-def read_msg(s, timeout=5.0):
-    deadline = time.time() + timeout
-    (n,) = struct.unpack("!I", recv_exact(s, 4, deadline))
-    return json.loads(recv_exact(s, n, deadline))
 
 
 def closed_within(s, timeout):
@@ -145,11 +128,18 @@ class RendezvousFaults(unittest.TestCase):
         self.assertEqual(read_msg(s, 15)["t"], "relay_ok")  # the real provider's side arrived
 
     def fake_provider(self):
-        peer, grant = rand_id(32), rand_id(10)
-        p = self.conn()
-        p.sendall(frame({"t": "register", "peer": peer, "grants": [grant], "candidates": []}))
-        self.assertEqual(read_msg(p)["t"], "registered")
-        return p, peer, grant
+        """A provider of a key of its own (proven), serving one made-up grant."""
+        key, grant = Ed25519Key(), rand_id(10)
+        self.addCleanup(shutil.rmtree, key.dir, True)
+        p = register(self.addr, key, [grant])
+        self.addCleanup(p.close)
+        return p, key.peer, grant
+
+    def relay_pair(self, p, peer, grant):
+        """Introduce a consumer to fake provider p; return the provider's and the consumer's relay tokens."""
+        _, intro = self.introduce(peer, grant)
+        self.assertEqual(intro["t"], "intro", intro)
+        return provider_intro(p)["token"], intro["token"]
 
     def setUp(self):
         self.base_rss = self.rss()
@@ -230,10 +220,9 @@ class RendezvousFaults(unittest.TestCase):
 
     def test_relay_side_that_never_reads(self):
         p, peer, grant = self.fake_provider()
-        _, intro = self.introduce(peer, grant)
-        token = intro["token"]
-        a = self.relay(token, "provider")
-        b = self.relay(token, "consumer")
+        token_p, token_c = self.relay_pair(p, peer, grant)
+        a = self.relay(token_p, "provider")
+        b = self.relay(token_c, "consumer")
         self.assertEqual(read_msg(a)["t"], "relay_ok")
         # b never reads: a writes until the relay pushes back.
         a.setblocking(False)
@@ -251,24 +240,25 @@ class RendezvousFaults(unittest.TestCase):
 
     def test_third_party_cannot_join_or_precede(self):
         p, peer, grant = self.fake_provider()
-        _, intro = self.introduce(peer, grant)
-        token = intro["token"]
-        a = self.relay(token, "provider")
+        token_p, token_c = self.relay_pair(p, peer, grant)
+        a = self.relay(token_p, "provider")
         # Before the match: the parked side gets nothing, bytes it sends go nowhere,
-        # and a second side of the same kind is refused.
+        # and a second side with the same token is refused.
         a.sendall(b"early bytes")
         r, _, _ = select.select([a], [], [], 1.0)
         self.assertFalse(r, "the relay answered a side before its pair was matched")
-        dup = self.relay(token, "provider")
+        dup = self.relay(token_p, "provider")
         self.assertEqual(read_msg(dup)["t"], "error")
-        # A made-up token is refused.
+        # A made-up token is refused; so is the consumer's token on the provider's side.
         fake = self.relay(rand_id(26), "consumer")
         self.assertEqual(read_msg(fake)["t"], "error")
-        b = self.relay(token, "consumer")
+        wrong_side = self.relay(token_c, "provider")
+        self.assertEqual(read_msg(wrong_side)["t"], "error")
+        b = self.relay(token_c, "consumer")
         self.assertEqual(read_msg(a)["t"], "relay_ok")
         self.assertEqual(read_msg(b)["t"], "relay_ok")
-        # After the splice the token is spent: a third party on either side is refused.
-        for side in ("provider", "consumer"):
+        # After the splice the tokens are spent: a third party on either side is refused.
+        for token, side in ((token_p, "provider"), (token_c, "consumer"), (token_c, "provider")):
             t = self.relay(token, side)
             self.assertEqual(read_msg(t)["t"], "error")
         # The pair itself works, both ways.
@@ -283,6 +273,69 @@ class RendezvousFaults(unittest.TestCase):
         self.assertEqual(recv_exact(a, 11, time.time() + 5), b"pong-from-b")
 
 
+    # ---- issue 15: with nothing but a TCP connection, take over a provider's PeerId or use the relay ----
+    def attacker_sees_intro(self, s, timeout=2.0):
+        """Whether `s` (an attacker's signaling socket) receives an introduction (a consumer's address, a token)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                m = read_msg(s, max(0.05, deadline - time.time()))
+            except (ConnectionError, OSError, ValueError):
+                return False
+            if m.get("t") == "ping":
+                s.sendall(frame({"t": "pong", "n": m["n"]}))
+            if m.get("t") == "intro":
+                return True
+        return False
+
+    def test_registration_for_someone_elses_peer_id(self):
+        mallory = Ed25519Key()
+        self.addCleanup(shutil.rmtree, mallory.dir, True)
+        # 1. Claims the real provider's PeerId and answers the challenge with her own key.
+        s1 = self.conn()
+        s1.sendall(frame({"t": "register", "peer": self.peer, "grants": [self.grant], "candidates": []}))
+        first = read_msg(s1)
+        if first["t"] == "challenge":
+            s1.sendall(frame(mallory.prove(first, peer=self.peer)))
+        # 2. Claims it and answers nothing (holds the connection open).
+        s2 = self.conn()
+        s2.sendall(frame({"t": "register", "peer": self.peer, "grants": [self.grant], "candidates": []}))
+        # 3. Claims it with the victim's public key and her own signature.
+        s3 = self.conn()
+        s3.sendall(frame({"t": "register", "peer": self.peer, "grants": [self.grant], "candidates": []}))
+        third = read_msg(s3)
+        if third["t"] == "challenge":
+            forged = mallory.prove(third, peer=self.peer)
+            s3.sendall(frame(forged))
+        # A consumer asks for the real provider now: the real one is introduced (and its relay
+        # side spliced), and none of the attacker's connections sees the consumer.
+        _, intro = self.introduce()
+        self.assertEqual(intro["t"], "intro", intro)
+        relay = self.relay(intro["token"], "consumer")
+        self.assertEqual(read_msg(relay, 15)["t"], "relay_ok", "the real provider did not join its relay")
+        for s in (s1, s2, s3):
+            self.assertFalse(self.attacker_sees_intro(s), "an unproven registration was sent an introduction")
+        self.assertTrue(closed_within(s1, 8) and closed_within(s3, 8), "a failed proof must close the connection")
+
+    def test_relay_attempts_by_unregistered_peers(self):
+        # A "provider" that never proves a key cannot be introduced to, so it gets no token ...
+        peer, grant = rand_id(32), rand_id(10)
+        p = self.conn()
+        p.sendall(frame({"t": "register", "peer": peer, "grants": [grant], "candidates": []}))
+        _, m = self.introduce(peer, grant)
+        self.assertEqual(m["t"], "error", "an unproven registration was introduced to: %r" % m)
+        # ... and a consumer of a real provider holds only its own side's token.
+        _, intro = self.introduce()
+        self.assertEqual(intro["t"], "intro")
+        as_provider = self.relay(intro["token"], "provider")
+        self.assertEqual(read_msg(as_provider)["t"], "error", "a consumer's token opened the provider side")
+        consumer = self.relay(intro["token"], "consumer")
+        self.assertEqual(read_msg(consumer, 15)["t"], "relay_ok")  # the real provider's own side
+        # Tokens nobody minted.
+        for side in ("provider", "consumer"):
+            self.assertEqual(read_msg(self.relay(rand_id(26), side))["t"], "error")
+
+
 class RelayByteLimit(unittest.TestCase):
     """A spliced pair is closed once it has moved --max-relay-gb in one direction."""
 
@@ -292,7 +345,8 @@ class RelayByteLimit(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="rdv-limit-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         env = dict(os.environ, RUNSNACK_HOME=os.path.join(self.tmp, "rdv"), RUNSNACK_LOG="warn")
-        self.rdv = subprocess.Popen([BIN, "rendezvous", "--listen", "127.0.0.1:0", "--json", "--max-relay-gb", "0.002"],
+        self.rdv = subprocess.Popen([BIN, "rendezvous", "--listen", "127.0.0.1:0", "--json", "--max-relay-gb", "0.002",
+                                     "--max-relays-per-ip", "3", "--max-relay-mbps", "0"],
                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.addCleanup(self.stop)
         port = int(json.loads(self.rdv.stdout.readline())["listen"].rsplit(":", 1)[1])
@@ -311,13 +365,14 @@ class RelayByteLimit(unittest.TestCase):
         self.addCleanup(s.close)
         return s
 
-    def test_pair_closed_after_its_byte_limit(self):
-        peer, grant = rand_id(32), rand_id(10)
-        p = self.conn()
-        p.sendall(frame({"t": "register", "peer": peer, "grants": [grant], "candidates": []}))
-        self.assertEqual(read_msg(p)["t"], "registered")
+    def pair(self):
+        """A proven provider of its own key and a consumer introduced to it: both relay tokens."""
+        key, grant = Ed25519Key(), rand_id(10)
+        self.addCleanup(shutil.rmtree, key.dir, True)
+        p = register(self.addr, key, [grant])
+        self.addCleanup(p.close)
         c = self.conn()
-        c.sendall(frame({"t": "connect", "peer": peer, "grant": grant, "candidates": []}))
+        c.sendall(frame({"t": "connect", "peer": key.peer, "grant": grant, "candidates": []}))
         while True:
             m = read_msg(c)
             if m["t"] == "ping":
@@ -325,9 +380,33 @@ class RelayByteLimit(unittest.TestCase):
             else:
                 break
         self.assertEqual(m["t"], "intro", m)
+        return provider_intro(p)["token"], m["token"]
+
+    def test_relay_sides_bounded_per_address(self):
+        # --max-relays-per-ip 3 (setUp): a fourth side from 127.0.0.1 is refused.
+        sides = []
+        for _ in range(2):
+            token_p, token_c = self.pair()
+            sides.append((token_p, "provider"))
+            sides.append((token_c, "consumer"))
+        socks = []
+        for token, side in sides[:3]:
+            s = self.conn()
+            s.sendall(frame({"t": "relay", "token": token, "side": side}))
+            socks.append(s)
+        self.assertEqual(read_msg(socks[0])["t"], "relay_ok")
+        self.assertEqual(read_msg(socks[1])["t"], "relay_ok")
+        fourth = self.conn()
+        fourth.sendall(frame({"t": "relay", "token": sides[3][0], "side": sides[3][1]}))
+        m = read_msg(fourth)
+        self.assertEqual(m["t"], "error")
+        self.assertIn("too many", m["reason"])
+
+    def test_pair_closed_after_its_byte_limit(self):
+        token_p, token_c = self.pair()
         a, b = self.conn(), self.conn()
-        a.sendall(frame({"t": "relay", "token": m["token"], "side": "provider"}))
-        b.sendall(frame({"t": "relay", "token": m["token"], "side": "consumer"}))
+        a.sendall(frame({"t": "relay", "token": token_p, "side": "provider"}))
+        b.sendall(frame({"t": "relay", "token": token_c, "side": "consumer"}))
         self.assertEqual(read_msg(a)["t"], "relay_ok")
         self.assertEqual(read_msg(b)["t"], "relay_ok")
         # Push 16 MB through a pair limited to 2 MB; the reader sees the end well before 16 MB.

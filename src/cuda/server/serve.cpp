@@ -47,6 +47,21 @@ int read_all(int fd, std::uint8_t* p, std::size_t n) {
   return 0;
 }
 
+// A frame's payload as it arrives: the buffer grows (at most doubling) only
+// once what it holds has come, so a client announcing kMaxPayload and
+// stalling makes us hold 64 KiB. The buffer is reused between frames.
+int read_payload(int fd, std::uint32_t length, std::vector<std::uint8_t>& payload) {
+  std::size_t got = 0;
+  while (got < length) {
+    std::size_t step = std::min<std::size_t>(length - got, std::max<std::size_t>(got, 64 * 1024));
+    if (payload.size() < got + step) payload.resize(got + step);
+    if (read_all(fd, payload.data() + got, step) != 0) return -1;
+    got += step;
+  }
+  payload.resize(length);
+  return 0;
+}
+
 // Makes fd 1 a pipe and collects what is written to it (the driver prints
 // device printf output on stdout at synchronisation points). A thread keeps
 // the pipe drained so a writer never blocks; take() empties it on demand, so
@@ -628,8 +643,7 @@ int serve_cuda(int fd, Backend& backend, const ServeOptions& options) {
       std::fprintf(stderr, "runsnack cuda-server: %s\n", err.c_str());
       return 1;
     }
-    payload.resize(h.length);
-    if (h.length > 0 && read_all(fd, payload.data(), h.length) != 0) {
+    if (read_payload(fd, h.length, payload) != 0) {
       std::fprintf(stderr, "runsnack cuda-server: connection lost mid-frame\n");
       return 1;
     }

@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,20 @@ bool read_all(int fd, std::uint8_t* p, std::size_t n) {
   return true;
 }
 
+// A frame's payload as it arrives (see read_payload in server/serve.cpp): a
+// server announcing kMaxPayload and stalling makes us hold 64 KiB.
+bool read_payload(int fd, std::uint32_t length, std::vector<std::uint8_t>& payload) {
+  std::size_t got = 0;
+  while (got < length) {
+    std::size_t step = std::min<std::size_t>(length - got, std::max<std::size_t>(got, 64 * 1024));
+    if (payload.size() < got + step) payload.resize(got + step);
+    if (!read_all(fd, payload.data() + got, step)) return false;
+    got += step;
+  }
+  payload.resize(length);
+  return true;
+}
+
 void lost(Conn& c) {
   if (c.fd >= 0) {
     std::fprintf(stderr, "runsnack cuda: lost the connection to the remote GPU\n");
@@ -86,8 +101,7 @@ int await_locked(Conn& c, std::uint32_t seq, std::vector<std::uint8_t>* reply) {
       lost(c);
       return kErrUnknown;
     }
-    payload.resize(h.length);
-    if (h.length > 0 && !read_all(c.fd, payload.data(), h.length)) {
+    if (!read_payload(c.fd, h.length, payload)) {
       lost(c);
       return kErrUnknown;
     }

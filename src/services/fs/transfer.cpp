@@ -30,10 +30,10 @@ asio::awaitable<Result<Frame>> read_frame(MuxStream& stream) {
   if (!h) co_return h.error();
   Frame f;
   f.type = h->type;
-  f.payload.resize(h->length);
-  if (h->length > 0) {
-    if (auto r = co_await stream.read_exact(asio::buffer(f.payload)); !r) co_return r.error();
-  }
+  // Allocated as the bytes arrive: a control or manifest frame may announce 32 MiB (net/mux_stream.hpp).
+  const bool big = h->type == FrameType::control || h->type == FrameType::manifest;
+  if (auto r = co_await stream.read_growing(h->length, f.payload, big ? 64 * 1024 : kMaxDataBytes); !r)
+    co_return r.error();
   co_return f;
 }
 
@@ -442,15 +442,21 @@ asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWrit
     }
     auto h = decode_frame_header(head);
     if (!h) co_return h.error();
-    // Not zeroed: every byte is read into it.
     const bool file_bytes = h->type == FrameType::data || h->type == FrameType::zdata;
     const bool pooled = file_bytes && h->length <= kMaxDataBytes;
-    auto bytes = pooled ? writer.buffer() : std::make_unique_for_overwrite<std::uint8_t[]>(h->length);
-    if (h->length > 0) {
-      if (auto r = co_await stream.read_exact(asio::buffer(bytes.get(), h->length)); !r) {
-        *stream_broke = true;
-        co_return r.error();
-      }
+    // File bytes: a pooled buffer, not zeroed. Control frames: allocated as they arrive (one may announce 32 MiB).
+    std::unique_ptr<std::uint8_t[]> bytes;
+    std::vector<std::uint8_t> text;
+    Result<void> r = Result<void>{};
+    if (pooled) {
+      bytes = writer.buffer();
+      r = co_await stream.read_exact(asio::buffer(bytes.get(), h->length));
+    } else {
+      r = co_await stream.read_growing(h->length, text);
+    }
+    if (!r) {
+      *stream_broke = true;
+      co_return r.error();
     }
     if (file_bytes) {
       writer.data(std::move(bytes), h->length, h->type == FrameType::zdata, pooled);
@@ -459,7 +465,7 @@ asio::awaitable<Result<void>> receive_file_pieces(MuxStream& stream, ReceiveWrit
       continue;
     }
     if (h->type != FrameType::control) co_return fail(errc::malformed, "unexpected frame in a file");
-    auto j = decode_control(std::span<const std::uint8_t>(bytes.get(), h->length));
+    auto j = decode_control(text);
     if (!j) co_return j.error();
     if ((*j)["type"] == "error") {
       const std::string msg = string_or(*j, "message", "the other side failed");
