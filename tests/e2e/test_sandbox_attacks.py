@@ -20,6 +20,7 @@ import pwd
 import random
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -225,6 +226,11 @@ def mounts_under(path):
     return out
 
 
+def figure(test, text):
+    # A measured figure for docs/SECURITY.md (stderr: unittest -v shows it beside the test's name).
+    print("\nFIGURE %s: %s" % (test.id().split(".", 1)[1], text), file=sys.stderr, flush=True)
+
+
 class AttackSuite:
     """The attacks; a subclass says how the provider is started (as_user)."""
 
@@ -339,6 +345,7 @@ class AttackSuite:
         self.write("fill.py", FILL)
         cp = self.remote("python3", "fill.py")
         used = allocated_bytes(self.phome) - before
+        figure(self, "20 x 45 MB under a 50 MB quota: %.1f MB landed on the host" % (used / MB))
         bound = 50 * MB * (1.3 if not self.AS_USER else 3.0)  # the user half measures by polling (docs/SECURITY.md)
         self.assertLess(used, bound, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
         self.assertIn("the workspace is full: 50 MB quota", cp.stderr)
@@ -354,6 +361,8 @@ class AttackSuite:
             cp = self.remote("python3", "fill_dir.py", where, "400")
             landed = [l for l in cp.stdout.splitlines() if l.startswith("landed MB:")]
             # Killed for memory or refused by the bounded tmpfs: either way no more than the limit landed.
+            figure(self, "400 MB into %s under --memory 200M: %s, exit %d" % (where, landed[0] if landed else "killed",
+                                                                           cp.returncode))
             if landed:
                 # 200M is 200 MiB (parse_size), the script counts in 10^6 bytes
                 self.assertLessEqual(int(landed[0].split(":")[1]), 200 * 1024 * 1024 // MB, cp.stdout + cp.stderr)
@@ -378,6 +387,8 @@ class AttackSuite:
             while remote() and time.monotonic() < started + 8:
                 time.sleep(0.2)
             left = {p: cmdline_of(p) for p in remote()}
+            figure(self, "run --timeout 3s, output unread: gone %.1f s after it was seen running" %
+                   (time.monotonic() - started))
             self.assertEqual(left, {}, "the command outlived its deadline by more than 5 s while its output was unread")
         finally:
             consumer.kill()
@@ -445,6 +456,8 @@ class AttackSuite:
         last = max(next((i for i, a in enumerate(during) if a > pull_ended), len(during) - 1), 10)
         gaps = [b - a - 0.2 for a, b in zip(during[:last + 1], during[1:last + 1])]
         self.assertGreaterEqual(len(gaps), 10)
+        figure(self, "info --watch beside a 100 GiB sparse pull (%.1f s): %d answers, slowest %.3f s over the interval" %
+               (pull_ended - pull_started, len(gaps), max(gaps)))
         self.assertLess(max(gaps), 1.0, "info answers took %r s while the pull ran (%.1f s)" %
                         (gaps, pull_ended - pull_started))
         big = os.path.join(dest, "big")
