@@ -458,7 +458,10 @@ class AttackSuite:
         self.assertGreaterEqual(len(gaps), 10)
         figure(self, "info --watch beside a 100 GiB sparse pull (%.1f s): %d answers, slowest %.3f s over the interval" %
                (pull_ended - pull_started, len(gaps), max(gaps)))
-        self.assertLess(max(gaps), 1.0, "info answers took %r s while the pull ran (%.1f s)" %
+        # The figure (docs/SECURITY.md) is the slowest gap, under 1 s on an idle machine; the assertion
+        # leaves room for a loaded CI machine and still fails when the io thread reads the holes (a
+        # provider before issue 14 answered nothing for minutes: "no answer from the provider in time").
+        self.assertLess(max(gaps), 5.0, "info answers took %r s while the pull ran (%.1f s)" %
                         (gaps, pull_ended - pull_started))
         big = os.path.join(dest, "big")
         st = os.lstat(big)
