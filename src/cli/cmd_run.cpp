@@ -11,6 +11,7 @@
 #include "core/paths.hpp"
 #include "core/printable.hpp"
 #include "services/exec/exec_service.hpp"
+#include "services/exec/run_terms.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/transfer.hpp"
 
@@ -46,6 +47,7 @@ struct RunArgs {
   std::string sync_dir;
   std::string timeout;
   std::vector<std::string> pull;
+  std::string max_pull;
   std::vector<std::string> command;
   bool json = false;
 };
@@ -53,8 +55,22 @@ struct RunArgs {
 struct CpArgs {
   std::vector<std::string> words;  // [LINK] SRC DST as given
   std::string link, src, dst;
+  std::string max_pull;
   bool json = false;
 };
+
+// What one pull or `cp` from the workspace may write here (file data; holes of sparse files do
+// not count): the provider's files must not fill this disk.
+constexpr const char* kDefaultMaxPull = "10G";
+
+Result<fs::ReceiveLimits> pull_limits(const std::string& flag) {
+  auto bytes = exec::parse_size(flag.empty() ? kDefaultMaxPull : flag);
+  if (!bytes) return Error(bytes.error().code, "--max-pull: " + bytes.error().what());
+  fs::ReceiveLimits limits;
+  limits.write.max_bytes = *bytes;
+  limits.write.over_message = "the pull is over its " + exec::size_text(*bytes) + " limit (--max-pull)";
+  return limits;
+}
 
 // The counters of one transfer, for --json.
 nlohmann::json stats_json(const char* event, const fs::TransferStats& s) {
@@ -151,11 +167,12 @@ asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* 
   co_return stats;
 }
 
-// Receives files from the provider into `root`: run --pull and cp get.
-asio::awaitable<Result<fs::TransferStats>> download(Session& session, const char* service, nlohmann::json args, int root) {
+// Receives files from the provider into `root`: run --pull and cp get. The receiver checks every
+// path and symlink (a symlink chain that resolves outside `root` is refused) and `limits`.
+asio::awaitable<Result<fs::TransferStats>> download(Session& session, const char* service, nlohmann::json args, int root,
+                                                    fs::ReceiveLimits limits) {
   auto stream = co_await open_mode(session, service, std::move(args));
   if (!stream) co_return stream.error();
-  const fs::ReceiveLimits limits{};
   const fs::Progress bar = progress_bar("pull");
   auto stats = co_await fs::receive_tree(**stream, root, limits, nullptr, bar);
   (void)co_await (*stream)->close_write();
@@ -249,7 +266,10 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
       if ((*j)["type"] == "exit") {
         status = int_or(*j, "status", 1);
         std::string reason = string_or(*j, "reason");
-        if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << printable(reason) << std::endl;
+        if (reason.starts_with("the command was stopped")) std::cerr << "runsnack: " << printable(reason) << std::endl;
+        else if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << printable(reason) << std::endl;
+        const std::string notice = string_or(*j, "notice");
+        if (!notice.empty()) std::cerr << "runsnack: " << printable(notice) << std::endl;
         break;
       }
     }
@@ -259,8 +279,10 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
   if (status < 0) co_return report(failure);
 
   if (!args.pull.empty()) {
+    auto limits = pull_limits(args.max_pull);
+    if (!limits) co_return report(limits.error());
     const nlohmann::json pull_args = {{"mode", "pull"}, {"paths", args.pull}};
-    auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get());
+    auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get(), *limits);
     if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
   }
   co_return status;
@@ -333,12 +355,14 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
     local_dir = dst.parent_path();
     as = dst.filename().string();
   }
+  auto limits = pull_limits(args.max_pull);
+  if (!limits) co_return report(limits.error());
   auto root = fs::open_root(local_dir, true);
   if (!root) co_return report(root.error());
   // The provider sends the path's parent chain too; receive it in a staging view: paths are kept relative to the workspace.
   const nlohmann::json get_args = {{"mode", "get"}, {"path", src}, {"as", as}};
   if (src.find('/') != std::string::npos) co_return report("cp from remote: give a top-level workspace path (e.g. remote:out)");
-  auto stats = co_await download(session, exec::kServiceCp, get_args, root->get());
+  auto stats = co_await download(session, exec::kServiceCp, get_args, root->get(), *limits);
   if (!stats) co_return report(stats.error());
   if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
   else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
@@ -357,10 +381,18 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
   cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--max-pull", args->max_pull,
+                  "Refuse a pull that would write more file data than this here, e.g. 500M, 50G (default 10G; holes "
+                  "of sparse files do not count)");
   cmd->add_flag("--json", args->json, "Also print the sync's counters as one JSON line on stderr (stdout is the command's)");
   cmd->add_option("CMD", args->command, "The command and its arguments, after -- (all words after -- are CMD)");
   cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
               "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.\n"
+              "The command runs in the provider's sandbox: an unprivileged user of its own, no capabilities, a\n"
+              "seccomp filter, the workspace as its only writable folder besides /tmp and /dev/shm (both count\n"
+              "against the provider's --memory). --timeout and the provider's --run-timeout stop it on time\n"
+              "whether or not its output is being read. A pulled symlink that resolves outside this folder\n"
+              "(through other symlinks too) is refused.\n"
               "With RUNSNACK_LINK set, leave LINK out: runsnack run -- python train.py");
   cmd->callback([&status, args] {
     take_command(args->command, "runsnack run [LINK] -- CMD [ARGS...]");
@@ -378,6 +410,8 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
       ->expected(2, 3)
       ->required();
   cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
+  cpc->add_option("--max-pull", cp->max_pull,
+                  "From remote: refuse a copy that would write more file data than this here (default 10G)");
   cpc->callback([&status, cp] {
     if (cp->words.size() == 3) cp->link = cp->words[0];
     cp->src = cp->words[cp->words.size() - 2];

@@ -48,7 +48,7 @@ struct ShareArgs {
   bool json = false;
   bool no_qr = false;
   // run/shell/cp limits, stored in grant.terms["run"] (services/exec/run_terms.hpp)
-  std::string run_timeout, memory, disk_quota;
+  std::string run_timeout, memory, disk_quota, max_transfer;
   std::int64_t max_procs = 0;
   bool network = false;
   double cpu_hours = -1, gpu_hours = -1;  // usage budgets (services/exec/usage_budget.hpp); <0: none
@@ -319,6 +319,11 @@ int share(const ShareArgs& args) {
       if (!size) return report(size.error());
       *field = *size;
     }
+    if (!args.max_transfer.empty()) {
+      auto size = exec::parse_size(args.max_transfer);
+      if (!size || *size == 0) return report("--max-transfer: expected a size such as 500M or 50G");
+      run_terms.max_transfer_bytes = *size;
+    }
     if (args.max_procs > 0) run_terms.max_procs = static_cast<std::uint64_t>(args.max_procs);
     run_terms.network = args.network;
     if (grant.services.count("run") || grant.services.count("shell") || grant.services.count("cp") ||
@@ -441,13 +446,20 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--allow", args->allow, "Services the link allows besides info, e.g. run,shell,cp,forward,cuda (cuda: the consumer's "
                   "CUDA programs use this machine's GPUs, `runsnack cuda`)");
   cmd->add_option("--run-timeout", args->run_timeout, "run/cuda: wall-clock limit per command (cuda: per CUDA process), e.g. 10m (default: none)");
-  cmd->add_option("--memory", args->memory, "run/cuda: host memory limit per command or CUDA process, e.g. 4G (default: none)");
+  cmd->add_option("--memory", args->memory,
+                  "run/cuda: host memory limit per command or CUDA process, e.g. 4G; the sandbox's /tmp and /dev/shm "
+                  "are bounded by it and count against it (default: none; /tmp then gets a quarter of the RAM)");
   cmd->add_option("--max-procs", args->max_procs, "run/cuda: processes per command or CUDA process (default 1024)")->check(CLI::PositiveNumber);
   cmd->add_option("--cpu-hours", args->cpu_hours, "run/shell: CPU time the link may use in total; spent, it expires")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gpu-hours", args->gpu_hours, "run/shell: GPU time (wall time x GPUs) in total; spent, it expires")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--disk-quota", args->disk_quota, "run/cp: workspace size limit, e.g. 10G (default: none)");
+  cmd->add_option("--disk-quota", args->disk_quota,
+                  "run/cp: the whole workspace's size, however it is filled, e.g. 10G (as root: an ext4 image of that "
+                  "size mounted on it; otherwise measured while commands run) (default: none)");
+  cmd->add_option("--max-transfer", args->max_transfer,
+                  "run --pull / cp: file data one transfer from the workspace may send, e.g. 50G (default 10G; holes "
+                  "of sparse files do not count)");
   cmd->add_flag("--network", args->network, "run: let commands reach the network (default: no network)");
   cmd->add_option("--expose", args->expose,
                   "Let the link reach a TCP service here: PORT (on 127.0.0.1), NAME=PORT or NAME=HOST:PORT; "

@@ -1,9 +1,6 @@
 #include "pool/exec_task.hpp"
 
 #include "pool/wire.hpp"
-#include "services/exec/sandbox.hpp"
-
-#include "services/exec/child_process.hpp"
 #include "services/exec/launch.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -112,20 +109,21 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
   terms.memory_bytes = req.limits.memory_bytes;
   terms.max_procs = req.limits.max_procs;
   static std::atomic<std::uint64_t> counter{0};
-  exec::LaunchLimits launch = exec::prepare_limits(terms, "runsnack-pool-" + std::to_string(::getpid()) + "-" +
-                                                              std::to_string(++counter));
-  exec::SandboxSpec spec;
-  spec.workspace = ws;
-  spec.argv = req.argv;
-  spec.env = {{"RUNSNACK_SHARD", std::to_string(req.shard)}, {"RUNSNACK_SHARDS", std::to_string(req.shards)}};
-  spec.limits = {terms.memory_bytes, terms.max_procs, std::nullopt};
-  spec.gpus = req.limits.gpus;
-  spec.hidden = req.hidden;
-  exec::Sandbox sandbox(spec);
-  exec::SpawnOptions opts{sandbox.argv(), sandbox.envp(), {}, launch.rlimits, -1};
-  if (launch.cgroup) opts.cgroup_procs_fds = launch.cgroup->procs_fds();
-  auto child = exec::ChildProcess::spawn(opts);
-  if (!child) co_return child.error();
+  // The consumers' sandbox: a uid of the task's own (when the worker is root), no capabilities, seccomp.
+  exec::LaunchRequest launch;
+  launch.spec.workspace = ws;
+  launch.spec.argv = req.argv;
+  launch.spec.env = {{"RUNSNACK_SHARD", std::to_string(req.shard)}, {"RUNSNACK_SHARDS", std::to_string(req.shards)}};
+  launch.spec.gpus = req.limits.gpus;
+  launch.spec.hidden = req.hidden;
+  launch.terms = terms;
+  launch.cgroup_name = "runsnack-pool-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+  launch.user = exec::sandbox_user(req.task_dir.string());
+  if (auto owned = exec::ensure_owned(ws, launch.user); !owned) co_return owned.error();
+  auto launched = exec::launch_sandboxed(std::move(launch));
+  if (!launched) co_return launched.error();
+  auto& child = launched->child;
+  auto& cgroup = launched->cgroup;
 
   auto ex = co_await asio::this_coro::executor;
   auto out_fd = child->take_stdout();
@@ -150,7 +148,7 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
     auto now = std::chrono::steady_clock::now();
     if (now - start > req.timeout && !timed_out) {
       timed_out = true;  // the command and all it started, then the pipes close
-      if (launch.cgroup) launch.cgroup->kill_all();
+      if (cgroup) cgroup->kill_all();
       child->kill(SIGKILL);
     }
     if (now - last_tick > std::chrono::seconds(1)) {
@@ -159,7 +157,7 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
     }
   }
   exec::ExitInfo exit = co_await child->wait();
-  launch.cgroup.reset();  // kills any straggler, removes the group
+  cgroup.reset();  // kills any straggler, removes the group
   if (timed_out) co_return fail(errc::timeout, "the shard ran past its time limit");
   if (stdout_over) co_return fail(errc::too_large, "stdout is over " + std::to_string(kMaxStdoutBytes) + " bytes");
   TaskOutput result;

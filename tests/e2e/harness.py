@@ -66,7 +66,7 @@ def sanitizer_report(text):
 class Proc:
     """A background runsnack process: stdout lines collected by a thread, stderr to a file."""
 
-    def __init__(self, test, args, home, env_extra=None, name="proc"):
+    def __init__(self, test, args, home, env_extra=None, name="proc", wrapper=()):
         self.test = test
         self.args = args
         self.home = home
@@ -74,7 +74,8 @@ class Proc:
         self.stderr_path = os.path.join(test.tmp, "%s-%d.stderr" % (name, len(test._procs)))
         self._stderr_file = open(self.stderr_path, "wb")
         env = test.env(home, env_extra)
-        self.popen = subprocess.Popen([BIN] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # `wrapper`: a command that runs the binary, e.g. setpriv to start it as another user.
+        self.popen = subprocess.Popen(list(wrapper) + [BIN] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=self._stderr_file, env=env, start_new_session=True)
         self.pid = self.popen.pid
         self.lines = []
@@ -166,9 +167,9 @@ class Proc:
 class Provider(Proc):
     """`runsnack share --json --listen ...`, waiting for its ready line."""
 
-    def __init__(self, test, home, extra_args=(), listen="127.0.0.1:0", name="provider", env_extra=None):
+    def __init__(self, test, home, extra_args=(), listen="127.0.0.1:0", name="provider", env_extra=None, wrapper=()):
         super().__init__(test, ["share", "--json", "--listen", listen] + list(extra_args), home, env_extra=env_extra,
-                         name=name)
+                         name=name, wrapper=wrapper)
         self.ready = self.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "the ready event")
         self.link = self.ready.get("link")
         self.grant = self.ready.get("grant")
@@ -282,8 +283,8 @@ class E2ETestCase(unittest.TestCase):
         self.assertEqual(len(rows), 1, "grant %s not in links: %r" % (grant_id, self.links(home, all=True)))
         return rows[0]
 
-    def start_provider(self, home, *extra_args, listen="127.0.0.1:0", name="provider", env_extra=None):
-        return Provider(self, home, extra_args, listen=listen, name=name, env_extra=env_extra)
+    def start_provider(self, home, *extra_args, listen="127.0.0.1:0", name="provider", env_extra=None, wrapper=()):
+        return Provider(self, home, extra_args, listen=listen, name=name, env_extra=env_extra, wrapper=wrapper)
 
     def start(self, home, *args, name="proc", env_extra=None):
         return Proc(self, list(args), home, env_extra=env_extra, name=name)

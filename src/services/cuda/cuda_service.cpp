@@ -1,6 +1,7 @@
 #include "services/cuda/cuda_service.hpp"
 
 #include "core/json_fields.hpp"
+#include "core/paths.hpp"
 #include "cuda/server/driver_backend.hpp"
 #include "services/cuda/relay.hpp"
 #include "services/cuda/server_env.hpp"
@@ -99,17 +100,14 @@ struct Started {
   std::shared_ptr<exec::ChildProcess> child;
   std::optional<exec::Cgroup> cgroup;
   fs::UniqueFd socket;
-  std::string limits_mode;
+  nlohmann::json limits;
 };
 
+// The server runs in the consumers' sandbox (exec/sandbox.hpp): its own unprivileged uid, no
+// capabilities, the seccomp filter, no network, no workspace and no state folder, only the
+// grant's /dev/nvidia* nodes; this binary is bound in read-only and runs as `cuda-server`.
 Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms) {
   static std::atomic<std::uint64_t> counter{0};
-  exec::LaunchLimits limits =
-      exec::prepare_limits(terms, "runsnack-cuda-" + ctx.session_id + "-" + std::to_string(++counter));
-  // The driver reserves far more address space than it uses: an RLIMIT_AS
-  // would stop cuInit. Memory is bounded only where a cgroup is in force.
-  std::erase_if(limits.rlimits, [](const auto& r) { return r.first == RLIMIT_AS; });
-
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
     return fail(errc::io_error, "cannot make a socket pair for the CUDA server");
@@ -121,16 +119,28 @@ Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms
   for (char** e = environ; e && *e; ++e) env_in.emplace_back(*e);
   std::optional<std::vector<int>> gpus;
   if (!ctx.grant.gpus.empty()) gpus = exec::allowed_gpus(ctx.grant);
-  exec::SpawnOptions options;
-  options.argv = {"/proc/self/exe", "cuda-server", "--fd", "3"};
-  options.envp = server_environment(env_in, configured_shim_dir(), gpus);
-  options.rlimits = limits.rlimits;
-  options.keep_fd = theirs.get();
-  if (limits.cgroup) options.cgroup_procs_fds = limits.cgroup->procs_fds();
-  auto child = exec::ChildProcess::spawn(options);
-  if (!child) return fail(errc::io_error, "cannot start the CUDA server: " + child.error().what());
-  return Started{std::make_shared<exec::ChildProcess>(std::move(*child)), std::move(limits.cgroup), std::move(ours),
-                 limits.mode};
+  exec::LaunchRequest launch;
+  launch.spec.argv = {exec::kSelfMount, "cuda-server", "--fd", "3"};
+  for (const auto& kv : sandboxed_server_environment(server_environment(env_in, configured_shim_dir(), gpus))) {
+    const auto eq = kv.find('=');
+    launch.spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  launch.spec.gpus = exec::allowed_gpus(ctx.grant);
+  if (auto sd = state_dir()) launch.spec.hidden.push_back(*sd);
+  if (const char* home = std::getenv("HOME")) launch.spec.hidden.emplace_back(home);
+  launch.terms = terms;
+  launch.terms.network = false;  // it speaks only on its socket
+  launch.cgroup_name = "runsnack-cuda-" + ctx.session_id + "-" + std::to_string(++counter);
+  launch.user = exec::sandbox_user(ctx.consumer.str());
+  launch.pass_fd = theirs.get();
+  launch.bind_self = true;
+  // The driver reserves far more address space than it uses: an RLIMIT_AS would stop cuInit.
+  // Memory is bounded only where a cgroup is in force.
+  launch.limit_address_space = false;
+  auto launched = exec::launch_sandboxed(std::move(launch));
+  if (!launched) return fail(errc::io_error, "cannot start the CUDA server: " + launched.error().what());
+  return Started{std::make_shared<exec::ChildProcess>(std::move(*launched->child)), std::move(launched->cgroup),
+                 std::move(ours), std::move(launched->limits)};
 }
 
 }  // namespace
@@ -194,9 +204,7 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
   auto child = started->child;
   const pid_t pid = child->pid();
   const std::string backend = host_backend() ? "host" : "driver";
-  nlohmann::json limits = terms.to_json();
-  limits["enforced_by"] = started->limits_mode;
-  limits["gpus"] = context.grant.gpus;
+  nlohmann::json limits = started->limits;
   audit("cuda_start", "accept", "", {{"pid", pid}, {"backend", backend}, {"limits", limits}});
   spdlog::info("session {}: cuda-server {} started ({})", context.session_id, pid, backend);
 
@@ -207,7 +215,7 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
   auto deadline = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
   if (terms.timeout_s) {
     deadline->expires_after(std::chrono::milliseconds(static_cast<std::int64_t>(*terms.timeout_s * 1000)));
-    asio::co_spawn(ex, kill_at(deadline, child, reason, "the wall-clock limit was reached"), asio::detached);
+    asio::co_spawn(ex, kill_at(deadline, child, reason, exec::time_limit_text(*terms.timeout_s)), asio::detached);
   }
 
   // The consumer's FIN is the server's EOF: from then on it has kServerExitGrace to exit.

@@ -62,4 +62,17 @@ std::vector<std::string> server_environment(const std::vector<std::string>& envi
   return out;
 }
 
+std::vector<std::string> sandboxed_server_environment(const std::vector<std::string>& env) {
+  static const char* const kPrefixes[] = {"LD_LIBRARY_PATH=", "CUDA_", "NVIDIA_", "__GL_", "RUNSNACK_CUDA_BACKEND=",
+                                          "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS="};
+  std::vector<std::string> out;
+  for (const auto& e : env)
+    for (const char* p : kPrefixes)
+      if (e.starts_with(p)) {
+        out.push_back(e);
+        break;
+      }
+  return out;
+}
+
 }  // namespace runsnack::cuda

@@ -24,6 +24,11 @@ std::vector<std::string> server_environment(const std::vector<std::string>& envi
                                             const std::optional<std::filesystem::path>& shim_dir,
                                             const std::optional<std::vector<int>>& gpus);
 
+// What of `env` ("KEY=VALUE") reaches a server in the sandbox: the library path, the driver's and
+// CUDA's own settings (CUDA_*, NVIDIA_*, __GL_*), RUNSNACK_CUDA_BACKEND, and the sanitizers'
+// options of a test build; nothing else of the provider's environment (its secrets, its paths).
+std::vector<std::string> sandboxed_server_environment(const std::vector<std::string>& env);
+
 // LD_LIBRARY_PATH's value without shim folders (see above); empty entries dropped.
 std::string strip_shim_dirs(const std::string& library_path, const std::optional<std::filesystem::path>& shim_dir);
 

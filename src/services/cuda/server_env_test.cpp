@@ -41,5 +41,16 @@ TEST(ServerEnv, GrantGpusBecomeVisibleDevices) {
   EXPECT_EQ(value(none, "CUDA_VISIBLE_DEVICES"), "");  // the grant's GPUs are not on this host: none visible
 }
 
+TEST(ServerEnv, SandboxKeepsOnlyWhatTheDriverNeeds) {
+  auto env = sandboxed_server_environment({"LD_LIBRARY_PATH=/usr/lib/nvidia", "CUDA_CACHE_PATH=/x", "NVIDIA_DRIVER=1",
+                                           "RUNSNACK_CUDA_BACKEND=host", "AWS_SECRET_ACCESS_KEY=s", "HOME=/root",
+                                           "RUNSNACK_HOME=/state", "ASAN_OPTIONS=detect_leaks=1"});
+  EXPECT_EQ(value(env, "LD_LIBRARY_PATH"), "/usr/lib/nvidia");
+  EXPECT_EQ(value(env, "RUNSNACK_CUDA_BACKEND"), "host");
+  EXPECT_EQ(value(env, "CUDA_CACHE_PATH"), "/x");
+  EXPECT_EQ(value(env, "ASAN_OPTIONS"), "detect_leaks=1");
+  EXPECT_EQ(env.size(), 5u);  // not the secret, HOME or the state folder
+}
+
 }  // namespace
 }  // namespace runsnack::cuda

@@ -8,6 +8,9 @@
 #include "services/exec/run_terms.hpp"
 #include "services/exec/sandbox.hpp"
 #include "services/exec/usage_budget.hpp"
+#include "services/exec/workspace_image.hpp"
+#include "services/exec/workspace_transfer.hpp"
+#include "services/fs/offload.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/transfer.hpp"
 
@@ -44,15 +47,14 @@ namespace {
 constexpr std::size_t kMaxArgs = 4096;
 constexpr std::size_t kMaxArgBytes = 64 * 1024;
 constexpr std::size_t kMaxEnv = 256;
-constexpr std::size_t kMaxPullPaths = 256;
+// After the time limit, how long output the consumer does not read may hold the command's end.
+constexpr std::chrono::seconds kOutputGrace{2};
 
 void audit(const ExecContext& ctx, const std::string& kind, const std::string& decision, const std::string& reason,
            nlohmann::json detail) {
   detail["session"] = ctx.session_id;
   if (ctx.audit) ctx.audit(kind, decision, reason, detail);
 }
-
-Result<sfs::path> workspace_path(const ExecContext& ctx) { return workspace_for(ctx.consumer); }
 
 asio::awaitable<void> refuse(MuxStream& stream, const Error& e) {
   const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
@@ -99,12 +101,13 @@ Result<ExecRequest> parse_exec(const nlohmann::json& j) {
   return r;
 }
 
-// What the control watcher and the output pump share about one running command.
+// What the control watcher, the deadline and the output pump share about one running command.
 struct RunControl {
   pid_t outer = -1;       // the bwrap we forked
   pid_t inner = -1;       // bwrap's pid-namespace init, whose process group holds the command
   fs::UniqueFd info;      // read end of bwrap --info-fd
   std::optional<Cgroup> cgroup;
+  std::shared_ptr<asio::steady_timer> deadline;  // the time limit, then the output's grace
   bool finished = false;  // reaped: pids are no longer ours
   bool consumer_gone = false;
   std::string reason;
@@ -152,28 +155,51 @@ asio::awaitable<void> watch_control(std::shared_ptr<MuxStream> stream, std::shar
   }
 }
 
+// The time limit, on a timer of its own: it fires whether or not the consumer reads the output.
+// Once it has, output the consumer does not take within kOutputGrace is dropped with the stream
+// (reset), so that the command is reaped and its resources freed.
+asio::awaitable<void> enforce_deadline(std::shared_ptr<MuxStream> stream, std::shared_ptr<RunControl> ctl,
+                                       std::string why) {
+  auto timer = ctl->deadline;
+  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
+  ctl->kill_all(why);
+  timer->expires_after(kOutputGrace);
+  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
+  stream->reset();
+}
+
+// Where no image bounds the workspace: measured every kQuotaPoll while the command runs.
+asio::awaitable<void> poll_quota(std::shared_ptr<RunControl> ctl, sfs::path workspace, std::uint64_t quota) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!ctl->finished) {
+    timer.expires_after(kQuotaPoll);
+    (void)co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ctl->finished) co_return;
+    const std::uint64_t used = co_await fs::offload([&] { return allocated_bytes(workspace); });
+    if (used > quota) {
+      ctl->kill_all(quota_full_text(quota));
+      co_return;
+    }
+  }
+}
+
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// Streams the command's stdout/stderr as frames until both pipes close; kills it at the deadline.
-asio::awaitable<void> pump_output(MuxStream& stream, fs::UniqueFd out_fd, fs::UniqueFd err_fd,
-                                  std::chrono::steady_clock::time_point deadline, std::shared_ptr<RunControl> ctl) {
+// Streams the command's stdout/stderr as frames until both pipes close. When the stream
+// fails (the consumer left, or the deadline's grace reset it), output is read and dropped.
+asio::awaitable<void> pump_output(MuxStream& stream, fs::UniqueFd out_fd, fs::UniqueFd err_fd) {
   auto ex = co_await asio::this_coro::executor;
   set_nonblocking(out_fd.get());
   set_nonblocking(err_fd.get());
   asio::posix::stream_descriptor out(ex, out_fd.release()), err(ex, err_fd.release());
-  asio::steady_timer timer(ex, deadline);
   bool out_open = true, err_open = true, send_ok = true;
   std::vector<std::uint8_t> buf(fs::kMaxDataBytes);
   auto rd = asio::posix::stream_descriptor::wait_read;
   auto tok = asio::as_tuple(asio::use_awaitable);
   while (out_open || err_open) {
-    if (out_open && err_open) co_await (out.async_wait(rd, tok) || err.async_wait(rd, tok) || timer.async_wait(tok));
-    else if (out_open) co_await (out.async_wait(rd, tok) || timer.async_wait(tok));
-    else co_await (err.async_wait(rd, tok) || timer.async_wait(tok));
-    if (std::chrono::steady_clock::now() >= deadline && ctl->reason.empty()) {
-      ctl->kill_all("the wall-clock limit was reached");
-      timer.expires_at(std::chrono::steady_clock::time_point::max());
-    }
+    if (out_open && err_open) co_await (out.async_wait(rd, tok) || err.async_wait(rd, tok));
+    else if (out_open) co_await out.async_wait(rd, tok);
+    else co_await err.async_wait(rd, tok);
     for (int which = 0; which < 2; ++which) {
       bool& open = which == 0 ? out_open : err_open;
       auto& d = which == 0 ? out : err;
@@ -216,70 +242,71 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     co_return co_await refuse(*stream, spent);
   }
 
-  auto ws = workspace_path(ctx);
-  if (!ws) co_return co_await refuse(*stream, ws.error());
-  if (auto root = fs::open_root(*ws, true); !root) co_return co_await refuse(*stream, root.error());
-
-  auto ctl = std::make_shared<RunControl>();
-  static std::atomic<std::uint64_t> counter{0};
-  LaunchLimits launch = prepare_limits(terms, "runsnack-" + ctx.session_id + "-" + std::to_string(++counter));
-  if (launch.cgroup) ctl->cgroup.emplace(std::move(*launch.cgroup));
-  const std::vector<std::pair<int, rlim_t>> rlimits = launch.rlimits;
-  const std::string limits_mode = launch.mode;
-
-  int info[2];
-  if (::pipe2(info, O_CLOEXEC | O_NONBLOCK) != 0) {
-    const Error why(errc::io_error, "pipe");
-    co_return co_await refuse(*stream, why);
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  if (!ws) {
+    audit(ctx, "run_start", "refuse", ws.error().what(), nlohmann::json::object());
+    co_return co_await refuse(*stream, ws.error());
   }
-  ctl->info = fs::UniqueFd(info[0]);
-  fs::UniqueFd info_w(info[1]);
 
-  SandboxSpec spec;
-  spec.workspace = *ws;
-  spec.argv = req->argv;
-  spec.env = req->env;
-  spec.limits = {terms.memory_bytes, terms.max_procs, std::nullopt};
-  spec.gpus = gpus;
-  spec.network = terms.network;
-  if (auto sd = state_dir()) spec.hidden.push_back(*sd);
-  if (const char* home = std::getenv("HOME")) spec.hidden.emplace_back(home);
-  spec.info_fd = 3;
-  Sandbox sandbox(spec);
-  SpawnOptions opts{sandbox.argv(), sandbox.envp(), {}, rlimits, info_w.get()};
-  if (ctl->cgroup) opts.cgroup_procs_fds = ctl->cgroup->procs_fds();
-  auto child = ChildProcess::spawn(opts);
-  info_w = fs::UniqueFd();
-  if (!child) co_return co_await refuse(*stream, child.error());
-  ctl->outer = child->pid();
+  static std::atomic<std::uint64_t> counter{0};
+  LaunchRequest launch;
+  launch.spec.workspace = ws->path;
+  launch.spec.argv = req->argv;
+  launch.spec.env = req->env;
+  launch.spec.gpus = gpus;
+  if (auto sd = state_dir()) launch.spec.hidden.push_back(*sd);
+  if (const char* home = std::getenv("HOME")) launch.spec.hidden.emplace_back(home);
+  launch.terms = terms;
+  launch.cgroup_name = "runsnack-" + ctx.session_id + "-" + std::to_string(++counter);
+  launch.user = ws->user;
+  launch.want_info = true;
+  if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
+  auto launched = launch_sandboxed(std::move(launch));
+  if (!launched) {
+    audit(ctx, "run_start", "refuse", launched.error().what(), nlohmann::json::object());
+    co_return co_await refuse(*stream, launched.error());
+  }
+  ChildProcess& child = *launched->child;
+  auto ctl = std::make_shared<RunControl>();
+  ctl->outer = child.pid();
+  ctl->info = std::move(launched->info);
+  if (launched->cgroup) ctl->cgroup.emplace(std::move(*launched->cgroup));
 
   std::string command_line;
   for (const auto& a : req->argv) command_line += (command_line.empty() ? "" : " ") + a;
-  nlohmann::json limits = terms.to_json();
-  limits["enforced_by"] = limits_mode;
-  limits["gpus"] = gpus;
+  nlohmann::json limits = launched->limits;
+  limits["disk_quota_enforced_by"] = ws->quota_mode;
   audit(ctx, "run_start", "accept", "", {{"command", command_line.substr(0, 1000)}, {"limits", limits}});
   const nlohmann::json started = {{"type", "started"}, {"limits", limits}};
   (void)co_await fs::write_control(*stream, started);
 
-  asio::co_spawn(co_await asio::this_coro::executor, watch_control(stream, ctl), asio::detached);
   // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
   const auto executor = co_await asio::this_coro::executor;
+  asio::co_spawn(executor, watch_control(stream, ctl), asio::detached);
   std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
   auto budget_done = watch_budget(executor, budget, ctl->outer, stop);
 
   std::optional<double> timeout = terms.timeout_s;
   if (req->timeout_s && (!timeout || *req->timeout_s < *timeout)) timeout = req->timeout_s;
   auto start = std::chrono::steady_clock::now();
-  auto deadline = timeout ? start + std::chrono::milliseconds(static_cast<std::int64_t>(*timeout * 1000))
-                          : std::chrono::steady_clock::time_point::max();
-  co_await pump_output(*stream, child->take_stdout(), child->take_stderr(), deadline, ctl);
-  ExitInfo exit = co_await child->wait();
+  if (timeout) {
+    ctl->deadline = std::make_shared<asio::steady_timer>(
+        executor, start + std::chrono::milliseconds(static_cast<std::int64_t>(*timeout * 1000)));
+    asio::co_spawn(executor, enforce_deadline(stream, ctl, time_limit_text(*timeout)), asio::detached);
+  }
+  if (ws->quota_mode == "polling")
+    asio::co_spawn(executor, poll_quota(ctl, ws->path, *ws->quota_bytes), asio::detached);
+  co_await pump_output(*stream, child.take_stdout(), child.take_stderr());
+  ExitInfo exit = co_await child.wait();
   ctl->finished = true;
+  if (ctl->deadline) ctl->deadline->cancel();
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   *budget_done = true;
   budget->record(exit.cpu_user_s + exit.cpu_sys_s, seconds);
+  // A full workspace is worth saying even when the command carried on past its write errors.
+  std::string notice;
+  if (ws->quota_bytes) notice = co_await fs::offload([&] { return quota_notice(*ws); });
 
   nlohmann::json detail = {{"command", command_line.substr(0, 1000)},
                            {"exit_status", exit.status},
@@ -288,124 +315,19 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
                            {"cpu_user_s", exit.cpu_user_s},
                            {"cpu_sys_s", exit.cpu_sys_s},
                            {"peak_memory_bytes", peak.value_or(exit.max_rss_bytes)}};
-  audit(ctx, "run_end", "", ctl->reason, detail);
+  if (!notice.empty()) detail["notice"] = notice;
+  audit(ctx, "run_end", "", ctl->reason.empty() ? notice : ctl->reason, detail);
   if (!ctl->consumer_gone) {
-    const nlohmann::json done = {{"type", "exit"}, {"status", exit.status},
-                                 {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
-                                 {"reason", ctl->reason}, {"seconds", seconds}};
+    nlohmann::json done = {{"type", "exit"}, {"status", exit.status},
+                           {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
+                           {"reason", ctl->reason}, {"seconds", seconds}};
+    if (!notice.empty() && notice != ctl->reason) done["notice"] = notice;
     (void)co_await fs::write_control(*stream, done);
   }
   // After the answer, which need not wait for it: the pid namespace died with its init, so
   // nothing of the command runs any more; this kills any straggler and removes the group.
   ctl->cgroup.reset();
   if (!ctl->consumer_gone) (void)co_await stream->close_write();
-}
-
-// Each consumer's SyncState, kept in this process between syncs: loading a 16k-entry state from
-// disk took as long as checking the workspace against it. A sync takes its consumer's state out
-// (a second sync at the same time loads its own from disk) and puts it back after a sync that
-// succeeded; after a failed one the next sync loads the state last saved.
-class KeptSyncStates {
- public:
-  std::unique_ptr<fs::SyncState> take(const std::string& key, const sfs::path& base) {
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = states_.find(key); it != states_.end()) {
-        auto state = std::move(it->second);
-        states_.erase(it);
-        return state;
-      }
-    }
-    auto state = std::make_unique<fs::SyncState>();
-    state->load(base);
-    return state;
-  }
-  void put_back(const std::string& key, std::unique_ptr<fs::SyncState> state) {
-    std::lock_guard lock(mutex_);
-    if (states_.size() >= kMaxKept) states_.erase(states_.begin());  // a state that is not here is loaded from disk
-    states_[key] = std::move(state);
-  }
-
- private:
-  static constexpr std::size_t kMaxKept = 16;
-  std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<fs::SyncState>> states_;
-};
-
-KeptSyncStates& kept_sync_states() {
-  static KeptSyncStates states;
-  return states;
-}
-
-// `whole`: the run sync of the whole workspace (remembered state, deletions); otherwise cp put into `dest`.
-asio::awaitable<void> run_sync(std::shared_ptr<MuxStream> stream, const ExecContext& ctx, const sfs::path& dest_dir,
-                               const std::string& dest, bool whole) {
-  RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
-  auto ws = workspace_path(ctx);
-  if (!ws) co_return co_await refuse(*stream, ws.error());
-  auto root = fs::open_root(*ws, true);
-  if (!root) co_return co_await refuse(*stream, root.error());
-  if (!dest.empty())
-    if (auto parts = fs::split_relative_path(dest); !parts) co_return co_await refuse(*stream, parts.error());
-  auto target = fs::open_dir(root->get(), dest, true);
-  if (!target) co_return co_await refuse(*stream, target.error());
-  // The run sync keeps a SyncState (fast no-change answer, deletions); cp does not.
-  const sfs::path state_base = dest_dir / (ctx.consumer.str() + ".sync");
-  std::unique_ptr<fs::SyncState> state = whole ? kept_sync_states().take(state_base.string(), state_base) : nullptr;
-  const fs::ReceiveLimits limits{terms.disk_quota_bytes};
-  const fs::Progress no_progress;
-  auto stats = co_await fs::receive_tree(*stream, target->get(), limits, state.get(), no_progress);
-  if (state && stats) {
-    if (!stats->unchanged) state->save(state_base);
-    kept_sync_states().put_back(state_base.string(), std::move(state));
-  }
-  if (!stats) {
-    audit(ctx, "sync", "refuse", stats.error().what(), {{"dest", dest}});
-    (void)co_await stream->close_write();
-    co_return;
-  }
-  audit(ctx, "sync", "accept", "", {{"dest", dest}, {"entries", stats->entries}, {"files", stats->files_sent},
-                                     {"bytes", stats->bytes}, {"deleted", stats->deleted}});
-  (void)co_await stream->close_write();
-}
-
-asio::awaitable<void> run_send(std::shared_ptr<MuxStream> stream, const ExecContext& ctx,
-                               std::vector<std::string> paths, std::string rename_as) {
-  auto ws = workspace_path(ctx);
-  if (!ws) co_return co_await refuse(*stream, ws.error());
-  auto root = fs::open_root(*ws, true);
-  if (!root) co_return co_await refuse(*stream, root.error());
-  if (paths.empty() || paths.size() > kMaxPullPaths)
-    {
-      const Error why = Error(errc::invalid_argument, "bad list of paths");
-      co_return co_await refuse(*stream, why);
-    }
-  std::vector<fs::Entry> entries;
-  std::set<std::string> seen;
-  fs::IgnoreRules none;
-  for (const auto& p : paths) {
-    if (auto parts = fs::split_relative_path(p); !parts) co_return co_await refuse(*stream, parts.error());
-    // Parents first, so the receiver creates them as folders.
-    for (std::size_t at = p.find('/'); at != std::string::npos; at = p.find('/', at + 1)) {
-      std::string parent = p.substr(0, at);
-      if (seen.insert(parent).second) entries.push_back({parent, fs::EntryType::dir, 0, false, "", ""});
-    }
-    auto found = fs::scan_tree(root->get(), p, none, nullptr);
-    if (!found) co_return co_await refuse(*stream, found.error());
-    for (auto& e : *found) {
-      if (e.type == fs::EntryType::link && !fs::symlink_stays_inside(e.path, e.target)) continue;
-      if (seen.insert(e.path).second) entries.push_back(std::move(e));
-    }
-  }
-  std::optional<fs::TopRename> rename;
-  if (!rename_as.empty() && paths.size() == 1 && paths[0].find('/') == std::string::npos) {
-    rename = fs::TopRename{rename_as, paths[0]};
-    for (auto& e : entries) e.path = paths[0] == e.path ? rename_as : rename_as + e.path.substr(paths[0].size());
-  }
-  const fs::Progress no_progress;
-  auto stats = co_await fs::send_tree(*stream, root->get(), entries, no_progress, rename);
-  if (!stats) spdlog::info("session {}: send failed: {}", ctx.session_id, stats.error().what());
-  (void)co_await stream->close_write();
 }
 
 std::vector<std::string> string_list(const nlohmann::json& j) {
@@ -420,17 +342,11 @@ std::vector<std::string> string_list(const nlohmann::json& j) {
 
 asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
   const std::string mode = string_or(args, "mode");
-  auto ws = workspace_path(context);
-  if (mode == "sync" && ws) {
-    const sfs::path dir = ws->parent_path();
-    const std::string root_dest;
-    co_return co_await run_sync(stream, context, dir, root_dest, true);
-  }
+  if (mode == "sync") co_return co_await serve_sync(stream, context, std::string(), true);
   if (mode == "exec") co_return co_await run_exec(stream, context);
   if (mode == "pull") {
-    const std::vector<std::string> paths = string_list(field_or(args, "paths", nullptr));
-    const std::string no_rename;
-    co_return co_await run_send(stream, context, paths, no_rename);
+    std::vector<std::string> paths = string_list(field_or(args, "paths", nullptr));
+    co_return co_await serve_send(stream, context, std::move(paths), std::string(), "pull");
   }
   const Error why(errc::unsupported, "unknown run mode");
   co_await refuse(*stream, why);
@@ -438,18 +354,13 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
 
 asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
   const std::string mode = string_or(args, "mode");
-  auto ws = workspace_path(context);
-  if (mode == "put" && ws) {
-    const std::string dest = string_or(args, "dest");
-    const sfs::path dir = ws->parent_path();
-    co_return co_await run_sync(stream, context, dir, dest, false);
-  }
+  if (mode == "put") co_return co_await serve_sync(stream, context, string_or(args, "dest"), false);
   if (mode == "get") {
     std::vector<std::string> paths{string_or(args, "path")};
     std::string as = string_or(args, "as");
     if (!as.empty() && !fs::split_relative_path(as)) as.clear();
     if (as.find('/') != std::string::npos) as.clear();
-    co_return co_await run_send(stream, context, paths, as);
+    co_return co_await serve_send(stream, context, std::move(paths), std::move(as), "cp_get");
   }
   const Error why(errc::unsupported, "unknown cp mode");
   co_await refuse(*stream, why);

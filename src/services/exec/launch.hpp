@@ -1,23 +1,61 @@
 #pragma once
-// What `run` and `shell` share to start a command in the sandbox: the
-// consumer's workspace folder, the GPUs the grant lets it use, and the
-// limits in force (a cgroup when one can be made, else rlimits).
+// What run, shell, cuda and the pool's exec tasks share to start a command in
+// the sandbox (sandbox.hpp): who it runs as, its workspace with the quota in
+// force, the limits (a cgroup when one can be made, else rlimits) and the
+// descriptors bwrap reads.
+//
+// Who: a root provider never runs consumer code as root. Each command runs
+// as an unprivileged uid of its own, kSandboxUidBase plus a hash of a key
+// (the consumer's PeerId; a pool task's folder), which no account on the
+// host has and which owns nothing there but that workspace; the provider
+// drops to it (setgroups, setresgid, setresuid, no_new_privs) between fork
+// and exec of bwrap, which then runs unprivileged in a user namespace that
+// maps only that uid. A provider run by an ordinary user runs commands as
+// itself, with the same namespace, drops and filter.
+//
+// Quota: as root, an ext4 image of the quota's size mounted on the workspace
+// (workspace_image.hpp); otherwise the workspace is measured while a command
+// runs (quota_mode "polling"), which a fast writer can outrun by what it
+// writes in one poll interval.
 
 #include "core/error.hpp"
 #include "crypto/peer_id.hpp"
 #include "link/grant.hpp"
 #include "services/exec/cgroup.hpp"
+#include "services/exec/child_process.hpp"
 #include "services/exec/run_terms.hpp"
+#include "services/exec/sandbox.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
+#include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace runsnack::exec {
+
+// Sandbox uids, when the provider is root: [base, base + count). systemd leaves 0x70000000 and up to
+// local use; no account or container range of a Debian host lies there.
+inline constexpr uid_t kSandboxUidBase = 0x70000000;
+inline constexpr uid_t kSandboxUidCount = 1u << 24;
+// How often the workspace is measured where no image bounds it.
+inline constexpr std::chrono::milliseconds kQuotaPoll{250};
+
+struct SandboxUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool switched = false;  // a root provider drops to it before bwrap
+};
+
+// The uid a command for `key` runs as (see above).
+SandboxUser sandbox_user(std::string_view key);
 
 struct LaunchLimits {
   std::optional<Cgroup> cgroup;                 // owns the group: its destructor kills what is left
@@ -31,5 +69,47 @@ Result<std::filesystem::path> workspace_for(const PeerId& consumer);
 std::vector<int> allowed_gpus(const Grant& grant);
 // A fresh cgroup `name` with the terms' limits, or rlimits where no cgroup can be made.
 LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name);
+
+struct Workspace {
+  std::filesystem::path path;
+  SandboxUser user;
+  std::optional<std::uint64_t> quota_bytes;
+  std::string quota_mode;  // "ext4 image", "polling" or "none"
+};
+
+// The consumer's workspace, ready for a command or a transfer: created (mode 0700, owned by
+// `user`), its quota image mounted where there is one. Blocking (mkfs, a first chown): run it
+// off the io thread.
+Result<Workspace> prepare_workspace(const PeerId& consumer, const RunTerms& terms);
+// `dir` and all below it owned by `user`, when `dir` is not yet (a workspace a provider made
+// before sandbox uids, or a pool task's inputs copied by root). Symlinks are not followed.
+Result<void> ensure_owned(const std::filesystem::path& dir, const SandboxUser& user);
+// "the workspace is full: 50 MB quota" when the workspace has (next to) no room left, else "".
+std::string quota_notice(const Workspace& ws);
+// The same sentence, for a quota of `bytes`.
+std::string quota_full_text(std::uint64_t bytes);
+
+struct LaunchRequest {
+  SandboxSpec spec;          // what runs and what it sees; its fds and tmp_bytes are filled in here
+  RunTerms terms;            // memory, processes, network
+  std::string cgroup_name;
+  SandboxUser user;
+  int pty_slave = -1;        // the shell's pty
+  int pass_fd = -1;          // becomes the command's descriptor 3 (the cuda-server's socket)
+  bool want_info = false;    // bwrap --info-fd: the pid namespace's init, for signals
+  bool bind_self = false;    // this binary at kSelfMount (the cuda-server is runsnack itself)
+  bool limit_address_space = true;  // RLIMIT_AS where no cgroup bounds memory (the CUDA driver cannot live with it)
+  std::optional<std::uint64_t> file_size_limit;  // RLIMIT_FSIZE (a quota that is only polled)
+};
+
+struct Launched {
+  std::optional<ChildProcess> child;
+  std::optional<Cgroup> cgroup;
+  fs::UniqueFd info;      // read end of --info-fd (want_info)
+  nlohmann::json limits;  // the terms, and what enforces them: for the audit log and the consumer
+};
+
+// Starts the command; fails when the sandbox cannot be set up (no seccomp, no user namespaces...).
+Result<Launched> launch_sandboxed(LaunchRequest request);
 
 }  // namespace runsnack::exec

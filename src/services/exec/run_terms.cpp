@@ -1,6 +1,7 @@
 #include "services/exec/run_terms.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace runsnack::exec {
@@ -22,6 +23,7 @@ RunTerms RunTerms::from_json(const nlohmann::json& j) {
   t.memory_bytes = count(j, "memory_bytes");
   if (auto n = count(j, "max_procs"); n && *n > 0) t.max_procs = *n;
   t.disk_quota_bytes = count(j, "disk_quota_bytes");
+  if (auto n = count(j, "max_transfer_bytes"); n && *n > 0) t.max_transfer_bytes = *n;
   if (j.contains("network") && j["network"].is_boolean()) t.network = j["network"].get<bool>();
   return t;
 }
@@ -31,6 +33,7 @@ nlohmann::json RunTerms::to_json() const {
   if (timeout_s) j["timeout_s"] = *timeout_s;
   if (memory_bytes) j["memory_bytes"] = *memory_bytes;
   if (disk_quota_bytes) j["disk_quota_bytes"] = *disk_quota_bytes;
+  j["max_transfer_bytes"] = max_transfer_bytes;
   return j;
 }
 
@@ -59,5 +62,29 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   if (bytes > 9.0e18) return bad();
   return static_cast<std::uint64_t>(bytes);
 }
+
+std::string size_text(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"KB", "MB", "GB", "TB"};
+  if (bytes < 1024) return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  double v = static_cast<double>(bytes);
+  int unit = -1;
+  while (v >= 1024 && unit < 3) v /= 1024, ++unit;
+  char buf[32];
+  if (v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f %s", v, kUnits[unit]);
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+std::string seconds_text(double seconds) {
+  char buf[32];
+  auto whole = [](double v) { return v == std::floor(v); };
+  if (seconds >= 3600 && whole(seconds / 3600)) std::snprintf(buf, sizeof buf, "%.0f h", seconds / 3600);
+  else if (seconds >= 120 && whole(seconds / 60)) std::snprintf(buf, sizeof buf, "%.0f min", seconds / 60);
+  else if (whole(seconds)) std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  else std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  return buf;
+}
+
+std::string time_limit_text(double seconds) { return "the command was stopped at its " + seconds_text(seconds) + " time limit"; }
 
 }  // namespace runsnack::exec

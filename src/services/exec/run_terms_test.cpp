@@ -27,6 +27,21 @@ TEST(RunTerms, JsonDefaultsAndRoundTrip) {
   EXPECT_EQ(back.max_procs, 7u);
   EXPECT_EQ(back.disk_quota_bytes, 9u);
   EXPECT_TRUE(back.network);
+  EXPECT_EQ(d.max_transfer_bytes, kDefaultMaxTransferBytes);
+  EXPECT_EQ(RunTerms::from_json(RunTerms::from_json({{"max_transfer_bytes", 123}}).to_json()).max_transfer_bytes, 123u);
+}
+
+TEST(RunTerms, SizeAndSecondsText) {
+  EXPECT_EQ(size_text(*parse_size("50M")), "50 MB");
+  EXPECT_EQ(size_text(*parse_size("10G")), "10 GB");
+  EXPECT_EQ(size_text(1536), "1.5 KB");
+  EXPECT_EQ(size_text(100), "100 bytes");
+  EXPECT_EQ(seconds_text(3), "3 s");
+  EXPECT_EQ(seconds_text(0.5), "0.5 s");
+  EXPECT_EQ(seconds_text(600), "10 min");
+  EXPECT_EQ(seconds_text(7200), "2 h");
+  EXPECT_EQ(seconds_text(90), "90 s");
+  EXPECT_EQ(time_limit_text(3), "the command was stopped at its 3 s time limit");
 }
 
 }  // namespace

@@ -42,10 +42,11 @@ TEST(Sandbox, DefaultIsolation) {
   EXPECT_TRUE(has_seq(a, {"--ro-bind", "/usr", "/usr"}));
   EXPECT_TRUE(has_seq(a, {"--symlink", "usr/bin", "/bin"}));
   EXPECT_TRUE(has_seq(a, {"--ro-bind", "/dev/null", "/etc/shadow"}));
-  EXPECT_TRUE(has_seq(a, {"--tmpfs", "/etc/ssh"}));
-  EXPECT_TRUE(has_seq(a, {"--tmpfs", "/etc/runsnack"}));  // hidden path under a bound folder
+  EXPECT_TRUE(has_seq(a, {"--size", "4096", "--tmpfs", "/etc/ssh"}));
+  EXPECT_TRUE(has_seq(a, {"--size", "4096", "--tmpfs", "/etc/runsnack"}));  // hidden path under a bound folder
   EXPECT_TRUE(has_seq(a, {"--tmpfs", "/tmp"}));
-  EXPECT_TRUE(has_seq(a, {"--bind", "/state/workspaces/peer", "/workspace", "--chdir", "/workspace"}));
+  EXPECT_TRUE(has_seq(a, {"--bind", "/state/workspaces/peer", "/workspace"}));
+  EXPECT_TRUE(has_seq(a, {"--remount-ro", "/", "--chdir", "/workspace"}));
   EXPECT_TRUE(has_seq(a, {"--", "python3", "train.py"}));
   for (const auto& arg : a) {
     EXPECT_NE(arg, "/root");
@@ -77,6 +78,42 @@ TEST(Sandbox, ConsumerCannotWidenGpus) {
   EXPECT_NE(std::find(env.begin(), env.end(), "HOME=/workspace"), env.end());
 }
 
+
+// Never a capability, never a nested user namespace, bounded scratch space, the filter and
+// the descriptors where the launcher put them.
+TEST(Sandbox, UnprivilegedAndBounded) {
+  auto s = spec();
+  s.fds = {.info = 3, .seccomp = 4, .passwd = 5, .group = 6, .workspace = 7, .self = 8};
+  s.tmp_bytes = 200 << 20;
+  auto a = Sandbox(s, fake_host()).argv();
+  EXPECT_TRUE(has_seq(a, {"/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"}));
+  EXPECT_TRUE(has_seq(a, {"--size", std::to_string(200 << 20), "--tmpfs", "/tmp"}));
+  EXPECT_TRUE(has_seq(a, {"--size", std::to_string(200 << 20), "--tmpfs", "/dev/shm"}));
+  EXPECT_TRUE(has_seq(a, {"--size", std::to_string(kRunTmpfsBytes), "--tmpfs", "/run"}));
+  EXPECT_TRUE(has_seq(a, {"--ro-bind-data", "5", "/etc/passwd"}));
+  EXPECT_TRUE(has_seq(a, {"--ro-bind-data", "6", "/etc/group"}));
+  EXPECT_TRUE(has_seq(a, {"--bind-fd", "7", "/workspace"}));
+  EXPECT_TRUE(has_seq(a, {"--ro-bind-fd", "8", kSelfMount}));
+  EXPECT_TRUE(has_seq(a, {"--remount-ro", "/dev", "--remount-ro", "/"}));
+  EXPECT_TRUE(has_seq(a, {"--info-fd", "3", "--seccomp", "4", "--"}));
+  EXPECT_EQ(std::find(a.begin(), a.end(), "/state/workspaces/peer"), a.end());  // by descriptor only
+  // /etc/passwd lies after the /etc bind it covers.
+  EXPECT_LT(std::find(a.begin(), a.end(), "/etc") - a.begin(), std::find(a.begin(), a.end(), "/etc/passwd") - a.begin());
+}
+
+TEST(Sandbox, NoWorkspaceIsAnEmptyFolder) {
+  auto s = spec();
+  s.workspace.clear();
+  auto a = Sandbox(s, fake_host()).argv();
+  EXPECT_TRUE(has_seq(a, {"--size", std::to_string(kRunTmpfsBytes), "--tmpfs", "/workspace"}));
+}
+
+TEST(Sandbox, PasswdNamesOnlyTheSandboxUser) {
+  const std::string passwd = Sandbox::passwd(1879048300, 1879048300);
+  EXPECT_NE(passwd.find("runsnack:x:1879048300:1879048300:"), std::string::npos);
+  EXPECT_EQ(std::count(passwd.begin(), passwd.end(), '\n'), 3);
+  EXPECT_NE(Sandbox::group(7).find("runsnack:x:7:"), std::string::npos);
+}
 
 // The shell has a fresh pty as controlling terminal: --new-session would take it away (no job control).
 TEST(Sandbox, OwnPtyKeepsSession) {

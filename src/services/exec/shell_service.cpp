@@ -6,6 +6,7 @@
 #include "services/exec/launch.hpp"
 #include "services/exec/sandbox.hpp"
 #include "services/exec/usage_budget.hpp"
+#include "services/fs/offload.hpp"
 #include "services/fs/transfer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -36,11 +37,15 @@ namespace {
 
 constexpr int kMaxWindowSide = 10000;  // rows or columns; more is not a terminal
 
+// After the time limit, how long output the consumer does not read may hold the shell's end.
+constexpr std::chrono::seconds kOutputGrace{2};
+
 // What the input watcher and the output pump share about one shell.
 struct ShellControl {
   pid_t outer = -1;  // the bwrap we forked
   fs::UniqueFd master;
   std::optional<Cgroup> cgroup;
+  std::shared_ptr<asio::steady_timer> deadline;
   bool finished = false;
   bool consumer_gone = false;
   std::string reason;
@@ -98,21 +103,27 @@ asio::awaitable<void> feed_input(std::shared_ptr<MuxStream> stream, std::shared_
   }
 }
 
+// The time limit on a timer of its own (it fires whether or not the consumer reads), then
+// kOutputGrace for the output before the stream is reset.
+asio::awaitable<void> enforce_deadline(std::shared_ptr<MuxStream> stream, std::shared_ptr<ShellControl> ctl,
+                                       std::string why) {
+  auto timer = ctl->deadline;
+  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
+  ctl->kill_all(why);
+  timer->expires_after(kOutputGrace);
+  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
+  stream->reset();
+}
+
 // The pty's output to the consumer until the shell and everything holding the pty are gone (EIO).
-asio::awaitable<void> pump_pty(MuxStream& stream, std::chrono::steady_clock::time_point deadline,
-                               std::shared_ptr<ShellControl> ctl) {
+asio::awaitable<void> pump_pty(MuxStream& stream, std::shared_ptr<ShellControl> ctl) {
   auto ex = co_await asio::this_coro::executor;
   asio::posix::stream_descriptor master(ex, ::dup(ctl->master.get()));
-  asio::steady_timer timer(ex, deadline);
   std::vector<std::uint8_t> buf(fs::kMaxDataBytes);
   auto tok = asio::as_tuple(asio::use_awaitable);
   bool send_ok = true;
   for (;;) {
-    co_await (master.async_wait(asio::posix::stream_descriptor::wait_read, tok) || timer.async_wait(tok));
-    if (std::chrono::steady_clock::now() >= deadline && ctl->reason.empty()) {
-      ctl->kill_all("the wall-clock limit was reached");
-      timer.expires_at(std::chrono::steady_clock::time_point::max());
-    }
+    co_await master.async_wait(asio::posix::stream_descriptor::wait_read, tok);
     ssize_t n = ::read(master.native_handle(), buf.data(), buf.size());
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) co_return;  // EIO: no process holds the pty any more
@@ -143,10 +154,10 @@ std::string shell_path() {
 
 asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext ctx) {
   const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
-  winsize ws{};
-  ws.ws_row = 24;
-  ws.ws_col = 80;
-  if (auto w = window_from(args)) ws = *w;
+  winsize winsz{};
+  winsz.ws_row = 24;
+  winsz.ws_col = 80;
+  if (auto w = window_from(args)) winsz = *w;
   std::string term = "xterm-256color";
   static const std::regex term_re("[A-Za-z0-9._+-]{1,64}");
   if (args.is_object() && args.contains("term") && args["term"].is_string() &&
@@ -160,12 +171,11 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
     co_return co_await refuse(*stream, spent);
   }
 
-  auto ws_dir = workspace_for(ctx.consumer);
-  if (!ws_dir) co_return co_await refuse(*stream, ws_dir.error());
-  if (auto root = fs::open_root(*ws_dir, true); !root) co_return co_await refuse(*stream, root.error());
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  if (!ws) co_return co_await refuse(*stream, ws.error());
 
   int master_fd = -1, slave_fd = -1;
-  if (::openpty(&master_fd, &slave_fd, nullptr, nullptr, &ws) != 0) {
+  if (::openpty(&master_fd, &slave_fd, nullptr, nullptr, &winsz) != 0) {
     const Error why(errc::io_error, "openpty");
     co_return co_await refuse(*stream, why);
   }
@@ -175,49 +185,52 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   ::fcntl(master_fd, F_SETFD, FD_CLOEXEC);
   ::fcntl(slave_fd, F_SETFD, FD_CLOEXEC);
   ::fcntl(master_fd, F_SETFL, ::fcntl(master_fd, F_GETFL) | O_NONBLOCK);
+  // The pty belongs to the shell's user (a root provider's sandbox uid), as a login's does.
+  if (ws->user.switched) ::fchown(slave_fd, ws->user.uid, ws->user.gid);
 
   static std::atomic<std::uint64_t> counter{0};
-  LaunchLimits launch = prepare_limits(terms, "runsnack-shell-" + ctx.session_id + "-" + std::to_string(++counter));
-  if (launch.cgroup) ctl->cgroup.emplace(std::move(*launch.cgroup));
-
-  SandboxSpec spec;
-  spec.workspace = *ws_dir;
-  spec.argv = {shell_path(), "-l"};
-  spec.env = {{"TERM", term}};
-  spec.limits = {terms.memory_bytes, terms.max_procs, std::nullopt};
-  spec.gpus = gpus;
-  spec.network = terms.network;
-  spec.own_pty = true;
-  if (auto sd = state_dir()) spec.hidden.push_back(*sd);
-  if (const char* home = std::getenv("HOME")) spec.hidden.emplace_back(home);
-  Sandbox sandbox(spec);
-  SpawnOptions opts{sandbox.argv(), sandbox.envp(), {}, launch.rlimits, -1, slave.get()};
-  if (ctl->cgroup) opts.cgroup_procs_fds = ctl->cgroup->procs_fds();
-  auto child = ChildProcess::spawn(opts);
+  LaunchRequest launch;
+  launch.spec.workspace = ws->path;
+  launch.spec.argv = {shell_path(), "-l"};
+  launch.spec.env = {{"TERM", term}};
+  launch.spec.gpus = gpus;
+  launch.spec.own_pty = true;
+  if (auto sd = state_dir()) launch.spec.hidden.push_back(*sd);
+  if (const char* home = std::getenv("HOME")) launch.spec.hidden.emplace_back(home);
+  launch.terms = terms;
+  launch.cgroup_name = "runsnack-shell-" + ctx.session_id + "-" + std::to_string(++counter);
+  launch.user = ws->user;
+  launch.pty_slave = slave.get();
+  if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
+  const std::string command_line = launch.spec.argv[0] + " -l (shell)";
+  auto launched = launch_sandboxed(std::move(launch));
   slave = fs::UniqueFd();  // only the sandbox holds the pty now: its end is EIO on the master
-  if (!child) co_return co_await refuse(*stream, child.error());
+  if (!launched) co_return co_await refuse(*stream, launched.error());
+  ChildProcess* child = &*launched->child;
   ctl->outer = child->pid();
+  if (launched->cgroup) ctl->cgroup.emplace(std::move(*launched->cgroup));
 
-  const std::string command_line = spec.argv[0] + " -l (shell)";
-  nlohmann::json limits = terms.to_json();
-  limits["enforced_by"] = launch.mode;
-  limits["gpus"] = spec.gpus;
+  nlohmann::json limits = launched->limits;
+  limits["disk_quota_enforced_by"] = ws->quota_mode;
   audit(ctx, "run_start", "", {{"command", command_line}, {"limits", limits}});
   const nlohmann::json started = {{"type", "started"}, {"limits", limits}};
   (void)co_await fs::write_control(*stream, started);
 
-  asio::co_spawn(co_await asio::this_coro::executor, feed_input(stream, ctl), asio::detached);
   // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
   const auto executor = co_await asio::this_coro::executor;
+  asio::co_spawn(executor, feed_input(stream, ctl), asio::detached);
   std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
   auto budget_done = watch_budget(executor, budget, ctl->outer, stop);
   auto start = std::chrono::steady_clock::now();
-  auto deadline = terms.timeout_s
-                      ? start + std::chrono::milliseconds(static_cast<std::int64_t>(*terms.timeout_s * 1000))
-                      : std::chrono::steady_clock::time_point::max();
-  co_await pump_pty(*stream, deadline, ctl);
+  if (terms.timeout_s) {
+    ctl->deadline = std::make_shared<asio::steady_timer>(
+        executor, start + std::chrono::milliseconds(static_cast<std::int64_t>(*terms.timeout_s * 1000)));
+    asio::co_spawn(executor, enforce_deadline(stream, ctl, time_limit_text(*terms.timeout_s)), asio::detached);
+  }
+  co_await pump_pty(*stream, ctl);
   ExitInfo exit = co_await child->wait();
   ctl->finished = true;
+  if (ctl->deadline) ctl->deadline->cancel();
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
   ctl->cgroup.reset();  // kills any straggler, removes the group
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

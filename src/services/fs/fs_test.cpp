@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +41,28 @@ TEST(PathRules, SymlinkTargets) {
   EXPECT_TRUE(symlink_stays_inside("a/b/link", "../../x/./y"));
 }
 
+// The chain s -> ., t -> s/.., u -> t/.. is lexically inside at each step; followed, u leads above the root.
+TEST(PathRules, SymlinkChainsAreResolved) {
+  std::map<std::string, std::string> links = {{"d/s", "."}, {"d/t", "s/.."}, {"d/u", "t/.."}};
+  const LinkLookup link_of = [&](const std::string& p) -> std::optional<std::string> {
+    auto it = links.find(p);
+    return it == links.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  EXPECT_TRUE(symlink_stays_inside("d/u", "t/.."));
+  EXPECT_TRUE(symlink_resolves_inside("d/s", ".", link_of));
+  EXPECT_TRUE(symlink_resolves_inside("d/t", "s/..", link_of));  // d/s/.. -> d/.. = the root
+  EXPECT_FALSE(symlink_resolves_inside("d/u", "t/..", link_of));  // the root/..
+  links = {{"s", "."}, {"t", "s/.."}};
+  EXPECT_FALSE(symlink_resolves_inside("t", "s/..", link_of));
+  links = {{"a", "b"}, {"b", "a"}};  // a loop counts as outside
+  EXPECT_FALSE(symlink_resolves_inside("c", "a/x", link_of));
+  links = {{"lib64", "lib"}, {"bin/python", "../lib/python3"}};
+  EXPECT_TRUE(symlink_resolves_inside("bin/py", "python", link_of));
+  EXPECT_TRUE(symlink_resolves_inside("x", "lib64/../bin", link_of));
+  links = {{"up", "/etc"}};
+  EXPECT_FALSE(symlink_resolves_inside("x", "up/passwd", link_of));
+}
+
 TEST(IgnoreRules, GitignoreSubset) {
   IgnoreRules r;
   r.add_file_text("# comment\n*.o\nbuild/\n/top.txt\n!keep.o\ndocs/*.pdf\n\n");
@@ -67,7 +92,7 @@ TEST(Manifest, DiffSendsOnlyChanged) {
 
 std::vector<std::uint8_t> wire_of(std::initializer_list<std::uint8_t> head, const std::string& path,
                                   std::initializer_list<std::uint8_t> tail) {
-  std::vector<std::uint8_t> w = {'R', 'S', 'M', '1', 0, 0, 0, 1};
+  std::vector<std::uint8_t> w = {'R', 'S', 'M', '2', 0, 0, 0, 1};
   w.insert(w.end(), head);
   w.push_back(std::uint8_t(path.size() >> 8));
   w.push_back(std::uint8_t(path.size()));
@@ -97,6 +122,10 @@ TEST(Manifest, RoundTripAndValidation) {
   liar[4] = 0x7f;  // count far beyond the bytes
   EXPECT_FALSE(parse_manifest(liar));
   EXPECT_TRUE(parse_manifest(wire_of({1}, "d", {})));
+  auto old = wire_of({1}, "d", {});
+  old[3] = '1';  // a peer from before content digests: a clear refusal
+  ASSERT_FALSE(parse_manifest(old));
+  EXPECT_NE(parse_manifest(old).error().message.find("older RunSnack"), std::string::npos);
   EXPECT_FALSE(parse_manifest(wire_of({1}, "../x", {})));
   EXPECT_FALSE(parse_manifest(wire_of({1}, "/etc/x", {})));
   EXPECT_FALSE(parse_manifest(wire_of({1}, "a//b", {})));

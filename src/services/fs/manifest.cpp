@@ -11,7 +11,8 @@ namespace runsnack::fs {
 
 namespace {
 
-constexpr std::uint8_t kMagic[4] = {'R', 'S', 'M', '1'};
+// 2: file digests are content digests (content_digest.hpp); 1 was plain SHA-256.
+constexpr std::uint8_t kMagic[4] = {'R', 'S', 'M', '2'};
 constexpr std::uint8_t kExecBit = 0x80;
 
 void put_u16(std::vector<std::uint8_t>& out, std::size_t v) {
@@ -115,8 +116,11 @@ Result<std::vector<Entry>> parse_manifest(std::span<const std::uint8_t> wire) {
   Reader in(wire);
   const std::uint8_t* magic;
   std::uint64_t count;
-  if (!in.take(4, &magic) || !std::equal(magic, magic + 4, kMagic) || !in.uint(4, &count))
-    return fail(errc::malformed, "manifest: bad header");
+  if (!in.take(4, &magic) || !in.uint(4, &count)) return fail(errc::malformed, "manifest: bad header");
+  if (std::equal(magic, magic + 3, kMagic) && magic[3] < kMagic[3])
+    return fail(errc::unsupported, "the other side runs an older RunSnack (manifest version " +
+                                       std::string(1, static_cast<char>(magic[3])) + "): update both sides");
+  if (!std::equal(magic, magic + 4, kMagic)) return fail(errc::malformed, "manifest: bad header");
   if (count > kMaxManifestEntries) return fail(errc::too_large, "manifest: too many entries");
   // Each entry takes at least 3 bytes: a count beyond that is a lie, not a reason to reserve memory.
   if (count > wire.size() / 3) return fail(errc::malformed, "manifest: truncated");

@@ -2,10 +2,11 @@
 // A tree as one side of a sync sees it, and what must travel. The wire form
 // is the payload of one `manifest` frame (frame.hpp), binary, big-endian:
 //
-//   "RSM1"  u32 count  then `count` entries:
+//   "RSM2"  u32 count  then `count` entries:
 //     u8 kind         0 file, 1 folder, 2 symlink; file | 0x80: executable
 //     u16 path_len    path bytes (path_rules.hpp)
-//     file:    u64 size, 32 bytes SHA-256
+//     file:    u64 size, 32 bytes content digest (content_digest.hpp: SHA-256 for files up to
+//              256 KiB, chunked above, so that holes cost nothing)
 //     symlink: u16 target_len, target bytes
 //
 // parse_manifest() checks every path (path_rules.hpp), sizes, the count,
@@ -33,7 +34,7 @@ struct Entry {
   EntryType type = EntryType::file;
   std::uint64_t size = 0;
   bool executable = false;
-  std::string sha256;  // lowercase hex, files only
+  std::string sha256;  // content digest (content_digest.hpp), lowercase hex, files only
   std::string target;  // links only
   bool operator==(const Entry&) const = default;
 };

@@ -1,5 +1,7 @@
 #include "services/fs/path_rules.hpp"
 
+#include <deque>
+
 namespace runsnack::fs {
 
 Result<std::vector<std::string>> split_relative_path(std::string_view path) {
@@ -43,6 +45,54 @@ bool symlink_stays_inside(std::string_view link_path, std::string_view target) {
       parts->emplace_back(part);
     }
     start = end + 1;
+  }
+  return true;
+}
+
+namespace {
+
+void push_front_components(std::deque<std::string>& pending, std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > start) parts.emplace_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  pending.insert(pending.begin(), parts.begin(), parts.end());
+}
+
+}  // namespace
+
+bool symlink_resolves_inside(std::string_view link_path, std::string_view target, const LinkLookup& link_of) {
+  if (!symlink_stays_inside(link_path, target)) return false;
+  auto parts = split_relative_path(link_path);
+  if (!parts) return false;
+  parts->pop_back();
+  std::vector<std::string> resolved = std::move(*parts);  // the link's folder: no symlink in it (walked by the receiver)
+  std::deque<std::string> pending;
+  push_front_components(pending, target);
+  int hops = 0;
+  std::string path;
+  while (!pending.empty()) {
+    std::string part = std::move(pending.front());
+    pending.pop_front();
+    if (part == ".") continue;
+    if (part == "..") {
+      if (resolved.empty()) return false;
+      resolved.pop_back();
+      continue;
+    }
+    path.clear();
+    for (const auto& r : resolved) path += r + "/";
+    path += part;
+    if (auto next = link_of(path)) {
+      if (++hops > kMaxLinkHops || next->empty() || next->front() == '/' || next->size() > kMaxPathBytes) return false;
+      push_front_components(pending, *next);  // resolved from the folder that holds that link
+      continue;
+    }
+    resolved.push_back(std::move(part));
   }
   return true;
 }

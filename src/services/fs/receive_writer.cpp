@@ -1,11 +1,11 @@
 #include "services/fs/receive_writer.hpp"
 
+#include "services/fs/content_digest.hpp"
 #include "services/fs/frame.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,15 +18,15 @@ struct ReceiveWriter::Current {
   const Entry* entry = nullptr;
   std::optional<Base> base;
   std::optional<AtomicFile> out;
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+  std::optional<ContentDigest> md;
   std::uint64_t got = 0;
   // Only a file rebuilt partly from our own older copy is hashed here: that copy may have
   // changed since its chunks were offered. The sender vouches for the bytes it sends.
   bool hashing = false;
 };
 
-ReceiveWriter::ReceiveWriter(asio::any_io_executor io, int root, HashCache* cache)
-    : io_(std::move(io)), cursor_(root), cache_(cache), thread_([this] { run(); }) {}
+ReceiveWriter::ReceiveWriter(asio::any_io_executor io, int root, HashCache* cache, WriteLimits limits)
+    : io_(std::move(io)), limits_(std::move(limits)), cursor_(root, limits_.owner), cache_(cache), thread_([this] { run(); }) {}
 
 ReceiveWriter::~ReceiveWriter() {
   {
@@ -58,6 +58,7 @@ void ReceiveWriter::data(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size
   push(Piece{.kind = Piece::data, .bytes = std::move(bytes), .size = size, .compressed = compressed, .pooled = pooled});
 }
 void ReceiveWriter::same(std::uint64_t chunks) { push(Piece{.kind = Piece::same, .size = chunks}); }
+void ReceiveWriter::hole(std::uint64_t chunks) { push(Piece{.kind = Piece::hole, .size = chunks}); }
 void ReceiveWriter::end() { push(Piece{.kind = Piece::end}); }
 void ReceiveWriter::abort() { push(Piece{.kind = Piece::abort}); }
 
@@ -118,6 +119,8 @@ void ReceiveWriter::run() {
     while (!batch.empty()) {
       // After an error the rest is dropped: the stream side stops at its next piece.
       Result<void> r = apply(batch.front());
+      if (!r && r.error().code == errc::exhausted && !limits_.full_message.empty())
+        r = Error(errc::exhausted, limits_.full_message);
       Piece& done = batch.front();
       const std::size_t done_bytes = done.kind == Piece::data ? done.size : 0;
       std::unique_ptr<std::uint8_t[]> reusable = done.pooled ? std::move(done.bytes) : nullptr;
@@ -157,13 +160,15 @@ Result<void> ReceiveWriter::apply(Piece& piece) {
       current_->base = std::move(piece.base);
       current_->out.emplace(std::move(*out));
       current_->hashing = current_->base.has_value();
-      if (current_->hashing) EVP_DigestInit_ex(current_->md.get(), EVP_sha256(), nullptr);
+      if (current_->hashing) current_->md.emplace();
       return {};
     }
     case Piece::data:
       return current_ ? write_data(piece) : fail(errc::malformed, "file data outside a file");
     case Piece::same:
       return current_ ? copy_same(piece.size) : fail(errc::malformed, "file data outside a file");
+    case Piece::hole:
+      return current_ ? skip_hole(piece.size) : fail(errc::malformed, "file data outside a file");
     case Piece::end:
       return current_ ? commit() : fail(errc::malformed, "file_end outside a file");
     case Piece::abort:
@@ -186,9 +191,31 @@ Result<void> ReceiveWriter::write_data(Piece& piece) {
   }
   c.got += plain.size();
   if (c.got > c.entry->size) return fail(errc::too_large, c.entry->path + ": more bytes than announced");
-  if (c.hashing) EVP_DigestUpdate(c.md.get(), plain.data(), plain.size());
+  if (auto r = count_written(plain.size()); !r) return r;
+  if (c.hashing) c.md->update(plain);
   if (auto r = c.out->write(plain.data(), plain.size()); !r) return r.error();
   stats_.bytes += plain.size();
+  return {};
+}
+
+// A pull's own limit, and the quota's plain words for a full disk.
+Result<void> ReceiveWriter::count_written(std::uint64_t bytes) {
+  written_total_ += bytes;
+  if (limits_.max_bytes && written_total_ > *limits_.max_bytes)
+    return fail(errc::too_large, limits_.over_message.empty() ? "more file data than this transfer may write"
+                                                              : limits_.over_message);
+  return {};
+}
+
+// The sender says the next chunks are a hole of its sparse file: nothing to write.
+Result<void> ReceiveWriter::skip_hole(std::uint64_t count) {
+  Current& c = *current_;
+  if (c.got % kChunkBytes != 0 || count > (c.entry->size - c.got + kChunkBytes - 1) / kChunkBytes)
+    return fail(errc::malformed, c.entry->path + ": a hole past the end of the file");
+  const std::uint64_t bytes = std::min(count * kChunkBytes, c.entry->size - c.got);
+  if (auto r = c.out->skip(bytes); !r) return r.error();
+  if (c.hashing) c.md->zeros(bytes);
+  c.got += bytes;
   return {};
 }
 
@@ -206,7 +233,8 @@ Result<void> ReceiveWriter::copy_same(std::uint64_t count) {
     if (!n || *n != len) return fail(errc::io_error, c.entry->path + ": the older copy changed while in use");
     c.got += len;
     if (c.got > c.entry->size) return fail(errc::too_large, c.entry->path + ": more bytes than announced");
-    EVP_DigestUpdate(c.md.get(), copy.data(), len);
+    if (auto r = count_written(len); !r) return r;
+    c.md->update(std::span<const std::uint8_t>(copy.data(), len));
     if (auto r = c.out->write(copy.data(), len); !r) return r.error();
     stats_.bytes += len;
     stats_.reused_bytes += len;
@@ -218,10 +246,7 @@ Result<void> ReceiveWriter::commit() {
   std::unique_ptr<Current> c = std::move(current_);
   if (c->got != c->entry->size) return fail(errc::malformed, c->entry->path + ": fewer bytes than announced");
   if (c->hashing) {
-    unsigned char digest[32];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(c->md.get(), digest, &len);
-    if (bytes_to_hex(digest, len) != c->entry->sha256)
+    if (c->md->finish() != c->entry->sha256)
       return fail(errc::malformed, c->entry->path + ": checksum mismatch (our older copy changed while it was reused?)");
   }
   auto stamp = c->out->commit(c->entry->executable);

@@ -36,6 +36,14 @@ struct Base {
   bool resume = false;     // an interrupted transfer's prefix: removed once the file is in place
 };
 
+// What a receiver allows itself to write.
+struct WriteLimits {
+  std::optional<std::uint64_t> max_bytes;  // file bytes written, reused ones included (holes are not)
+  std::string over_message;                // the error once max_bytes is passed
+  std::optional<Owner> owner;              // of what is created (a root provider's sandbox uid)
+  std::string full_message;                // instead of "No space left on device" (the workspace's quota)
+};
+
 struct WrittenStats {
   std::size_t files = 0;
   std::uint64_t bytes = 0;         // file bytes written, reused ones included
@@ -47,7 +55,7 @@ class ReceiveWriter {
   static constexpr std::size_t kMaxQueuedBytes = 16 * 1024 * 1024;
 
   // `cache` (may be null) is only touched by the writer's thread until finish() returns.
-  ReceiveWriter(boost::asio::any_io_executor io, int root, HashCache* cache);
+  ReceiveWriter(boost::asio::any_io_executor io, int root, HashCache* cache, WriteLimits limits = {});
   ~ReceiveWriter();  // drops what is still queued and joins
   ReceiveWriter(const ReceiveWriter&) = delete;
   ReceiveWriter& operator=(const ReceiveWriter&) = delete;
@@ -61,6 +69,8 @@ class ReceiveWriter {
   // `pooled`: `bytes` came from buffer() and goes back to it once written.
   void data(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, bool compressed, bool pooled = false);
   void same(std::uint64_t chunks);
+  // The next `chunks` chunks are zeros that are not written (a sparse file's holes).
+  void hole(std::uint64_t chunks);
   void end();
   // The stream broke inside a file: what was written of it is kept for a resume.
   void abort();
@@ -74,7 +84,7 @@ class ReceiveWriter {
 
  private:
   struct Piece {
-    enum Kind { begin, data, same, end, abort } kind;
+    enum Kind { begin, data, same, hole, end, abort } kind;
     const Entry* entry = nullptr;
     std::optional<Base> base{};
     std::unique_ptr<std::uint8_t[]> bytes{};
@@ -90,13 +100,17 @@ class ReceiveWriter {
   Result<void> apply(Piece& piece);
   Result<void> write_data(Piece& piece);
   Result<void> copy_same(std::uint64_t chunks);
+  Result<void> skip_hole(std::uint64_t chunks);
+  Result<void> count_written(std::uint64_t bytes);
   Result<void> commit();
 
   boost::asio::any_io_executor io_;
+  WriteLimits limits_;
   DirCursor cursor_;
   HashCache* cache_;
   std::unique_ptr<Current> current_;  // the file being written (writer's thread only)
   WrittenStats stats_;                // writer's thread until idle
+  std::uint64_t written_total_ = 0;   // for limits_.max_bytes (writer's thread)
 
   std::mutex mu_;
   std::condition_variable wake_;

@@ -1,4 +1,5 @@
 #include "services/fs/receive_writer.hpp"
+#include "services/fs/content_digest.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -6,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -40,7 +42,9 @@ struct Workspace {
 };
 
 Entry file_entry(const std::string& path, const std::string& data) {
-  return {path, EntryType::file, data.size(), false, sha256_hex(data.data(), data.size()), ""};
+  ContentDigest digest;
+  digest.update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+  return {path, EntryType::file, data.size(), false, digest.finish(), ""};
 }
 
 std::unique_ptr<std::uint8_t[]> bytes_of(const std::string& s) {
@@ -50,10 +54,11 @@ std::unique_ptr<std::uint8_t[]> bytes_of(const std::string& s) {
 }
 
 // Drives `feed` (which queues pieces) and then finish() on one io_context, as receive_tree does.
-Result<WrittenStats> run_writer(int root, HashCache* cache, const std::function<void(ReceiveWriter&)>& feed) {
+Result<WrittenStats> run_writer(int root, HashCache* cache, const std::function<void(ReceiveWriter&)>& feed,
+                                WriteLimits limits = {}) {
   asio::io_context io;
   std::optional<Result<WrittenStats>> out;
-  ReceiveWriter writer(io.get_executor(), root, cache);
+  ReceiveWriter writer(io.get_executor(), root, cache, std::move(limits));
   feed(writer);
   asio::co_spawn(io, [&]() -> asio::awaitable<void> { out = co_await writer.finish(); }, asio::detached);
   io.run();
@@ -189,6 +194,75 @@ TEST(ReceiveWriter, AbortKeepsALongPrefixForResume) {
   EXPECT_EQ(r->files, 0u);
   EXPECT_EQ(ws.names(), std::vector<std::string>{resume_name("big")});
   EXPECT_EQ(ws.read(resume_name("big")), data.substr(0, 2 * kChunkBytes));
+}
+
+// A sparse file's holes are left as holes: the file has its size and few blocks.
+TEST(ReceiveWriter, HolesStayHoles) {
+  Workspace ws;
+  const std::string head(kChunkBytes, 'h');
+  const std::uint64_t hole_chunks = 4096;  // 1 GiB
+  const std::uint64_t size = kChunkBytes * (1 + hole_chunks) + 10;
+  ContentDigest digest;
+  digest.update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(head.data()), head.size()));
+  digest.zeros(size - kChunkBytes);
+  const Entry e{"sparse", EntryType::file, size, false, digest.finish(), ""};
+  auto r = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
+    w.begin(e, std::nullopt);
+    w.data(bytes_of(head), head.size(), false);
+    w.hole(hole_chunks + 1);  // the last one is short: 10 bytes
+    w.end();
+  });
+  ASSERT_TRUE(r) << r.error().what();
+  struct stat st{};
+  ASSERT_EQ(::stat((ws.path / "sparse").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(st.st_size), size);
+  EXPECT_LT(static_cast<std::uint64_t>(st.st_blocks) * 512, 8u << 20);
+  EXPECT_EQ(r->bytes, head.size());  // holes are not written
+}
+
+TEST(ReceiveWriter, HolePastTheEndIsRefused) {
+  Workspace ws;
+  const Entry e = file_entry("f", std::string(10, 'x'));
+  auto r = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
+    w.begin(e, std::nullopt);
+    w.hole(2);
+    w.end();
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::malformed);
+}
+
+TEST(ReceiveWriter, LimitStopsAPullAndOwnerIsApplied) {
+  Workspace ws;
+  const std::string data(3 * kChunkBytes, 'l');
+  const Entry e = file_entry("big", data);
+  WriteLimits limits;
+  limits.max_bytes = kChunkBytes;
+  limits.over_message = "the pull is over its 256 KB limit (--max-pull)";
+  auto r = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
+    w.begin(e, std::nullopt);
+    for (int i = 0; i < 3; ++i) w.data(bytes_of(data.substr(i * kChunkBytes, kChunkBytes)), kChunkBytes, false);
+    w.end();
+  }, limits);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(std::string(r.error().what()), limits.over_message);
+  EXPECT_TRUE(ws.names().empty());
+  if (::geteuid() != 0) return;  // only root can give files away
+  WriteLimits owned;
+  owned.owner = Owner{12345, 23456};
+  const Entry small = file_entry("sub/owned", "o");
+  auto ok = run_writer(ws.root.get(), nullptr, [&](ReceiveWriter& w) {
+    w.begin(small, std::nullopt);
+    w.data(bytes_of("o"), 1, false);
+    w.end();
+  }, owned);
+  ASSERT_TRUE(ok) << ok.error().what();
+  struct stat st{};
+  ASSERT_EQ(::stat((ws.path / "sub" / "owned").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 12345u);
+  EXPECT_EQ(st.st_gid, 23456u);
+  ASSERT_EQ(::stat((ws.path / "sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 12345u);  // the folder made on the way too
 }
 
 TEST(ReceiveWriter, ManyQueuedBytesWaitForRoomWithoutLosingAny) {

@@ -1,5 +1,6 @@
 #include "services/fs/safe_fs.hpp"
 
+#include "services/fs/content_digest.hpp"
 #include "services/fs/path_rules.hpp"
 
 #include <memory>
@@ -40,6 +41,7 @@ Error sys_error(const std::string& what) {
   int e = errno;
   if (e == ELOOP || e == ENOTDIR)
     return fail(errc::refused, what + ": a symlink or non-folder is in the way (symlinks are not followed)");
+  if (e == ENOSPC || e == EDQUOT || e == EFBIG) return fail(errc::exhausted, what + ": " + std::strerror(e));
   return fail(errc::io_error, what + ": " + std::strerror(e));
 }
 
@@ -60,7 +62,15 @@ Result<UniqueFd> open_root(const std::filesystem::path& path, bool create) {
   return UniqueFd(fd);
 }
 
-Result<UniqueFd> open_parent(int root, const std::string& path, bool create, std::string* leaf) {
+namespace {
+
+void give(int dir, const char* name, const Owner* owner) {
+  if (owner) ::fchownat(dir, name, owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW);
+}
+
+}  // namespace
+
+Result<UniqueFd> open_parent(int root, const std::string& path, bool create, std::string* leaf, const Owner* owner) {
   auto parts = split_relative_path(path);
   if (!parts) return parts.error();
   UniqueFd dir(::dup(root));
@@ -69,7 +79,8 @@ Result<UniqueFd> open_parent(int root, const std::string& path, bool create, std
     const std::string& name = (*parts)[i];
     int fd = ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && create) {
-      if (::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+      if (::mkdirat(dir.get(), name.c_str(), 0755) == 0) give(dir.get(), name.c_str(), owner);
+      else if (errno != EEXIST) return sys_error("mkdir " + path);
       fd = ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (fd < 0) return sys_error("open " + path);
@@ -79,16 +90,19 @@ Result<UniqueFd> open_parent(int root, const std::string& path, bool create, std
   return dir;
 }
 
-Result<UniqueFd> open_dir(int root, const std::string& path, bool create) {
+Result<UniqueFd> open_dir(int root, const std::string& path, bool create, const Owner* owner) {
   if (path.empty()) {
     UniqueFd d(::dup(root));
     if (!d) return sys_error("dup");
     return d;
   }
   std::string leaf;
-  auto parent = open_parent(root, path, create, &leaf);
+  auto parent = open_parent(root, path, create, &leaf, owner);
   if (!parent) return parent.error();
-  if (create && ::mkdirat(parent->get(), leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  if (create) {
+    if (::mkdirat(parent->get(), leaf.c_str(), 0755) == 0) give(parent->get(), leaf.c_str(), owner);
+    else if (errno != EEXIST) return sys_error("mkdir " + path);
+  }
   int fd = ::openat(parent->get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return sys_error("open " + path);
   return UniqueFd(fd);
@@ -106,6 +120,16 @@ Result<UniqueFd> open_regular_file(int root, const std::string& path) {
   return file;
 }
 
+std::optional<std::string> link_target_at(int root, const std::string& path) {
+  std::string leaf;
+  auto dir = open_parent(root, path, false, &leaf);
+  if (!dir) return std::nullopt;
+  char buf[kMaxPathBytes + 1];
+  const ssize_t n = ::readlinkat(dir->get(), leaf.c_str(), buf, sizeof buf - 1);
+  if (n < 0) return std::nullopt;
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
 Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t offset, bool positional) {
   std::size_t got = 0;
   while (got < buf.size()) {
@@ -117,28 +141,6 @@ Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t
     got += static_cast<std::size_t>(n);
   }
   return got;
-}
-
-Result<std::string> sha256_fd(int fd) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  // One buffer per thread, not zeroed: a zeroed 1 MiB per file cost more than hashing a small file.
-  constexpr std::size_t kBufBytes = 1 << 20;
-  static thread_local const std::unique_ptr<unsigned char[]> buf = std::make_unique_for_overwrite<unsigned char[]>(kBufBytes);
-  for (;;) {
-    ssize_t n = ::read(fd, buf.get(), kBufBytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("read");
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.get(), static_cast<std::size_t>(n));
-  }
-  unsigned char md[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) out += hex[md[i] >> 4], out += hex[md[i] & 15];
-  return out;
 }
 
 std::string sha256_hex(const void* data, std::size_t n) {
@@ -176,9 +178,10 @@ bool read_whole_file(const std::filesystem::path& file, std::string& bytes) {
   return true;
 }
 
-// Cache file: "RSH1" u32 count, then per entry: u16 path_len, path, u64 size, i64 mtime, i64 ctime,
+// Cache file: "RSH2" u32 count, then per entry: u16 path_len, path, u64 size, i64 mtime, i64 ctime,
 // u64 ino, i64 as_of, 32 bytes SHA-256 (host byte order: the file never leaves this machine).
-constexpr char kCacheMagic[4] = {'R', 'S', 'H', '1'};
+// 2: content digests (content_digest.hpp); a cache of plain SHA-256 (1) loads as empty.
+constexpr char kCacheMagic[4] = {'R', 'S', 'H', '2'};
 
 }  // namespace
 
@@ -358,7 +361,7 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
       int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
       if (fd < 0) return std::nullopt;
       UniqueFd guard(fd);
-      auto sha = sha256_fd(fd);
+      auto sha = content_digest_fd(fd);
       if (!sha) return std::nullopt;
       e.sha256 = *sha;
       if (cache) cache->put(rel, stamp, e.sha256, as_of);
@@ -513,10 +516,25 @@ void emit(const std::vector<Listing>& listings, std::size_t at, HashCache* cache
   }
 }
 
+// What a file's data takes, holes not counted.
+std::uint64_t data_bytes(const struct stat& st) {
+  return std::min(static_cast<std::uint64_t>(st.st_size), static_cast<std::uint64_t>(st.st_blocks) * 512);
+}
+
+Error over_limit(std::uint64_t have, std::uint64_t limit) {
+  return fail(errc::too_large, "the files hold " + std::to_string(have) + " bytes of data, more than the limit of " +
+                                   std::to_string(limit) + " bytes");
+}
+
 Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, HashCache* cache,
-                  std::vector<Entry>& out, std::vector<Pending>& pending) {
+                  std::vector<Entry>& out, std::vector<Pending>& pending, std::uint64_t& data,
+                  std::optional<std::uint64_t> max_data) {
   auto listings = list_tree(dirfd, rel, rules);
   if (!listings) return listings.error();
+  for (const auto& l : *listings)
+    for (const auto& item : l.items)
+      if (S_ISREG(item.st.st_mode)) data += data_bytes(item.st);
+  if (max_data && data > *max_data) return over_limit(data, *max_data);
   emit(*listings, 0, cache, out, pending);
   return {};
 }
@@ -535,7 +553,7 @@ void hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pendi
       auto file = open_regular_file(root, e.path);
       struct stat st{};
       if (!file || ::fstat(file->get(), &st) != 0) continue;
-      auto sha = sha256_fd(file->get());
+      auto sha = content_digest_fd(file->get());
       if (!sha) continue;
       e.sha256 = std::move(*sha);
       e.size = static_cast<std::uint64_t>(st.st_size);
@@ -557,17 +575,24 @@ void hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pendi
 
 }  // namespace
 
-Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache) {
+Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache,
+                                     std::optional<std::uint64_t> max_data) {
   std::vector<Entry> out;
   std::vector<Pending> pending;
+  std::uint64_t data = 0;
   if (prefix.empty()) {
-    if (auto r = walk(root, "", rules, cache, out, pending); !r) return r.error();
+    if (auto r = walk(root, "", rules, cache, out, pending, data, max_data); !r) return r.error();
     hash_pending(root, out, pending, cache);
     return out;
   }
   std::string leaf;
   auto dir = open_parent(root, prefix, false, &leaf);
   if (!dir) return dir.error();
+  struct stat top{};
+  if (max_data && ::fstatat(dir->get(), leaf.c_str(), &top, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(top.st_mode)) {
+    data = data_bytes(top);
+    if (data > *max_data) return over_limit(data, *max_data);
+  }
   auto e = entry_at(dir->get(), leaf, prefix, cache);
   if (!e) return fail(errc::not_found, prefix + ": no such file or folder");
   out.push_back(*e);
@@ -575,7 +600,7 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
     int sub = ::openat(dir->get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) return sys_error("open " + prefix);
     UniqueFd guard(sub);
-    if (auto r = walk(sub, prefix, rules, cache, out, pending); !r) return r.error();
+    if (auto r = walk(sub, prefix, rules, cache, out, pending, data, max_data); !r) return r.error();
     hash_pending(root, out, pending, cache);
   }
   return out;
@@ -588,7 +613,7 @@ Result<int> DirCursor::parent_of(const std::string& path, bool create, std::stri
   if (name.empty() || name == "." || name == "..") return fail(errc::invalid_argument, "refused path '" + path.substr(0, 200) + "'");
   if (!fd_ || dir != dir_) {
     fd_ = UniqueFd();
-    auto d = open_dir(root_, std::string(dir), create);
+    auto d = open_dir(root_, std::string(dir), create, owner());
     if (!d) return d.error();
     fd_ = std::move(*d);
     dir_ = dir;
@@ -683,6 +708,7 @@ Result<AtomicFile> AtomicFile::create(DirCursor& cursor, const std::string& path
   int fd = ::openat(f.dir_.get(), f.temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return sys_error("create " + path);
   f.fd_ = UniqueFd(fd);
+  if (const Owner* o = cursor.owner()) ::fchown(fd, o->uid, o->gid);
   return f;
 }
 
@@ -702,18 +728,28 @@ Result<void> AtomicFile::write(const void* data, std::size_t n) {
   return {};
 }
 
+Result<void> AtomicFile::skip(std::uint64_t n) {
+  if (n == 0) return {};
+  if (::lseek(fd_.get(), static_cast<off_t>(n), SEEK_CUR) < 0) return sys_error("seek " + leaf_);
+  written_ += n;
+  holes_ = true;
+  return {};
+}
+
 std::string resume_name(const std::string& leaf) {
   return ".runsnack-part-resume-" + sha256_hex(leaf.data(), leaf.size()).substr(0, 24);
 }
 
 void AtomicFile::keep_partial() {
   if (!fd_ || committed_) return;
+  if (holes_) (void)::ftruncate(fd_.get(), static_cast<off_t>(written_));
   if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), resume_name(leaf_).c_str()) == 0) committed_ = true;
 }
 
 Result<FileStamp> AtomicFile::commit(bool executable) {
   // Created 0644 (less the umask, as cp does); only an executable needs another call.
   if (executable) ::fchmod(fd_.get(), 0755);
+  if (holes_ && ::ftruncate(fd_.get(), static_cast<off_t>(written_)) != 0) return sys_error("truncate " + leaf_);
   if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), leaf_.c_str()) != 0) {
     if (errno == EISDIR) return fail(errc::refused, leaf_ + " is a folder on the other side");
     return sys_error("rename " + leaf_);
@@ -728,7 +764,8 @@ Result<void> make_dir(DirCursor& cursor, const std::string& path) {
   std::string leaf;
   auto dir = cursor.parent_of(path, true, &leaf);
   if (!dir) return dir.error();
-  if (::mkdirat(*dir, leaf.c_str(), 0755) != 0 && errno != EEXIST) return sys_error("mkdir " + path);
+  if (::mkdirat(*dir, leaf.c_str(), 0755) == 0) give(*dir, leaf.c_str(), cursor.owner());
+  else if (errno != EEXIST) return sys_error("mkdir " + path);
   return {};
 }
 
@@ -747,6 +784,7 @@ Result<void> make_symlink(DirCursor& cursor, const std::string& path, const std:
     ::unlinkat(*dir, leaf.c_str(), 0);
   }
   if (::symlinkat(target.c_str(), *dir, leaf.c_str()) != 0) return sys_error("symlink " + path);
+  give(*dir, leaf.c_str(), cursor.owner());
   return {};
 }
 

@@ -6,6 +6,9 @@
 // leading outside. Files are written to a temporary name in their folder and
 // renamed into place, so a reader never sees a half-written file.
 //
+// Where the writer is a root provider and the tree belongs to a sandbox uid
+// (services/exec/launch.hpp), what is created gets that Owner.
+//
 // Ownership: UniqueFd owns one descriptor. Not thread-safe; no global state.
 
 #include "core/error.hpp"
@@ -42,19 +45,26 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// Who owns what a transfer creates.
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 // Opens (creating with `mkdir -p` when asked) a root folder; the root itself may be reached through symlinks.
 Result<UniqueFd> open_root(const std::filesystem::path& path, bool create);
-// The folder holding `path` (a valid relative path), created when `create`.
-Result<UniqueFd> open_parent(int root, const std::string& path, bool create, std::string* leaf);
+// The folder holding `path` (a valid relative path), created when `create` (owned by `owner` when given).
+Result<UniqueFd> open_parent(int root, const std::string& path, bool create, std::string* leaf,
+                             const Owner* owner = nullptr);
 // The folder at `path` ("" is the root itself), created when `create`.
-Result<UniqueFd> open_dir(int root, const std::string& path, bool create);
+Result<UniqueFd> open_dir(int root, const std::string& path, bool create, const Owner* owner = nullptr);
 Result<UniqueFd> open_regular_file(int root, const std::string& path);
+// The target of the symlink at `path` (no symlink followed on the way), or nothing.
+std::optional<std::string> link_target_at(int root, const std::string& path);
 
-// SHA-256 of what the descriptor reads, lowercase hex.
 // Reads until `buf` is full or the file ends (at `offset` when `positional`, else from the
 // file position): chunk boundaries must not depend on short reads.
 Result<std::size_t> read_full(int fd, std::span<std::uint8_t> buf, std::uint64_t offset, bool positional);
-Result<std::string> sha256_fd(int fd);
 std::string sha256_hex(const void* data, std::size_t n);
 
 // What says a file is unchanged without reading it: a change of content,
@@ -113,19 +123,25 @@ class HashCache {
 std::int64_t wall_clock_ns();
 
 // Everything under `prefix` ("" for the whole root) that `rules` does not ignore,
-// without following symlinks, hashing files (through `cache` when given).
-Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache);
+// without following symlinks, hashing files (content_digest.hpp; through `cache` when given).
+// With `max_data_bytes`, a tree whose files hold more data than that (holes of sparse files do
+// not count) is errc::too_large once listed, before anything is hashed.
+Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache,
+                                     std::optional<std::uint64_t> max_data_bytes = std::nullopt);
 
 // Walks a sequence of paths reusing the folder descriptor while consecutive
 // paths share a folder (a manifest lists a folder's entries together).
 class DirCursor {
  public:
-  explicit DirCursor(int root) : root_(root) {}
+  explicit DirCursor(int root, std::optional<Owner> owner = std::nullopt) : root_(root), owner_(owner) {}
   // The folder holding `path` (a valid relative path; created when `create`); *leaf is its last component.
   Result<int> parent_of(const std::string& path, bool create, std::string* leaf);
+  // Who gets what is created through this cursor (none: the writer).
+  const Owner* owner() const { return owner_ ? &*owner_ : nullptr; }
 
  private:
   int root_;
+  std::optional<Owner> owner_;
   std::string dir_;
   UniqueFd fd_;
 };
@@ -147,6 +163,8 @@ class AtomicFile {
   AtomicFile& operator=(AtomicFile&&) noexcept = default;
   ~AtomicFile();
   Result<void> write(const void* data, std::size_t n);
+  // Leaves the next `n` bytes a hole (a sparse file's zeros, never written).
+  Result<void> skip(std::uint64_t n);
   // Renames into place; returns the file's stamp after the rename (for HashCache).
   Result<FileStamp> commit(bool executable);
   // Instead of removing it, keeps what was written under resume_name(leaf) for a later transfer.
@@ -160,6 +178,7 @@ class AtomicFile {
   UniqueFd dir_, fd_;
   std::string temp_, leaf_;
   std::uint64_t written_ = 0;
+  bool holes_ = false;  // the file ends in a hole unless it is truncated to its size
   bool committed_ = false;
 };
 

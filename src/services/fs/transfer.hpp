@@ -11,8 +11,10 @@
 //               need may carry "bases": {path: [chunk SHA-256...]}, the receiver's older copy of a
 //               large file (or the prefix an interrupted transfer kept), in kMaxDataBytes chunks
 //   sender   -> for each needed file, in order:
-//                 {"type":"file","path":P}  data/zdata frames and {"type":"same","chunks":K}
-//                 (the next K chunks equal the receiver's)  {"type":"file_end"}
+//                 {"type":"file","path":P}  data/zdata frames, {"type":"same","chunks":K}
+//                 (the next K chunks equal the receiver's) and {"type":"hole","chunks":K} (the next
+//                 K chunks are zeros in a hole of a sparse file: neither read nor sent, and the
+//                 receiver leaves a hole)  {"type":"file_end"}
 //   receiver -> {"type":"synced","files":N,"bytes":N,"deleted":N} | {"type":"error","message":...}
 //
 // A receiver with a SyncState (the run workspace) remembers the last manifest
@@ -21,8 +23,14 @@
 // that the new one lacks (deleted on the sender) is removed, when it is still
 // what the sync put there (files a command wrote are kept).
 //
+// Both halves do their file work (scans, hashing, reading, compressing,
+// checking the tree) on the offload pool (offload.hpp), never on the io
+// thread. A sender may cap the file data it sends (SendLimit), a receiver what
+// it writes (WriteLimits): holes do not count.
+//
 // The receiver never trusts the sender with anything outside the tree: paths
-// and symlinks are checked (path_rules.hpp), writes go through safe_fs.hpp (no
+// and symlinks are checked (path_rules.hpp; a symlink must stay inside with
+// every symlink on its way followed, in the manifest and on disk), writes go through safe_fs.hpp (no
 // symlink followed, temp file + rename), each file must match its declared
 // size, and the quota bounds single files and the whole tree. Content is
 // checked where it is read: the sender vouches that each file's bytes hash to
@@ -37,6 +45,7 @@
 #include "core/error.hpp"
 #include "net/mux_stream.hpp"
 #include "services/fs/frame.hpp"
+#include "services/fs/receive_writer.hpp"
 #include "services/fs/safe_fs.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -56,6 +65,13 @@ boost::asio::awaitable<Result<nlohmann::json>> read_control(MuxStream& stream);
 boost::asio::awaitable<Result<void>> write_frame(MuxStream& stream, FrameType type, std::span<const std::uint8_t> payload);
 boost::asio::awaitable<Result<void>> write_control(MuxStream& stream, const nlohmann::json& body);
 
+// Chunk-level reuse: a needed file of at least kChunkedMinBytes that the receiver holds an older
+// copy of (or the prefix of an interrupted transfer) travels as "same" runs for the fixed-size
+// chunks whose SHA-256 the receiver offered, and as data for the rest.
+inline constexpr std::uint64_t kChunkedMinBytes = 1024 * 1024;
+inline constexpr std::size_t kMaxBaseChunks = 65536;        // per file (16 GiB of it)
+inline constexpr std::size_t kMaxBaseChunksTotal = 262144;  // per need message (~17 MB of JSON)
+
 struct TransferStats {
   std::size_t entries = 0;
   std::size_t files_sent = 0;
@@ -74,16 +90,24 @@ struct TopRename {
   std::string source_of(const std::string& wire_path) const;
 };
 
+// What a sender may send: past `bytes` of file data, the transfer ends with `message` (to both sides).
+struct SendLimit {
+  std::uint64_t bytes = 0;
+  std::string message;
+};
+
 // The sender answers for each file's content: a file the scan's `hashed` cache vouches for (same
 // stamp, hashed after its last change) is checked by its stamp after it is read; any other is
 // hashed while it is read. A file that no longer matches its manifest entry ends the transfer
 // with an error instead of reaching the receiver.
 boost::asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
                                                         Progress progress, std::optional<TopRename> rename = {},
-                                                        const HashCache* hashed = nullptr);
+                                                        const HashCache* hashed = nullptr,
+                                                        std::optional<SendLimit> limit = {});
 
 struct ReceiveLimits {
-  std::optional<std::uint64_t> quota_bytes;  // none: unlimited
+  std::optional<std::uint64_t> quota_bytes;  // none: unlimited (checked against the manifest's sizes)
+  WriteLimits write;                         // receive_writer.hpp
 };
 
 // What a receiver remembers about its tree between syncs (one file per workspace).

@@ -1,0 +1,560 @@
+"""The adversary suite (issue 14): a hostile link holder against a provider started as root and as an
+ordinary user. Each test plays the attack through the real CLI and asserts that it fails, with a clear
+message to the consumer and an audit record where the provider refuses something.
+
+- AsRoot: the provider runs as root (skipped when this test is not root).
+- AsUser: the provider runs as a throwaway ordinary user made for the test (useradd, removed afterwards)
+  when this test is root, or as this test's own user otherwise.
+
+What is tried: the open_by_handle_at ("shocker") escape reading the provider's identity.pem; capabilities,
+uid, no_new_privs and seccomp inside; mount, keyctl, add_key, bpf, perf_event_open, userfaultfd, unshare,
+setns, name_to_handle_at; 20 x 45 MB under a 50 MB --disk-quota; filling /tmp, /dev/shm and / past --memory;
+`run --timeout 3s` whose output the consumer never reads; a 100 GiB sparse file pulled while a second
+consumer runs `info`; the symlink chain s -> ., t -> s/.., u -> t/..; a pull over --max-pull; and that
+python3 with threads, a C program built by gcc and the CUDA shim's host-backend program still run.
+"""
+
+import json
+import os
+import pwd
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+from harness import E2ETestCase, BIN, REPO
+
+MB = 1000 * 1000
+QUOTA = "50M"  # parse_size: M is 2^20 bytes
+
+# Runs inside the sandbox: every probe, one JSON object on stdout. Syscall numbers are per architecture.
+PROBE = r'''
+import ctypes, errno, json, os, platform, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NR = {
+    "x86_64": dict(mount=165, umount2=166, pivot_root=155, keyctl=250, add_key=248, bpf=321, perf_event_open=298,
+                   userfaultfd=323, unshare=272, setns=308, open_by_handle_at=304, name_to_handle_at=303,
+                   kexec_load=246, init_module=175),
+    "aarch64": dict(mount=40, umount2=39, pivot_root=41, keyctl=219, add_key=217, bpf=280, perf_event_open=241,
+                    userfaultfd=282, unshare=97, setns=268, open_by_handle_at=265, name_to_handle_at=264,
+                    kexec_load=104, init_module=105),
+}[platform.machine()]
+out = {}
+
+def call(name, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(NR[name], *args)
+    if r < 0:
+        return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+    return "ok"
+
+status = {}
+for line in open("/proc/self/status"):
+    k, _, v = line.partition(":")
+    status[k] = v.strip()
+out["status"] = {k: status.get(k) for k in ("Uid", "Gid", "CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs",
+                                            "Seccomp")}
+out["uid"] = os.getuid()
+
+# The "shocker" escape: a handle to inode 2 (the root of the host filesystem behind /etc), then a walk to
+# the provider's key and a write next to it.
+class FileHandle(ctypes.Structure):
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int), ("f_handle", ctypes.c_ubyte * 8)]
+handle = FileHandle(8, 1, (ctypes.c_ubyte * 8)(*struct.pack("<II", 2, 0)))
+out["open_by_handle_at"] = "not tried"
+for mount_point in ("/workspace", "/etc"):  # the workspace is writable, /etc is on the host's root filesystem
+    mount_fd = os.open(mount_point, os.O_RDONLY)
+    ctypes.set_errno(0)
+    root_fd = libc.syscall(NR["open_by_handle_at"], mount_fd, ctypes.byref(handle), os.O_RDONLY | os.O_DIRECTORY)
+    if root_fd < 0:
+        out["open_by_handle_at"] = errno.errorcode.get(ctypes.get_errno(), "?")
+        continue
+    out["open_by_handle_at"] = "ok"
+    try:
+        fd = os.open(sys.argv[1], os.O_RDONLY, dir_fd=root_fd)
+        out["key"] = os.read(fd, 4096).decode("utf-8", "replace")
+    except OSError as e:
+        out["key_error"] = str(e)
+    try:
+        fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=root_fd)
+        os.write(fd, b"escaped")
+        out["wrote"] = True
+    except OSError as e:
+        out["write_error"] = str(e)
+
+class Handle128(ctypes.Structure):
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int), ("f_handle", ctypes.c_ubyte * 128)]
+h = Handle128(128, 0)
+mount_id = ctypes.c_int(0)
+out["name_to_handle_at"] = call("name_to_handle_at", -100, b"/etc/hostname", ctypes.byref(h), ctypes.byref(mount_id), 0)
+
+os.makedirs("/tmp/mnt", exist_ok=True)
+out["mount"] = call("mount", b"none", b"/tmp/mnt", b"tmpfs", 0, None)
+out["umount2"] = call("umount2", b"/proc", 2)
+out["pivot_root"] = call("pivot_root", b"/tmp", b"/tmp/mnt")
+out["keyctl"] = call("keyctl", 1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a new session keyring
+out["add_key"] = call("add_key", b"user", b"runsnack-probe", b"x", 1, ctypes.c_long(-2))
+attr = struct.pack("<IIII", 2, 4, 4, 1) + bytes(56)  # BPF_MAP_CREATE: an array map
+out["bpf"] = call("bpf", 0, ctypes.create_string_buffer(attr, len(attr)), len(attr))
+pattr = struct.pack("<IIQ", 1, 112, 0) + bytes(96)  # PERF_TYPE_SOFTWARE, CPU clock
+out["perf_event_open"] = call("perf_event_open", ctypes.create_string_buffer(pattr, len(pattr)), 0, -1, -1, 0)
+out["userfaultfd"] = call("userfaultfd", os.O_CLOEXEC)
+out["unshare_user"] = call("unshare", 0x10000000)
+out["unshare_mount"] = call("unshare", 0x00020000)
+try:
+    ns = os.open("/proc/self/ns/uts", os.O_RDONLY)
+    out["setns"] = call("setns", ns, 0)
+except OSError:
+    out["setns"] = call("setns", 0, 0)  # no namespace file to name: any descriptor asks the filter
+out["kexec_load"] = call("kexec_load", 0, 0, None, 0)
+out["init_module"] = call("init_module", None, 0, b"")
+print(json.dumps(out))
+'''
+
+# A consumer program that writes 20 files of 45 MB, going on after errors.
+FILL = r'''
+import os, sys
+written = 0
+for i in range(20):
+    try:
+        with open("f%02d" % i, "wb") as f:
+            for _ in range(45):
+                f.write(b"\1" * 1000000)
+        written += 1
+    except OSError as e:
+        print("file %d: %s" % (i, e), flush=True)
+print("files written whole:", written, flush=True)
+'''
+
+# Fills a folder past the memory limit; prints how much landed.
+FILL_DIR = r'''
+import os, sys
+path = os.path.join(sys.argv[1], "fill")
+n = 0
+try:
+    with open(path, "wb") as f:
+        while n < int(sys.argv[2]):
+            f.write(b"\1" * 1000000)
+            f.flush()
+            n += 1
+except OSError as e:
+    print("error:", e, flush=True)
+print("landed MB:", os.path.getsize(path) // 1000000 if os.path.exists(path) else 0, flush=True)
+'''
+
+THREADS = r'''
+import threading, hashlib
+results = []
+def work(i):
+    h = hashlib.sha256()
+    for k in range(20000):
+        h.update(b"%d-%d" % (i, k))
+    results.append(h.hexdigest())
+threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("threads ok", len(results))
+'''
+
+C_PROGRAM = r'''
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void* work(void* arg) { long* v = arg; for (int i = 0; i < 1000000; ++i) *v += i % 7; return NULL; }
+int main(void) {
+  pthread_t t[4]; long v[4] = {0};
+  for (int i = 0; i < 4; ++i) pthread_create(&t[i], NULL, work, &v[i]);
+  for (int i = 0; i < 4; ++i) pthread_join(t[i], NULL);
+  printf("c program ok %ld\n", v[0] + v[1] + v[2] + v[3]);
+  return 0;
+}
+'''
+
+
+def allocated_bytes(top):
+    """Disk blocks under `top` on its own filesystem (a mount below it, e.g. a workspace image, is not entered)."""
+    dev = os.lstat(top).st_dev
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if os.lstat(os.path.join(dirpath, d)).st_dev == dev]
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def procs_with(marker):
+    """Live (not zombie) processes whose command line contains `marker`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if marker.encode() not in f.read():
+                    continue
+            with open("/proc/%s/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def cmdline_of(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    except OSError:
+        return ""
+
+
+def mounts_under(path):
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point == path or point.startswith(path.rstrip("/") + "/"):
+                out.append(point)
+    return out
+
+
+def figure(test, text):
+    # A measured figure for docs/SECURITY.md (stderr: unittest -v shows it beside the test's name).
+    print("\nFIGURE %s: %s" % (test.id().split(".", 1)[1], text), file=sys.stderr, flush=True)
+
+
+class AttackSuite:
+    """The attacks; a subclass says how the provider is started (as_user)."""
+
+    AS_USER = False
+
+    # --- set-up ----------------------------------------------------------------------------------
+
+    def setUp(self):
+        super().setUp()
+        self.wrapper = ()
+        self.user = None
+        if not self.AS_USER and os.geteuid() != 0:
+            self.skipTest("the provider-as-root half needs root")
+        if self.AS_USER and os.geteuid() == 0:
+            self.make_user()
+        self.addCleanup(self.unmount_leftovers)
+
+    def make_user(self):
+        # A throwaway system user, unique per run; removed after the test (its processes are stopped by then).
+        name = "rsatk%d%04d" % (os.getpid() % 100000, random.randrange(10000))
+        cp = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                            capture_output=True, text=True)
+        if cp.returncode != 0:
+            self.skipTest("cannot create a throwaway user: %s" % cp.stderr.strip())
+        self.user = pwd.getpwnam(name)
+        self.addCleanup(subprocess.run, ["userdel", name], capture_output=True)
+        os.chmod(self.tmp, 0o755)
+        self.wrapper = ("setpriv", "--reuid=%d" % self.user.pw_uid, "--regid=%d" % self.user.pw_gid, "--clear-groups", "--")
+
+    def unmount_leftovers(self):
+        # Only when a provider was killed before it could unmount its workspace images (a failing test).
+        for point in reversed(mounts_under(self.tmp)):
+            subprocess.run(["umount", "-l", point], capture_output=True)
+
+    def provider_home(self):
+        home = self.new_home("provider")
+        if self.user:
+            os.chown(home, self.user.pw_uid, self.user.pw_gid)
+        return home
+
+    def start_pair(self, *share_args):
+        self.phome, self.chome = self.provider_home(), self.new_home("consumer")
+        env = {"HOME": self.phome} if self.user else None
+        self.provider = self.start_provider(self.phome, "--allow", "run,cp,cuda", *share_args, wrapper=self.wrapper,
+                                            env_extra=env)
+        self.link = self.provider.link
+        self.work = os.path.join(self.tmp, "work")
+        os.makedirs(self.work, exist_ok=True)
+        self.workspace = os.path.join(self.phome, "workspaces", self.peer_id(self.chome))
+
+    def write(self, rel, text):
+        with open(os.path.join(self.work, rel), "w") as f:
+            f.write(text)
+
+    def remote(self, *cmd, extra=(), timeout=120):
+        return self.run_cli(self.chome, "run", self.link, *extra, "--sync", self.work, "--", *cmd, timeout=timeout)
+
+    def provider_audit(self):
+        cp = subprocess.run(list(self.wrapper) + [BIN, "log", "--json"], capture_output=True, text=True,
+                            env=self.env(self.phome), timeout=60)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return [json.loads(l) for l in cp.stdout.splitlines() if l.strip()]
+
+    def audit_reasons(self):
+        return [str(r.get("reason", "")) for r in self.provider_audit()]
+
+    # --- privileges and the kernel's attack surface ---------------------------------------------------
+
+    def test_shocker_and_privileged_syscalls_fail(self):
+        self.start_pair()
+        key = os.path.join(self.phome, "identity.pem")
+        self.assertTrue(os.path.exists(key))
+        marker = os.path.join(self.tmp, "escaped-%d" % os.getpid())
+        self.write("probe.py", PROBE)
+        cp = self.remote("python3", "probe.py", key.lstrip("/"), marker.lstrip("/"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        probe = json.loads(cp.stdout.strip().splitlines()[-1])
+        self.assertNotIn("key", probe, "the sandbox read the provider's identity key")
+        self.assertNotIn("BEGIN", cp.stdout)
+        self.assertFalse(os.path.exists(marker), "the sandbox wrote a file on the host")
+        for call in ("open_by_handle_at", "name_to_handle_at", "mount", "umount2", "pivot_root", "keyctl", "add_key",
+                     "bpf", "perf_event_open", "userfaultfd", "unshare_user", "unshare_mount", "setns", "kexec_load",
+                     "init_module"):
+            self.assertIn(probe[call], ("EPERM", "EACCES", "ENOSYS"), "%s inside the sandbox: %s" % (call, probe))
+        status = probe["status"]
+        self.assertEqual(status["CapEff"], "0000000000000000", status)
+        self.assertEqual(status["CapPrm"], "0000000000000000", status)
+        self.assertEqual(status["CapAmb"], "0000000000000000", status)
+        self.assertEqual(status["NoNewPrivs"], "1", status)
+        self.assertEqual(status["Seccomp"], "2", status)  # a filter is in force
+        self.assertNotEqual(probe["uid"], 0)
+        if not self.AS_USER:
+            # The uid owns nothing on the host: not root's, not any account's.
+            self.assertNotIn(probe["uid"], [p.pw_uid for p in pwd.getpwall()])
+
+    def test_workspace_belongs_to_the_sandbox_uid(self):
+        self.start_pair()
+        self.write("in.txt", "synced")
+        cp = self.remote("sh", "-c", "echo more >> in.txt && mkdir -p out && echo r > out/r.txt && id -u && cat in.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        uid = int(cp.stdout.split()[0])
+        self.assertIn("synced", cp.stdout)
+        self.assertEqual(os.lstat(os.path.join(self.workspace, "out", "r.txt")).st_uid, uid)
+        # The provider's own state stays the provider's.
+        self.assertNotEqual(os.lstat(os.path.join(self.phome, "identity.pem")).st_uid, uid if not self.AS_USER else -1)
+
+    # --- limits that hold as totals -------------------------------------------------------------------
+
+    def test_disk_quota_holds_for_many_files(self):
+        self.start_pair("--disk-quota", QUOTA)
+        before = allocated_bytes(self.phome)
+        self.write("fill.py", FILL)
+        cp = self.remote("python3", "fill.py")
+        used = allocated_bytes(self.phome) - before
+        figure(self, "20 x 45 MB under a 50 MB quota: %.1f MB landed on the host" % (used / MB))
+        bound = 50 * MB * (1.3 if not self.AS_USER else 3.0)  # the user half measures by polling (docs/SECURITY.md)
+        self.assertLess(used, bound, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
+        self.assertIn("the workspace is full: 50 MB quota", cp.stderr)
+        self.assertTrue(any("the workspace is full" in r for r in self.audit_reasons()))
+        # The provider still serves: a small command after the refusal runs.
+        again = self.remote("true")
+        self.assertEqual(again.returncode, 0, again.stderr)
+
+    def test_tmp_and_shm_bounded_by_memory(self):
+        self.start_pair("--memory", "200M")
+        self.write("fill_dir.py", FILL_DIR)
+        for where in ("/tmp", "/dev/shm"):
+            cp = self.remote("python3", "fill_dir.py", where, "400")
+            landed = [l for l in cp.stdout.splitlines() if l.startswith("landed MB:")]
+            # Killed for memory or refused by the bounded tmpfs: either way no more than the limit landed.
+            figure(self, "400 MB into %s under --memory 200M: %s, exit %d" % (where, landed[0] if landed else "killed",
+                                                                           cp.returncode))
+            if landed:
+                # 200M is 200 MiB (parse_size), the script counts in 10^6 bytes
+                self.assertLessEqual(int(landed[0].split(":")[1]), 200 * 1024 * 1024 // MB, cp.stdout + cp.stderr)
+            else:
+                self.assertNotEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        cp = self.remote("sh", "-c", "echo x > /fill-root && echo wrote-root; echo x > /run/f && echo wrote-run; true")
+        self.assertNotIn("wrote-root", cp.stdout)
+
+    def test_timeout_fires_when_output_is_not_read(self):
+        self.start_pair()
+        marker = "rs-unread-%d-%d" % (os.getpid(), random.randrange(1 << 30))
+        env = self.env(self.chome)
+        # stdout is a pipe this test never reads: the consumer blocks on it and stops reading the stream.
+        consumer = subprocess.Popen([BIN, "run", self.link, "--timeout", "3s", "--sync", self.work, "--", "yes", marker],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        remote = lambda: [p for p in procs_with(marker) if p != consumer.pid]  # the consumer's own line names it too
+        try:
+            seen = self.poll_until(remote, 60, "the command to start")
+            started = time.monotonic()
+            self.assertTrue(seen)
+            # Its deadline is at most 3 s after `started`; it must be gone within 5 s of that.
+            while remote() and time.monotonic() < started + 8:
+                time.sleep(0.2)
+            left = {p: cmdline_of(p) for p in remote()}
+            figure(self, "run --timeout 3s, output unread: gone %.1f s after it was seen running" %
+                   (time.monotonic() - started))
+            self.assertEqual(left, {}, "the command outlived its deadline by more than 5 s while its output was unread")
+        finally:
+            consumer.kill()
+            consumer.wait(timeout=30)
+        self.poll_until(lambda: any("stopped at its 3 s time limit" in r for r in self.audit_reasons()), 30,
+                        "the time limit in the audit log")
+
+    def test_timeout_message(self):
+        self.start_pair("--run-timeout", "20s")
+        start = time.monotonic()
+        cp = self.remote("sleep", "60", extra=("--timeout", "3s"))
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        self.assertIn("the command was stopped at its 3 s time limit", cp.stderr)
+        self.assertLess(time.monotonic() - start, 50)
+
+    # --- the provider's io thread and the consumer's disk ------------------------------------------
+
+    def test_sparse_pull_does_not_stall_other_consumers(self):
+        self.start_pair()
+        # A second consumer asks for `info` every 0.2 s on one session: the time between its answers is
+        # the provider's answer time plus that interval (a new process per `info` would mostly measure
+        # the start of a sanitizer build).
+        other = self.new_home("other")
+        watcher = subprocess.Popen([BIN, "info", "--json", "--watch", "0.2", self.link], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env(other))
+        answers = []
+
+        def read_answers():
+            for line in watcher.stdout:
+                if line.startswith(b"{"):
+                    answers.append(time.monotonic())
+        reader = threading.Thread(target=read_answers, daemon=True)
+        reader.start()
+        try:
+            self.poll_until(lambda: len(answers) >= 3, 60, "the first answers to info --watch")
+            dest = os.path.join(self.tmp, "pulled")
+            os.makedirs(dest)
+            pull_started = time.monotonic()
+            puller = self.start(self.chome, "run", self.link, "--pull", "big", "--sync", dest, "--", "truncate",
+                                "-s", "100G", "big", name="puller")
+            # The consumer's disk: whatever happens, the pull may not fill it.
+            stop = threading.Event()
+
+            def watchdog():
+                while not stop.wait(0.5):
+                    if allocated_bytes(dest) > 2 << 30:
+                        puller.signal(9)
+                        return
+            threading.Thread(target=watchdog, daemon=True).start()
+            try:
+                rc = puller.wait(300)
+                pull_ended = time.monotonic()
+                # At least ten answers from the moment the pull began.
+                self.poll_until(lambda: len([a for a in answers if a > pull_started]) >= 11, 120,
+                                "ten answers since the pull began")
+            finally:
+                stop.set()
+        finally:
+            watcher.kill()
+            watcher.wait(30)
+            watcher.stdout.close()
+        self.assertEqual(rc, 0, puller.stderr())
+        # Every answer from the pull's start to its end, and at least ten.
+        during = [a for a in answers if a > pull_started]
+        last = max(next((i for i, a in enumerate(during) if a > pull_ended), len(during) - 1), 10)
+        gaps = [b - a - 0.2 for a, b in zip(during[:last + 1], during[1:last + 1])]
+        self.assertGreaterEqual(len(gaps), 10)
+        figure(self, "info --watch beside a 100 GiB sparse pull (%.1f s): %d answers, slowest %.3f s over the interval" %
+               (pull_ended - pull_started, len(gaps), max(gaps)))
+        # The figure (docs/SECURITY.md) is the slowest gap, under 1 s on an idle machine; the assertion
+        # leaves room for a loaded CI machine and still fails when the io thread reads the holes (a
+        # provider before issue 14 answered nothing for minutes: "no answer from the provider in time").
+        self.assertLess(max(gaps), 5.0, "info answers took %r s while the pull ran (%.1f s)" %
+                        (gaps, pull_ended - pull_started))
+        big = os.path.join(dest, "big")
+        st = os.lstat(big)
+        self.assertEqual(st.st_size, 100 << 30)
+        self.assertLess(st.st_blocks * 512, 64 << 20, "the holes travelled as data")
+
+    def test_symlink_chain_never_leads_outside(self):
+        self.start_pair()
+        dest = os.path.join(self.tmp, "pulled")
+        os.makedirs(dest)
+        make = "mkdir -p d && ln -sfn . d/s && ln -sfn s/.. d/t && ln -sfn t/.. d/u && echo ok > d/file"
+        cp = self.run_cli(self.chome, "run", self.link, "--pull", "d", "--sync", dest, "--", "sh", "-c", make)
+        got = os.path.join(dest, "d")
+        for name in ("s", "t", "u"):
+            p = os.path.join(got, name)
+            if os.path.islink(p):
+                real = os.path.realpath(p)
+                self.assertTrue(real == dest or real.startswith(dest + "/"),
+                                "%s -> %s resolves outside %s" % (name, os.readlink(p), dest))
+        self.assertIn("resolves outside", cp.stderr)
+        self.assertNotEqual(cp.returncode, 0)
+        out = os.path.join(self.tmp, "cp-out")
+        os.makedirs(out)
+        cp = self.run_cli(self.chome, "cp", self.link, "remote:d", out + "/")
+        u = os.path.join(out, "d", "u")
+        if os.path.islink(u):
+            real = os.path.realpath(u)
+            self.assertTrue(real.startswith(out + "/") or real == out, "cp: u -> %s" % real)
+        self.assertIn("resolves outside", cp.stderr)
+
+    def test_pull_size_limit_on_the_consumer(self):
+        self.start_pair()
+        dest = os.path.join(self.tmp, "pulled")
+        os.makedirs(dest)
+        cp = self.run_cli(self.chome, "run", self.link, "--max-pull", "10M", "--pull", "blob", "--sync", dest, "--",
+                          "python3", "-c", "open('blob','wb').write(b'x' * 30000000)")
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("10 MB", cp.stderr)
+        self.assertLess(allocated_bytes(dest), 12 * MB)
+
+    def test_provider_transfer_limit(self):
+        self.start_pair("--max-transfer", "10M")
+        cp = self.remote("python3", "-c", "open('blob','wb').write(b'y' * 30000000)")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        out = os.path.join(self.tmp, "cp-out")
+        os.makedirs(out)
+        cp = self.run_cli(self.chome, "cp", self.link, "remote:blob", out + "/")
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("10 MB", cp.stderr)
+        self.assertTrue(any("10 MB" in r for r in self.audit_reasons()))
+
+    # --- what must keep working ------------------------------------------------------------------------
+
+    def test_workloads_still_run(self):
+        self.start_pair()
+        self.write("threads.py", THREADS)
+        self.write("prog.c", C_PROGRAM)
+        cp = self.remote("python3", "threads.py")
+        self.assertIn("threads ok 8", cp.stdout, cp.stderr)
+        cp = self.remote("sh", "-c", "gcc -O1 -pthread -o prog prog.c && ./prog")
+        self.assertIn("c program ok", cp.stdout, cp.stderr)
+
+    def test_cuda_host_backend_program_runs_sandboxed(self):
+        nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK)
+                                        else None)
+        shim = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(BIN))), "cuda-shim", "libcuda.so.1")
+        if not nvcc or not os.path.exists(shim):
+            self.skipTest("needs nvcc and the built CUDA shim")
+        program = os.path.join(self.tmp, "vector_add")
+        built = subprocess.run([nvcc, "-o", program, os.path.join(REPO, "tests", "cuda", "vector_add.cu")],
+                               capture_output=True, text=True, timeout=600)
+        self.assertEqual(built.returncode, 0, built.stderr)
+        self.phome, self.chome = self.provider_home(), self.new_home("consumer")
+        env = {"RUNSNACK_CUDA_BACKEND": "host"}
+        if self.user:
+            env["HOME"] = self.phome
+        self.provider = self.start_provider(self.phome, "--allow", "cuda", env_extra=env, wrapper=self.wrapper)
+        cp = self.run_cli(self.chome, "cuda", "--json", self.provider.link, "--", program, timeout=180)
+        self.assertIn("round trip: ok", cp.stdout, cp.stderr)
+        starts = [r for r in self.provider_audit() if r.get("kind") == "cuda_start" and r.get("decision") == "accept"]
+        self.assertTrue(starts)
+        limits = starts[0]["detail"]["limits"]
+        self.assertTrue(limits.get("sandbox", "").startswith("bwrap"), limits)
+        self.assertNotEqual(limits.get("uid"), 0)
+
+
+class AsRoot(AttackSuite, E2ETestCase):
+    AS_USER = False
+
+
+class AsUser(AttackSuite, E2ETestCase):
+    AS_USER = True
+
+
+if __name__ == "__main__":
+    unittest.main()
