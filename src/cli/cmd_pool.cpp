@@ -73,7 +73,7 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "learned";
+  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "learned", give_up_after = "60";
   bool json = false;
 };
 
@@ -117,6 +117,12 @@ int serve(const ServeArgs& args) {
     return report("bad --lease '" + args.lease + "': seconds, e.g. 30");
   }
   if (policy.lease_ms < 100) return report("--lease must be at least 0.1 s");
+  try {
+    policy.give_up_ms = static_cast<std::int64_t>(std::stod(args.give_up_after) * 1000);
+  } catch (const std::exception&) {
+    return report("bad --give-up-after '" + args.give_up_after + "': seconds, e.g. 60");
+  }
+  if (policy.give_up_ms < 1000) return report("--give-up-after must be at least 1 s");
   std::string db_shown;
   auto store = open_pool_store(args.db, policy, db_shown, false);
   if (!store) return report(store.error());
@@ -453,6 +459,9 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
   serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
+  serve_cmd->add_option("--give-up-after", sa->give_up_after,
+                        "Fail a job when no online worker may run any of its remaining tasks (e.g. a quorum copy "
+                        "every online worker is barred from) for this many seconds, saying why (default 60)");
   serve_cmd->add_option("--scheduler", sa->scheduler,
                         "learned: the multi-objective scheduler that learns each device's speed, price and "
                         "reliability and follows each job's --prefer (default; docs/SCHEDULER.md); fastest: part 1's "

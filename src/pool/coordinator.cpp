@@ -61,7 +61,7 @@ json job_json(const JobStatus& j, const json& verification_method) {
 
 Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
     : ex_(ex), store_(store), on_event_(std::move(on_event)), maintenance_timer_(ex),
-      known_answers_(std::random_device{}()), replication_(store, on_event_, std::random_device{}(), known_answers_) {}
+      stalls_(std::chrono::milliseconds(store.policy().give_up_ms)), known_answers_(std::random_device{}()), replication_(store, on_event_, std::random_device{}(), known_answers_) {}
 
 std::int64_t Coordinator::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -163,6 +163,57 @@ asio::awaitable<void> Coordinator::run_maintenance() {
     auto n = store_.expire_leases(now_ms());
     if (!n) spdlog::warn("pool: lease expiry: {}", n.error().what());
     else if (*n > 0) on_event_({{"event", "leases_expired"}, {"count", *n}});
+    if (ticks_ % 4 == 0) give_up_stuck_jobs();  // every ~1 s
+  }
+}
+
+void Coordinator::give_up_stuck_jobs() {
+  auto online = store_.online_worker_peers();  // the workers that may still get work
+  auto loads = store_.running_job_loads(1000);
+  if (!online || !loads) {
+    spdlog::warn("pool: stall watch: {}", (online ? loads.error() : online.error()).what());
+    return;
+  }
+  const std::set<std::string>& peers = *online;
+  std::vector<StallWatch::JobView> views;
+  std::map<std::string, std::string> why;
+  for (const auto& l : *loads) {
+    StallWatch::JobView v{l.job, l.pending, l.leased, 1, static_cast<std::int64_t>(peers.size())};
+    const auto held = replication_.held_tasks(l.job);
+    // Only a job that looks stuck by its counts gets the closer look.
+    if (l.pending > 0 && !peers.empty() && l.leased <= static_cast<std::int64_t>(held.size())) {
+      auto bars = store_.job_bars(l.job, kStallScan);
+      if (!bars) {
+        spdlog::warn("pool: stall watch: {}", bars.error().what());
+        return;
+      }
+      v.running = 0;
+      for (const auto& t : bars->leased) v.running += held.count(t) ? 0 : 1;
+      v.placeable = l.pending > static_cast<std::int64_t>(bars->pending.size()) ? 1 : 0;
+      for (const auto& p : bars->pending)
+        if (std::any_of(peers.begin(), peers.end(), [&](const std::string& peer) { return !p.barred.count(peer); }))
+          ++v.placeable;
+      if (StallWatch::stuck(v) && !bars->pending.empty()) {
+        const auto& first = bars->pending.front();
+        why[l.job] = "no online worker may run task " + first.task + " (each of the " + std::to_string(peers.size()) +
+                     " online is barred from it" + (first.last_reason.empty() ? "" : ", last: " + first.last_reason) +
+                     ") and nothing of the job still runs";
+      }
+    }
+    views.push_back(std::move(v));
+  }
+  for (const auto& job : stalls_.step(views, now_ms())) {
+    const auto seconds = std::to_string(stalls_.give_up_after().count() / 1000);
+    const std::string reason = "cannot complete: " + why[job] + " for " + seconds +
+                               " s; a quorum needs that many workers on different peers (and networks): add workers, "
+                               "or submit with fewer --replicas";
+    if (auto r = store_.give_up_job(job, reason, now_ms()); !r) {
+      spdlog::warn("pool: giving up job {}: {}", job, r.error().what());
+      continue;
+    }
+    replication_.forget_job(job);
+    checkers_.erase(job), job_progress_.erase(job), specs_.erase(job);
+    on_event_({{"event", "job_stuck"}, {"job", job}, {"reason", reason}});
   }
 }
 

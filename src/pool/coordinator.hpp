@@ -19,6 +19,7 @@
 #include "pool/replication.hpp"
 #include "pool/scheduler.hpp"
 #include "pool/scheduling/scheduler.hpp"
+#include "pool/stall_watch.hpp"
 #include "pool/workload.hpp"
 #include "provider/service_router.hpp"
 
@@ -46,6 +47,9 @@ inline constexpr std::int64_t kMaxClaimBatch = 64;
 // A job with pending tasks that no device leased from for this long goes to
 // any device that may run them, whatever the learned scheduler would prefer.
 inline constexpr std::chrono::milliseconds kStarvedAfter{2000};
+// Pending tasks of a job the stall watch looks at (past these it assumes
+// one of them can run: a false "stuck" would fail a job that could finish).
+inline constexpr std::int64_t kStallScan = 256;
 
 class Coordinator {
  public:
@@ -100,6 +104,8 @@ class Coordinator {
                     const std::string& why, const ServiceContext& ctx, std::int64_t now);
   // The networks of the devices asking for work now, but `device`'s.
   std::vector<std::string> free_networks(const std::string& device) const;
+  // Fails the jobs no online worker may serve any more (stall_watch.hpp).
+  void give_up_stuck_jobs();
   // What follows a result's completion (progress, events) and the worker's answer.
   nlohmann::json completed(const std::string& task, const std::string& peer, const TaskResult& result,
                            const CompleteOutcome& outcome);
@@ -139,6 +145,7 @@ class Coordinator {
   std::map<std::string, std::chrono::steady_clock::time_point> job_progress_;  // job -> its last lease (or first sight)
   std::map<std::string, std::string> networks_;  // device -> network of its worker's session
   std::set<std::string> proven_;                 // devices with a valid checked result on record
+  StallWatch stalls_;
   KnownAnswers known_answers_;                   // hidden known-answer tasks for unproven devices
   Replication replication_;  // exec --replicas / --spot-check (after on_event_, which it copies)
 };

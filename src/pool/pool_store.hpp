@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -35,6 +36,7 @@ struct PoolPolicy {
   std::int64_t lease_ms = 30'000;            // renewed by every message from the worker
   Micro starting_credits = 0;                // minted for a peer the first time it is seen
   std::int64_t exclude_after = 3;            // wrong results before a device gets no more work
+  std::int64_t give_up_ms = 60'000;          // a job no online worker may serve fails after this (stall_watch.hpp)
 };
 
 struct DeviceInfo {
@@ -230,6 +232,29 @@ class PoolStore {
   // True when that finished the job.
   Result<bool> retire_pending_copies(const std::string& job, std::int64_t of_shard, const std::string& why,
                                      std::int64_t now_ms);
+
+  // Jobs that may be stuck (pool_store_stalls.cpp, stall_watch.hpp).
+  struct JobLoad {
+    std::string job;
+    std::int64_t pending = 0, leased = 0;
+  };
+  Result<std::vector<JobLoad>> running_job_loads(std::int64_t limit);  // oldest first
+  // Peers of online devices that are not excluded (of every coordinator on the database).
+  Result<std::set<std::string>> online_worker_peers();
+  // A job's first `limit` pending tasks with the peers barred from each
+  // (rejections: a copy of the shard, a refused result), and its leased tasks.
+  struct PendingBars {
+    std::string task;
+    std::set<std::string> barred;  // peers
+    std::string last_reason;       // why the last of them was barred
+  };
+  struct JobBars {
+    std::vector<PendingBars> pending;
+    std::vector<std::string> leased;
+  };
+  Result<JobBars> job_bars(const std::string& job, std::int64_t limit);
+  // Ends a running job `failed` with `reason` (refunds what its escrow holds).
+  Result<void> give_up_job(const std::string& job, const std::string& reason, std::int64_t now_ms);
 
  private:
   PoolStore(SqlDb db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}

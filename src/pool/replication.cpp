@@ -227,6 +227,19 @@ json Replication::finish(const std::string& job, const Held& h, bool agrees, std
   return {{"ok", true}, {"accepted", false}, {"why", why}};
 }
 
+std::set<std::string> Replication::held_tasks(const std::string& job) const {
+  std::set<std::string> out;
+  if (auto it = groups_.find(job); it != groups_.end())
+    for (const auto& [shard, g] : it->second)
+      for (const auto& h : g.held) out.insert(h.task);
+  return out;
+}
+
+void Replication::forget_job(const std::string& job) {
+  rules_.erase(job);
+  groups_.erase(job);
+}
+
 std::int64_t Replication::copies(const std::string& job) {
   auto n = store_.copy_count(job);
   return n ? *n : 0;

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ class Replication {
   std::optional<nlohmann::json> on_result(const std::string& task, std::int64_t attempt, const std::string& peer,
                                           const std::string& device, const TaskResult& result, std::int64_t now_ms,
                                           const Audit& audit);
+
+  // The tasks whose results are held for a quorum of the job's (their
+  // leases stay live, but nothing of them runs any more).
+  std::set<std::string> held_tasks(const std::string& job) const;
+  // The job ended otherwise (given up): its quorums are void.
+  void forget_job(const std::string& job);
 
   // Extra runs made for a job's quorums so far (copies and tie breaks).
   std::int64_t copies(const std::string& job);

@@ -155,5 +155,45 @@ class ReplicationTest(PoolBase):
             self.assertIn(why, cp.stderr)
 
 
+
+class DeadEndTest(PoolBase):
+    """A job that cannot complete fails, saying why, instead of waiting forever (CI once saw a replicated job
+    wait past its 240 s limit)."""
+
+    def test_a_quorum_no_online_worker_may_complete_fails_the_job_with_the_reason(self):
+        # One worker, --replicas 2: every copy avoids the peer that ran the shard, the only one online.
+        self.start_pool("--starting-credits", "100", "--give-up-after", "3")
+        self.start_worker("alone")
+        user = self.new_home("user")
+        cp, lines = self.submit(user, "--shards", "2", "--replicas", "2", "--budget", "10", *COMMAND, timeout=120)
+        self.assertNotEqual(cp.returncode, 0, cp.stdout)
+        done = lines[-1]
+        self.assertEqual(done["state"], "failed", done)
+        self.assertIn("cannot complete", done["reason"])
+        self.assertIn("no online worker may run task", done["reason"])
+        stuck = self.coord.wait_for(lambda e: e.get("event") == "job_stuck", 10, "the job_stuck event")
+        self.assertEqual(stuck["job"], done["job"])
+        # The escrow came back to the submitter: nothing is paid for shards no quorum decided.
+        self.assertEqual(self.credits(user)["balance"], "100", self.credits(user))
+        self.audit_ok()
+
+    def test_a_worker_that_joins_in_time_completes_the_job(self):
+        # The same job while the second worker is on its way: stuck for a moment is not given up.
+        self.start_pool("--starting-credits", "100", "--give-up-after", "30")
+        self.start_worker("first")
+        user = self.new_home("user")
+        out = os.path.join(self.tmp, "out")
+        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--wait", "--json", "--out", out,
+                         "--shards", "2", "--replicas", "2", "--budget", "10", *COMMAND, name="submit")
+        self.coord.wait_for(lambda e: e.get("event") == "copies_made", 60, "copies")
+        self.start_worker("second")
+        done = sub.wait_for(lambda e: e.get("event") == "done", 120, "the job")
+        self.assertEqual(done["state"], "done", done)
+        for i in range(2):
+            with open(os.path.join(out, "shard-%d" % i, "r%d.txt" % i)) as f:
+                self.assertEqual(f.read(), "shard %d of 2\n" % i)
+        self.assertFalse(any(e.get("event") == "job_stuck" for e in self.coord.events()))
+
+
 if __name__ == "__main__":
     unittest.main()

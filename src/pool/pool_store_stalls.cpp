@@ -1,0 +1,90 @@
+// PoolStore: what the coordinator's StallWatch (stall_watch.hpp) needs to
+// tell a job that waits for a worker from one that no worker may ever serve.
+#include "pool/pool_store.hpp"
+
+namespace runsnack::pool {
+
+Result<std::vector<PoolStore::JobLoad>> PoolStore::running_job_loads(std::int64_t limit) {
+  auto st = db_.prepare(
+      "SELECT j.id, (SELECT COUNT(*) FROM tasks p WHERE p.state = 'pending' AND p.job = j.id), "
+      "(SELECT COUNT(*) FROM tasks l WHERE l.state = 'leased' AND l.job = j.id) "
+      "FROM jobs j WHERE j.state = 'running' ORDER BY j.created LIMIT ?");
+  if (!st) return st.error();
+  st->bind(1, limit);
+  std::vector<JobLoad> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back({st->column_text(0), st->column_int64(1), st->column_int64(2)});
+  }
+  return out;
+}
+
+Result<std::set<std::string>> PoolStore::online_worker_peers() {
+  // The devices table, not one coordinator's streams: on a shared PostgreSQL
+  // database another coordinator's workers may serve the job.
+  auto st = db_.prepare("SELECT DISTINCT peer FROM devices WHERE online = 1 AND excluded IS NULL");
+  if (!st) return st.error();
+  std::set<std::string> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.insert(st->column_text(0));
+  }
+  return out;
+}
+
+Result<PoolStore::JobBars> PoolStore::job_bars(const std::string& job, std::int64_t limit) {
+  JobBars out;
+  auto pending = db_.prepare("SELECT id FROM tasks WHERE state = 'pending' AND job = ? ORDER BY shard LIMIT ?");
+  if (!pending) return pending.error();
+  pending->bind(1, std::string_view(job)).bind(2, limit);
+  std::map<std::string, std::size_t> index;
+  while (true) {
+    auto row = pending->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    index.emplace(pending->column_text(0), out.pending.size());
+    out.pending.push_back({pending->column_text(0), {}, ""});
+  }
+  auto bars = db_.prepare(
+      "SELECT x.task, x.peer, x.reason FROM rejections x JOIN tasks t ON t.id = x.task "
+      "WHERE t.job = ? AND t.state = 'pending' ORDER BY x.time");
+  if (!bars) return bars.error();
+  bars->bind(1, std::string_view(job));
+  while (true) {
+    auto row = bars->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto it = index.find(bars->column_text(0));
+    if (it == index.end()) continue;
+    auto& p = out.pending[it->second];
+    p.barred.insert(bars->column_text(1));
+    p.last_reason = bars->column_text(2);
+  }
+  auto leased = db_.prepare("SELECT id FROM tasks WHERE state = 'leased' AND job = ?");
+  if (!leased) return leased.error();
+  leased->bind(1, std::string_view(job));
+  while (true) {
+    auto row = leased->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.leased.push_back(leased->column_text(0));
+  }
+  return out;
+}
+
+Result<void> PoolStore::give_up_job(const std::string& job, const std::string& reason, std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  if (auto r = finish_job(job, "failed", reason, now_ms); !r) return r;
+  // Its leases left are results held for a quorum that cannot be decided.
+  auto st = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE job = ? AND state = 'leased'");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, std::string_view("job failed")).bind(2, std::string_view(job)).run(); !r) return r;
+  return tx->commit();
+}
+
+}  // namespace runsnack::pool
