@@ -48,6 +48,8 @@ Decision PathModel::admit(Nanos now, std::size_t bytes) {
   }
   Nanos sent = now;  // when the last bit leaves the bottleneck
   if (params_.rate_mbit > 0) {
+    // The link's own clock may run up to burst_ms behind (credit for idle time), but no frame
+    // leaves before it arrived and was sent out whole.
     const Nanos start = std::max(now - ms(params_.burst_ms), link_free_at_);
     const double queue_ms = params_.queue_ms > 0 ? params_.queue_ms : 2 * params_.delay_ms + 5;
     if (start - now > ms(queue_ms)) {
@@ -55,8 +57,9 @@ Decision PathModel::admit(Nanos now, std::size_t bytes) {
       return d;
     }
     // bits / (Mbit/s) = microseconds: * 1000 for nanoseconds
-    sent = start + static_cast<Nanos>(static_cast<double>(bytes) * 8.0 * 1000.0 / params_.rate_mbit);
-    link_free_at_ = sent;
+    const Nanos tx = static_cast<Nanos>(static_cast<double>(bytes) * 8.0 * 1000.0 / params_.rate_mbit);
+    link_free_at_ = start + tx;
+    sent = std::max(now + tx, link_free_at_);
   }
   Nanos arrive = sent + ms(params_.delay_ms) + jitter();
   if (params_.reorder > 0 && unit_(rng_) < params_.reorder) {

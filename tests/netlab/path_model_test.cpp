@@ -43,12 +43,23 @@ TEST(PathModel, IdleTimeIsCreditedUpToTheBurst) {
   p.rate_mbit = 12;  // 1 ms per 1500-byte frame
   p.burst_ms = 2;
   PathModel m(p, 1);
-  // Idle since 0: a frame read at 100 ms may count as sent from 98 ms on, so
-  // two go out at once and the third waits for the link.
-  EXPECT_EQ(m.admit(100 * kMs, 1500).release_at, 100 * kMs);
-  EXPECT_EQ(m.admit(100 * kMs, 1500).release_at, 100 * kMs);
+  // Idle since 0: frames read at 100 ms may count as sent from 98 ms on, so the
+  // first three go out together (each at least its own 1 ms of sending after it
+  // came), and the fourth waits for the link.
+  EXPECT_EQ(m.admit(100 * kMs, 1500).release_at, 101 * kMs);
+  EXPECT_EQ(m.admit(100 * kMs, 1500).release_at, 101 * kMs);
   EXPECT_EQ(m.admit(100 * kMs, 1500).release_at, 101 * kMs);
   EXPECT_EQ(m.admit(100 * kMs, 1500).release_at, 102 * kMs);
+}
+
+TEST(PathModel, CreditNeverMakesAFrameEarly) {
+  PathParams p;
+  p.rate_mbit = 12;  // 1 ms per 1500-byte frame
+  p.delay_ms = 0.25;
+  p.burst_ms = 1;
+  PathModel m(p, 1);
+  EXPECT_EQ(m.admit(50 * kMs, 1500).release_at, 50 * kMs + kMs + kMs / 4);
+  EXPECT_EQ(m.admit(80 * kMs, 150).release_at, 80 * kMs + kMs / 10 + kMs / 4);
 }
 
 TEST(PathModel, FullBufferDropsTheTail) {
