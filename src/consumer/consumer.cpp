@@ -4,6 +4,7 @@
 #include "crypto/tls.hpp"
 #include "net/dial_race.hpp"
 #include "net/punch.hpp"
+#include "net/tcp_tuning.hpp"
 #include "net/transport.hpp"
 #include "signaling/rdv_client.hpp"
 #include "session/handshake.hpp"
@@ -147,6 +148,7 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   info.remote_address = dialed->endpoint.str();
   info.setup = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
+  cap_retransmit_backoff(dialed->stream->next_layer());  // resume within ~1 s of an outage's end
   auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client);
   asio::co_spawn(co_await asio::this_coro::executor, run_mux(mux), log_exceptions("session"));
   co_return std::make_unique<Session>(std::move(mux), std::move(info));

@@ -4,6 +4,7 @@
 #include "core/base32.hpp"
 #include "crypto/secret.hpp"
 #include "crypto/tls.hpp"
+#include "net/tcp_tuning.hpp"
 #include "net/tls_stream.hpp"
 #include "net/transport.hpp"
 #include "provider/admission.hpp"
@@ -198,6 +199,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   // A relayed connection comes from the rendezvous' address; say so.
   const std::string address = path == "relayed" ? "relay " + endpoint_text(socket) : endpoint_text(socket);
   socket.set_option(tcp::no_delay(true));
+  cap_retransmit_backoff(socket);  // resume within ~1 s of an outage's end
   ++pending_;
   struct PendingGuard {
     std::size_t* n;
