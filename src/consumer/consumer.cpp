@@ -135,6 +135,8 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
     co_await wait_for_notes(notes, milliseconds(500));
     if (notes->mapped && *notes->mapped == dialed->endpoint) dialed->path = "mapped";
   }
+  if (options.still_wanted && !options.still_wanted())
+    co_return fail(errc::closed, "another attempt made the session first");
   auto remaining = options.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - started);
   auto session_id = co_await prove_grant(*dialed->stream, link, std::max(remaining, std::chrono::milliseconds(1)));
