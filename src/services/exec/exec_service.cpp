@@ -4,6 +4,7 @@
 #include "core/paths.hpp"
 #include "services/exec/cgroup.hpp"
 #include "services/exec/child_process.hpp"
+#include "services/exec/detached_commands.hpp"
 #include "services/exec/launch.hpp"
 #include "services/exec/run_terms.hpp"
 #include "services/exec/sandbox.hpp"
@@ -134,18 +135,17 @@ struct RunControl {
 };
 
 // Reads the consumer's control frames while the command runs: signals, and
-// the end of the stream or session, which kills the command.
-asio::awaitable<void> watch_control(std::shared_ptr<MuxStream> stream, std::shared_ptr<RunControl> ctl) {
+// the end of the stream or session, which kills the command (once the link
+// has given up waiting for a re-attach, detached_commands.hpp).
+asio::awaitable<void> watch_control(std::shared_ptr<CommandLink> link, std::shared_ptr<RunControl> ctl) {
   for (;;) {
-    auto f = co_await fs::read_frame(*stream);
-    if (!f) {
+    auto j = co_await link->read_control();
+    if (!j) {
       if (!ctl->finished) ctl->consumer_gone = true;
       ctl->kill_all("the consumer went away");
       co_return;
     }
-    if (f->type != fs::FrameType::control) continue;
-    auto j = fs::decode_control(f->payload);
-    if (!j || (*j)["type"] != "signal" || !(*j)["signal"].is_number_integer()) continue;
+    if ((*j)["type"] != "signal" || !(*j)["signal"].is_number_integer()) continue;
     int sig = (*j)["signal"].get<int>();
     if (sig == SIGINT) ctl->interrupt();
     else if (sig == SIGKILL) ctl->kill_all("killed by the consumer (second Ctrl-C)");
@@ -155,7 +155,7 @@ asio::awaitable<void> watch_control(std::shared_ptr<MuxStream> stream, std::shar
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 // Streams the command's stdout/stderr as frames until both pipes close; kills it at the deadline.
-asio::awaitable<void> pump_output(MuxStream& stream, fs::UniqueFd out_fd, fs::UniqueFd err_fd,
+asio::awaitable<void> pump_output(CommandLink& link, fs::UniqueFd out_fd, fs::UniqueFd err_fd,
                                   std::chrono::steady_clock::time_point deadline, std::shared_ptr<RunControl> ctl) {
   auto ex = co_await asio::this_coro::executor;
   set_nonblocking(out_fd.get());
@@ -186,7 +186,7 @@ asio::awaitable<void> pump_output(MuxStream& stream, fs::UniqueFd out_fd, fs::Un
       if (n < 0 || !send_ok) continue;
       const std::span<const std::uint8_t> chunk(buf.data(), static_cast<std::size_t>(n));
       auto type = which == 0 ? fs::FrameType::out : fs::FrameType::err;
-      if (!co_await fs::write_frame(stream, type, chunk)) send_ok = false;
+      if (!co_await link.write_output(type, chunk)) send_ok = false;
     }
   }
 }
@@ -259,10 +259,12 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   limits["enforced_by"] = limits_mode;
   limits["gpus"] = gpus;
   audit(ctx, "run_start", "accept", "", {{"command", command_line.substr(0, 1000)}, {"limits", limits}});
-  const nlohmann::json started = {{"type", "started"}, {"limits", limits}};
-  (void)co_await fs::write_control(*stream, started);
+  auto link = CommandLink::create(stream, ctx.consumer);
+  nlohmann::json started = {{"type", "started"}, {"limits", limits}};
+  if (!link->token().empty()) started["token"] = link->token();
+  (void)co_await link->write_control(started);
 
-  asio::co_spawn(co_await asio::this_coro::executor, watch_control(stream, ctl), asio::detached);
+  asio::co_spawn(co_await asio::this_coro::executor, watch_control(link, ctl), asio::detached);
   // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
   const auto executor = co_await asio::this_coro::executor;
   std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
@@ -273,7 +275,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   auto start = std::chrono::steady_clock::now();
   auto deadline = timeout ? start + std::chrono::milliseconds(static_cast<std::int64_t>(*timeout * 1000))
                           : std::chrono::steady_clock::time_point::max();
-  co_await pump_output(*stream, child->take_stdout(), child->take_stderr(), deadline, ctl);
+  co_await pump_output(*link, child->take_stdout(), child->take_stderr(), deadline, ctl);
   ExitInfo exit = co_await child->wait();
   ctl->finished = true;
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
@@ -293,12 +295,12 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     const nlohmann::json done = {{"type", "exit"}, {"status", exit.status},
                                  {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
                                  {"reason", ctl->reason}, {"seconds", seconds}};
-    (void)co_await fs::write_control(*stream, done);
+    (void)co_await link->write_control(done);
   }
   // After the answer, which need not wait for it: the pid namespace died with its init, so
   // nothing of the command runs any more; this kills any straggler and removes the group.
   ctl->cgroup.reset();
-  if (!ctl->consumer_gone) (void)co_await stream->close_write();
+  if (!ctl->consumer_gone) co_await link->close_write();
 }
 
 // Each consumer's SyncState, kept in this process between syncs: loading a 16k-entry state from
@@ -427,6 +429,7 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
     co_return co_await run_sync(stream, context, dir, root_dest, true);
   }
   if (mode == "exec") co_return co_await run_exec(stream, context);
+  if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer);
   if (mode == "pull") {
     const std::vector<std::string> paths = string_list(field_or(args, "paths", nullptr));
     const std::string no_rename;
