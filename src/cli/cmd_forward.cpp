@@ -4,6 +4,7 @@
 // background, and connections accepted meanwhile wait for it.
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/reconnect.hpp"
 #include "cli/state.hpp"
 #include "core/printable.hpp"
 #include "consumer/consumer.hpp"
@@ -37,7 +38,6 @@ constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 // How long a connection accepted while the session is down waits for it.
 constexpr std::chrono::milliseconds kWaitForSession{15000};
 constexpr std::chrono::milliseconds kPoll{100};
-constexpr std::chrono::milliseconds kMaxBackoff{5000};
 // Stream opens awaiting the provider's answer at once: well under the
 // provider's yamux accept backlog (256), which refuses streams beyond it, so
 // that a burst of local connections is queued here instead.
@@ -60,6 +60,7 @@ struct ForwardState {
   std::shared_ptr<Session> session;  // null while reconnecting
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   bool stopping = false;
+  std::optional<std::string> refusal;  // why the provider would not make a new session
   std::uint64_t next_id = 1;
   std::size_t pending_opens = 0;
 
@@ -95,7 +96,8 @@ nlohmann::json session_event(const char* name, const Session& s) {
           {"address", s.info().remote_address}, {"setup_ms", s.info().setup.count() / 1000.0}};
 }
 
-// Watches the session; when it ends, makes a new one (backing off) until stop.
+// Watches the session; when it ends, makes a new one (cli/reconnect.hpp) until stop. A refusal
+// (the link revoked or expired) stops the forward.
 asio::awaitable<void> keep_session(std::shared_ptr<ForwardState> state) {
   while (!state->stopping) {
     if (session_alive(*state)) {
@@ -107,18 +109,16 @@ asio::awaitable<void> keep_session(std::shared_ptr<ForwardState> state) {
     state->session.reset();
     state->event({{"event", "session_lost"}, {"reason", reason}});
     if (!state->json) std::cerr << "session lost (" << printable(reason) << "); reconnecting..." << std::endl;
-    std::chrono::milliseconds backoff{250};
-    while (!state->stopping) {
-      auto fresh = co_await state->consumer->connect(state->link, state->connect);
-      if (fresh) {
-        state->session = std::shared_ptr<Session>(std::move(*fresh));
-        state->event(session_event("reconnected", *state->session));
-        if (!state->json) std::cerr << "reconnected" << std::endl;
-        break;
-      }
-      spdlog::debug("reconnect: {}", fresh.error().what());
-      co_await sleep_for(backoff);
-      backoff = std::min(backoff * 2, kMaxBackoff);
+    auto fresh = co_await reconnect(*state->consumer, state->link, state->connect,
+                                    std::chrono::steady_clock::time_point::max(), &state->stopping);
+    if (fresh) {
+      state->session = std::shared_ptr<Session>(std::move(*fresh));
+      state->event(session_event("reconnected", *state->session));
+      if (!state->json) std::cerr << "reconnected" << std::endl;
+    } else if (!state->stopping) {
+      state->refusal = fresh.error().what();
+      state->event({{"event", "refused"}, {"reason", *state->refusal}});
+      state->stop();
     }
   }
 }
@@ -269,6 +269,7 @@ asio::awaitable<int> run_forward(std::shared_ptr<ForwardState> state, ForwardArg
   for (std::size_t i = 0; i < state->acceptors.size(); ++i)
     asio::co_spawn(ex, accept_loop(state, state->acceptors[i].get(), targets[i]), log_exception);
   co_await keep_session(state);
+  if (state->refusal) co_return report("the provider refused a new session (" + *state->refusal + "): forwarding stopped");
   co_return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "core/printable.hpp"
+#include "services/exec/detached_commands.hpp"
 #include "services/exec/exec_service.hpp"
 #include "services/exec/run_terms.hpp"
 #include "services/fs/path_rules.hpp"
@@ -203,7 +204,13 @@ void write_all(int fd, const std::vector<std::uint8_t>& data) {
   }
 }
 
-asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& session) {
+// What a run keeps across sessions: the running command's token and how much of its output arrived.
+struct AttachState {
+  std::string token;
+  std::uint64_t out_bytes = 0, err_bytes = 0;
+};
+
+asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachState& attach, Session& session) {
   if (source.scan.valid()) {
     // Opened before waiting for the scan: the provider checks its copy of the workspace meanwhile.
     const nlohmann::json sync_args = {{"mode", "sync"}};
@@ -238,10 +245,16 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
     if (!d) co_return report(d.error());
     req["timeout_s"] = std::chrono::duration<double>(*d).count();
   }
-  const nlohmann::json exec_args = {{"mode", "exec"}};
+  // A session that went silent under a running command: the provider keeps the command for a
+  // while (services/exec/detached_commands.hpp); a new session re-attaches to it.
+  const bool reattach = !attach.token.empty();
+  const nlohmann::json exec_args = reattach ? nlohmann::json{{"mode", "attach"}, {"token", attach.token},
+                                                             {"out", attach.out_bytes}, {"err", attach.err_bytes}}
+                                            : nlohmann::json{{"mode", "exec"}};
   auto stream = co_await open_mode(session, exec::kServiceRun, exec_args);
   if (!stream) co_return report(stream.error());
-  if (auto r = co_await fs::write_control(**stream, req); !r) co_return report(r.error());
+  if (!reattach)
+    if (auto r = co_await fs::write_control(**stream, req); !r) co_return report(r.error());
 
   auto signals = std::make_shared<asio::signal_set>(co_await asio::this_coro::executor, SIGINT, SIGTERM);
   asio::co_spawn(co_await asio::this_coro::executor, forward_signals(*stream, signals), asio::detached);
@@ -250,15 +263,33 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, Session& 
   for (;;) {
     auto f = co_await fs::read_frame(**stream);
     if (!f) {
+      const auto why = session.mux().close_reason();
+      if (why && why->is(errc::timeout) && !attach.token.empty()) {
+        signals->cancel();
+        std::cerr << "runsnack: the session went silent (" << why->what()
+                  << "); the remote command keeps running, re-attaching..." << std::endl;
+        co_return kReconnect;
+      }
       failure = session.mux().is_closed() ? "the session ended (the provider stopped, or revoked the link, or it expired)"
                                           : f.error().what();
       break;
     }
-    if (f->type == fs::FrameType::out) write_all(STDOUT_FILENO, f->payload);
-    else if (f->type == fs::FrameType::err) write_all(STDERR_FILENO, f->payload);
-    else if (f->type == fs::FrameType::control) {
+    if (f->type == fs::FrameType::out) {
+      write_all(STDOUT_FILENO, f->payload);
+      attach.out_bytes += f->payload.size();
+    } else if (f->type == fs::FrameType::err) {
+      write_all(STDERR_FILENO, f->payload);
+      attach.err_bytes += f->payload.size();
+    } else if (f->type == fs::FrameType::control) {
       auto j = fs::decode_control(f->payload);
       if (!j) continue;
+      if ((*j)["type"] == "started") attach.token = string_or(*j, "token");
+      if ((*j)["type"] == "attached") {
+        const auto lost = int_or(*j, "lost_out", 0) + int_or(*j, "lost_err", 0);
+        std::cerr << "runsnack: re-attached to the remote command";
+        if (lost > 0) std::cerr << " (" << lost << " bytes of its output were lost)";
+        std::cerr << std::endl;
+      }
       if ((*j)["type"] == "error") {
         failure = string_or(*j, "message", "the provider refused");
         break;
@@ -306,7 +337,11 @@ int run(const RunArgs& args) {
         return fs::scan_tree(source.root.get(), "", source.rules, &source.cache);
       });
     };
-  command.body = [&args, &source](Session& session) -> asio::awaitable<int> { co_return co_await run_body(args, source, session); };
+  AttachState attach;
+  command.reconnect_for = exec::kReattachWithin;  // the provider keeps a command no longer
+  command.body = [&args, &source, &attach](Session& session) -> asio::awaitable<int> {
+    co_return co_await run_body(args, source, attach, session);
+  };
   const int status = run_session_command(command);
   if (source.scan.valid()) source.scan.wait();  // it uses `source`, whatever became of the session
   return status;

@@ -2,17 +2,16 @@
 
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/reconnect.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <iostream>
-#include <optional>
 
 namespace runsnack::cli {
 
@@ -34,27 +33,17 @@ int run_session_command(const SessionCommand& command) {
       [&]() -> asio::awaitable<void> {
         ConnectOptions options;
         options.timeout = command.connect_timeout;
-        std::optional<std::chrono::steady_clock::time_point> give_up;  // set while reconnecting
-        asio::steady_timer pause(co_await asio::this_coro::executor);
+        auto session = co_await (*consumer)->connect(*link, options);
         while (true) {
-          auto session = co_await (*consumer)->connect(*link, options);
           if (!session) {
-            // Refusals (revoked, expired, wrong key) are final; a provider
-            // that is away may come back while we are reconnecting.
-            const bool transient = session.error().is(errc::timeout) || session.error().is(errc::io_error) ||
-                                   session.error().is(errc::closed);
-            if (!give_up || !transient || std::chrono::steady_clock::now() > *give_up) {
-              exit_code = report(session.error());
-              co_return;
-            }
-            pause.expires_after(std::chrono::seconds(1));
-            co_await pause.async_wait(asio::use_awaitable);
-            continue;
+            exit_code = report(session.error());
+            co_return;
           }
           exit_code = co_await command.body(**session);
           if (exit_code != kReconnect) co_return;
           std::cerr << "runsnack: the connection was lost; reconnecting..." << std::endl;
-          give_up = std::chrono::steady_clock::now() + command.reconnect_for;
+          session = co_await reconnect(**consumer, *link, options,
+                                       std::chrono::steady_clock::now() + command.reconnect_for);
         }
       },
       [&](std::exception_ptr e) {

@@ -4,6 +4,7 @@
 #include "crypto/tls.hpp"
 #include "net/dial_race.hpp"
 #include "net/punch.hpp"
+#include "net/tcp_tuning.hpp"
 #include "net/transport.hpp"
 #include "signaling/rdv_client.hpp"
 #include "session/handshake.hpp"
@@ -134,6 +135,8 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
     co_await wait_for_notes(notes, milliseconds(500));
     if (notes->mapped && *notes->mapped == dialed->endpoint) dialed->path = "mapped";
   }
+  if (options.still_wanted && !options.still_wanted())
+    co_return fail(errc::closed, "another attempt made the session first");
   auto remaining = options.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - started);
   auto session_id = co_await prove_grant(*dialed->stream, link, std::max(remaining, std::chrono::milliseconds(1)));
@@ -149,6 +152,7 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
 
   // A consumer opens streams and accepts none: a provider's SYNs are refused
   // (so it cannot park data in an accept backlog nobody drains).
+  cap_retransmit_backoff(dialed->stream->next_layer());  // resume within ~1 s of an outage's end
   MuxConfig config;
   config.limits.accept_backlog = 0;
   auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client, config);

@@ -12,12 +12,17 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 namespace runsnack {
 
 struct ConnectOptions {
   std::chrono::milliseconds timeout{10000};  // whole setup: dial, TLS, proof
+  // Asked once the TLS handshake is done, before the grant proof: false ends the attempt
+  // there, so that one of several racing attempts (cli/reconnect.hpp) that is no longer
+  // wanted does not count as a use of the link. Empty: always wanted.
+  std::function<bool()> still_wanted;
 };
 
 class Consumer {

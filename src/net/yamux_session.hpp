@@ -38,8 +38,9 @@ namespace runsnack {
 struct MuxConfig {
   yamux::MuxLimits limits;  // windows, stream and backlog limits, keepalive
   // A gather write that has not completed by then means the peer stopped
-  // reading; the connection is closed.
-  std::chrono::milliseconds write_timeout{10000};
+  // reading; the connection is closed. Longer than a path outage a session
+  // should survive (10 s, and the retransmission that follows it).
+  std::chrono::milliseconds write_timeout{20000};
   // The read buffer starts at 16 KiB (idle sessions cost little) and doubles,
   // up to this, while reads fill it; frames are parsed many per read.
   std::size_t read_buffer_bytes = 256 * 1024;

@@ -48,7 +48,9 @@ struct MuxLimits {
   // loopback (tens of microseconds) says nothing about a loaded one.
   std::chrono::microseconds min_tuning_rtt{1000};
   std::chrono::milliseconds keepalive_interval{5000};  // quiet time before we ping
-  std::chrono::milliseconds keepalive_timeout{5000};   // then silence this long = dead
+  // Then silence this long = dead: 15-17 s in all, so that a session rides out
+  // a 10 s path outage (its TCP resumes within ~1 s after, net/tcp_tuning.hpp).
+  std::chrono::milliseconds keepalive_timeout{10000};
 };
 
 // A reason the connection must end; the GoAway to send is already queued.

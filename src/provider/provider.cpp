@@ -5,6 +5,7 @@
 #include "core/json_fields.hpp"
 #include "crypto/secret.hpp"
 #include "crypto/tls.hpp"
+#include "net/tcp_tuning.hpp"
 #include "net/tls_stream.hpp"
 #include "net/transport.hpp"
 #include "provider/admission.hpp"
@@ -240,6 +241,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   auto remote = socket.remote_endpoint(ec);
   const std::string key = (path == "relayed" ? "relay " : "") + (ec ? address : AdmissionSlots::address_key(remote.address()));
   socket.set_option(tcp::no_delay(true), ec);
+  cap_retransmit_backoff(socket);  // resume within ~1 s of an outage's end
 
   auto stream = std::make_unique<TlsStream>(std::move(socket), tls_);
   auto taken = slots_.take(key);

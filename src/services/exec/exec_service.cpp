@@ -4,6 +4,7 @@
 #include "core/paths.hpp"
 #include "services/exec/cgroup.hpp"
 #include "services/exec/child_process.hpp"
+#include "services/exec/detached_commands.hpp"
 #include "services/exec/launch.hpp"
 #include "services/exec/run_terms.hpp"
 #include "services/exec/sandbox.hpp"
@@ -137,18 +138,17 @@ struct RunControl {
 };
 
 // Reads the consumer's control frames while the command runs: signals, and
-// the end of the stream or session, which kills the command.
-asio::awaitable<void> watch_control(std::shared_ptr<MuxStream> stream, std::shared_ptr<RunControl> ctl) {
+// the end of the stream or session, which kills the command (once the link
+// has given up waiting for a re-attach, detached_commands.hpp).
+asio::awaitable<void> watch_control(std::shared_ptr<CommandLink> link, std::shared_ptr<RunControl> ctl) {
   for (;;) {
-    auto f = co_await fs::read_frame(*stream);
-    if (!f) {
+    auto j = co_await link->read_control();
+    if (!j) {
       if (!ctl->finished) ctl->consumer_gone = true;
       ctl->kill_all("the consumer went away");
       co_return;
     }
-    if (f->type != fs::FrameType::control) continue;
-    auto j = fs::decode_control(f->payload);
-    if (!j || (*j)["type"] != "signal" || !(*j)["signal"].is_number_integer()) continue;
+    if ((*j)["type"] != "signal" || !(*j)["signal"].is_number_integer()) continue;
     int sig = (*j)["signal"].get<int>();
     if (sig == SIGINT) ctl->interrupt();
     else if (sig == SIGKILL) ctl->kill_all("killed by the consumer (second Ctrl-C)");
@@ -185,9 +185,9 @@ asio::awaitable<void> poll_quota(std::shared_ptr<RunControl> ctl, sfs::path work
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// Streams the command's stdout/stderr as frames until both pipes close. When the stream
-// fails (the consumer left, or the deadline's grace reset it), output is read and dropped.
-asio::awaitable<void> pump_output(MuxStream& stream, fs::UniqueFd out_fd, fs::UniqueFd err_fd) {
+// Streams the command's stdout/stderr as frames until both pipes close. When the link fails
+// (the consumer left for good, or the deadline's grace reset the stream), output is read and dropped.
+asio::awaitable<void> pump_output(CommandLink& link, fs::UniqueFd out_fd, fs::UniqueFd err_fd) {
   auto ex = co_await asio::this_coro::executor;
   set_nonblocking(out_fd.get());
   set_nonblocking(err_fd.get());
@@ -212,7 +212,7 @@ asio::awaitable<void> pump_output(MuxStream& stream, fs::UniqueFd out_fd, fs::Un
       if (n < 0 || !send_ok) continue;
       const std::span<const std::uint8_t> chunk(buf.data(), static_cast<std::size_t>(n));
       auto type = which == 0 ? fs::FrameType::out : fs::FrameType::err;
-      if (!co_await fs::write_frame(stream, type, chunk)) send_ok = false;
+      if (!co_await link.write_output(type, chunk)) send_ok = false;
     }
   }
 }
@@ -277,12 +277,14 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   nlohmann::json limits = launched->limits;
   limits["disk_quota_enforced_by"] = ws->quota_mode;
   audit(ctx, "run_start", "accept", "", {{"command", command_line.substr(0, 1000)}, {"limits", limits}});
-  const nlohmann::json started = {{"type", "started"}, {"limits", limits}};
-  (void)co_await fs::write_control(*stream, started);
+  auto link = CommandLink::create(stream, ctx.consumer);
+  nlohmann::json started = {{"type", "started"}, {"limits", limits}};
+  if (!link->token().empty()) started["token"] = link->token();
+  (void)co_await link->write_control(started);
 
   // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
   const auto executor = co_await asio::this_coro::executor;
-  asio::co_spawn(executor, watch_control(stream, ctl), asio::detached);
+  asio::co_spawn(executor, watch_control(link, ctl), asio::detached);
   std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
   auto budget_done = watch_budget(executor, budget, ctl->outer, stop);
 
@@ -296,7 +298,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   }
   if (ws->quota_mode == "polling")
     asio::co_spawn(executor, poll_quota(ctl, ws->path, *ws->quota_bytes), asio::detached);
-  co_await pump_output(*stream, child.take_stdout(), child.take_stderr());
+  co_await pump_output(*link, child.take_stdout(), child.take_stderr());
   ExitInfo exit = co_await child.wait();
   ctl->finished = true;
   if (ctl->deadline) ctl->deadline->cancel();
@@ -322,12 +324,12 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
                            {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
                            {"reason", ctl->reason}, {"seconds", seconds}};
     if (!notice.empty() && notice != ctl->reason) done["notice"] = notice;
-    (void)co_await fs::write_control(*stream, done);
+    (void)co_await link->write_control(done);
   }
   // After the answer, which need not wait for it: the pid namespace died with its init, so
   // nothing of the command runs any more; this kills any straggler and removes the group.
   ctl->cgroup.reset();
-  if (!ctl->consumer_gone) (void)co_await stream->close_write();
+  if (!ctl->consumer_gone) co_await link->close_write();
 }
 
 std::vector<std::string> string_list(const nlohmann::json& j) {
@@ -344,6 +346,7 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
   const std::string mode = string_or(args, "mode");
   if (mode == "sync") co_return co_await serve_sync(stream, context, std::string(), true);
   if (mode == "exec") co_return co_await run_exec(stream, context);
+  if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer);
   if (mode == "pull") {
     std::vector<std::string> paths = string_list(field_or(args, "paths", nullptr));
     co_return co_await serve_send(stream, context, std::move(paths), std::string(), "pull");

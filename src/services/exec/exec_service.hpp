@@ -5,10 +5,14 @@
 //   run {"mode":"sync"}                  consumer sends the tree (fs/transfer.hpp) into the workspace
 //   run {"mode":"exec"}                  consumer -> {"type":"exec","argv":[..],"env":{..},"gpus":[..]|null,
 //                                                     "timeout_s":N|null}
-//                                        provider -> {"type":"started","limits":{..}} then out/err frames,
-//                                                    {"type":"exit","status":N,"signal":S|null,"reason":".."}, FIN
+//                                        provider -> {"type":"started","limits":{..},"token":T} then out/err
+//                                                    frames, {"type":"exit","status":N,"signal":S|null,
+//                                                    "reason":".."}, FIN
 //                                        consumer -> {"type":"signal","signal":2|9} at any time; its FIN or
-//                                                    a lost session kills the command
+//                                                    a session it closed kills the command; a session that
+//                                                    went silent leaves it running for a re-attach:
+//   run {"mode":"attach","token":T,"out":N,"err":M}   the exec stream again from a new session
+//                                        (detached_commands.hpp)
 //   run {"mode":"pull","paths":[..]}     provider sends those workspace paths (fs/transfer.hpp)
 //   cp  {"mode":"put","dest":D}          consumer sends a tree into workspace/D
 //   cp  {"mode":"get","path":P,"as":N}   provider sends workspace/P, its top entry renamed N
