@@ -371,6 +371,12 @@ def main():
         if not shutil.which(tool):
             print("missing %s: run scripts/install-deps" % tool, file=sys.stderr)
             return 1
+    # A container without CAP_SYS_ADMIN cannot make the throwaway root: a missing precondition.
+    r = subprocess.run(["unshare", "--mount", "--net", "--", "mount", "-t", "tmpfs", "tmpfs", "/mnt"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("skipped: no mount and network namespaces here (%s)" % r.stderr.strip(), file=sys.stderr)
+        return SKIP
     build_dir = os.path.abspath(args[0])
     out = tempfile.mkdtemp(prefix="runsnack-pkgtest-")
     started = time.monotonic()
