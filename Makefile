@@ -6,7 +6,7 @@ DEV := build/dev
 RELEASE := build/release
 CMAKE := cmake -G Ninja -Wno-dev
 
-.PHONY: all deps build release test unit fuzz demo bench clean
+.PHONY: all deps build release deb test unit fuzz demo bench clean
 
 all: build
 
@@ -21,6 +21,11 @@ build: deps
 release: deps
 	@[ -f $(RELEASE)/build.ninja ] || $(CMAKE) -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	ninja -C $(RELEASE) -j$(JOBS)
+
+# The Debian package of the release build, in build/deb (docs/INSTALL.md):
+#   sudo apt install ./build/deb/runsnack_*.deb
+deb: release
+	scripts/build-deb $(RELEASE) build/deb
 
 # The whole suite: short fuzz runs, then unit, interop and end-to-end tests
 # (ctest last, so its summary is the final line).

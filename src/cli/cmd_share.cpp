@@ -2,9 +2,12 @@
 #include "cli/command.hpp"
 #include "cli/gpu_arg.hpp"
 #include "cli/qr.hpp"
+#include "cli/serving_notice.hpp"
+#include "cli/share_link.hpp"
 #include "cli/state.hpp"
 #include "core/duration.hpp"
 #include "core/printable.hpp"
+#include "core/paths.hpp"
 #include "crypto/secret.hpp"
 #include "gpu/gpu_info.hpp"
 #include "net/port_mapping.hpp"
@@ -32,53 +35,6 @@ namespace runsnack::cli {
 namespace asio = boost::asio;
 
 namespace {
-
-struct ShareArgs {
-  std::string gpus;
-  std::string expires;
-  std::int64_t max_uses = 0;
-  std::int64_t max_sessions = 0;
-  bool bind_first = false;
-  std::string port_range;
-  std::string listen = "0.0.0.0";
-  std::string label;
-  bool public_label = false;
-  std::string allow;
-  bool serve_only = false;
-  bool json = false;
-  bool no_qr = false;
-  // run/shell/cp limits, stored in grant.terms["run"] (services/exec/run_terms.hpp)
-  std::string run_timeout, memory, disk_quota, max_transfer;
-  std::int64_t max_procs = 0;
-  bool network = false;
-  double cpu_hours = -1, gpu_hours = -1;  // usage budgets (services/exec/usage_budget.hpp); <0: none
-  std::vector<std::string> expose;  // forward targets (services/forward/forward_target.hpp)
-  bool ollama = false;
-  std::string bandwidth;
-  std::int64_t max_connections = 0;
-  std::string rendezvous;
-  bool no_port_mapping = false;
-};
-
-// Links with a rendezvous stay short enough to type and to fit a small QR code.
-constexpr std::size_t kMaxRendezvousLinkChars = 159;
-
-// --rendezvous, else RUNSNACK_RENDEZVOUS, else {"rendezvous": "..."} in the
-// state dir's config.json; empty when none.
-Result<std::string> rendezvous_setting(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("RUNSNACK_RENDEZVOUS"); env && *env) return std::string(env);
-  auto path = state_path("config.json");
-  if (!path) return std::string();
-  std::ifstream in(*path);
-  if (!in) return std::string();
-  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return fail(errc::malformed, path->string() + " is not a JSON object");
-  auto it = j.find("rendezvous");
-  if (it == j.end()) return std::string();
-  if (!it->is_string()) return fail(errc::malformed, path->string() + ": \"rendezvous\" must be \"HOST:PORT\"");
-  return it->get<std::string>();
-}
 
 // The default ports, so that a provider restarted with the same settings
 // serves its earlier links at the same address.
@@ -139,32 +95,6 @@ std::string status_line(const ProviderStats& s, const std::vector<int>& gpus) {
   line += " | in " + human_bytes(s.bytes_in) + " | out " + human_bytes(s.bytes_out);
   return line;
 }
-
-// --expose and --ollama -> the forward terms of the new grant.
-Result<ForwardTerms> forward_terms(const ShareArgs& args) {
-  ForwardTerms terms;
-  for (const auto& text : args.expose) {
-    auto target = parse_expose(text);
-    if (!target) return target.error();
-    if (find_target(terms.targets, target->name))
-      return fail(errc::invalid_argument, "--expose names '" + target->name + "' twice: give each target its own NAME=");
-    terms.targets.push_back(std::move(*target));
-  }
-  if (args.ollama) {
-    asio::io_context io;
-    asio::ip::tcp::socket probe(io);
-    boost::system::error_code ec;
-    probe.connect({asio::ip::make_address("127.0.0.1"), 11434}, ec);
-    if (ec)
-      return fail(errc::not_found, "--ollama: no Ollama answering on 127.0.0.1:11434 (" + ec.message() +
-                                       "): start it with `ollama serve`, or expose another port with --expose");
-    terms.targets.push_back({"ollama", "127.0.0.1", 11434, true});
-  }
-  if (terms.targets.size() > kMaxForwardTargets) return fail(errc::invalid_argument, "too many --expose targets");
-  if (args.max_connections > 0) terms.max_connections = args.max_connections;
-  return terms;
-}
-
 // The router's port mapping lease; renewed at half of it while sharing, so a
 // router that enforces leases never drops a live share's mapping.
 constexpr std::chrono::duration<std::uint32_t> kMappingLease{7200};
@@ -190,6 +120,7 @@ int share(const ShareArgs& args) {
   if (args.public_label && args.label.empty()) return report("--public-label needs a --label");
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
+  if (state_source() == StateSource::machine) return share_through_service(args, *gpus);
   auto listen = parse_listen(args.listen);
   if (!listen) return report(listen.error());
   ProviderOptions options;
@@ -226,7 +157,9 @@ int share(const ShareArgs& args) {
 
   std::optional<Endpoint> rendezvous;
   {
-    auto setting = rendezvous_setting(args.rendezvous);
+    auto state = state_dir();
+    if (!state) return report(state.error());
+    auto setting = rendezvous_setting(args.rendezvous, *state);
     if (!setting) return report(setting.error());
     if (!setting->empty()) {
       auto ep = parse_endpoint(*setting, "rendezvous");
@@ -274,91 +207,27 @@ int share(const ShareArgs& args) {
   nlohmann::json ready = {{"event", "ready"}, {"peer", identity->peer_id().str()},
                           {"listen", provider.local_endpoint().address().to_string() + ":" +
                                          std::to_string(provider.local_endpoint().port())}};
+  // In the machine's state, `share` at a terminal hands its links to this process (serving_notice.hpp).
+  std::optional<ServingNotice> notice;
+  if (state_is_machine_wide()) {
+    auto dir = state_dir();
+    if (!dir) return report(dir.error());
+    auto published = ServingNotice::publish(*dir, {static_cast<long>(::getpid()), identity->peer_id(),
+                                                   ready["listen"].get<std::string>(), candidates, rendezvous});
+    if (!published) return report(published.error());
+    notice.emplace(std::move(*published));
+  }
   if (!args.serve_only) {
-    Grant grant;
-    grant.id = new_grant_id();
-    std::string secret = new_secret();
-    grant.key = derive_grant_key(secret);
-    grant.created = std::chrono::system_clock::now();
-    if (!args.expires.empty()) {
-      auto d = parse_duration(args.expires);
-      if (!d) return report(d.error());
-      // Stored in whole seconds: round up, so a link never dies early.
-      grant.expires = std::chrono::ceil<std::chrono::seconds>(grant.created + *d);
-    }
-    if (args.max_uses > 0) grant.max_uses = args.max_uses;
-    if (args.max_sessions > 0) grant.max_sessions = args.max_sessions;
-    auto services = parse_service_list(args.allow);
-    if (!services) return report(services.error());
-    grant.services = *services;
-    auto forward = forward_terms(args);
-    if (!forward) return report(forward.error());
-    if (!forward->targets.empty()) {
-      grant.services.insert(kServiceForward);
-      grant.terms[kServiceForward] = to_json(*forward);
-    }
-    if (!args.bandwidth.empty()) {
-      auto rate = parse_bandwidth(args.bandwidth);
-      if (!rate) return report(rate.error());
-      grant.bandwidth_bytes_per_s = *rate;
-    }
-    grant.gpus = *gpus;
-    grant.bind_first = args.bind_first;
-    grant.label = args.label;
-    // The label is the provider's note; consumers see it only when asked (services/info_service.cpp).
-    if (args.public_label) grant.terms[kServiceInfo] = {{"public_label", true}};
-    exec::RunTerms run_terms;
-    if (!args.run_timeout.empty()) {
-      auto d = parse_duration(args.run_timeout);
-      if (!d) return report(d.error());
-      run_terms.timeout_s = std::chrono::duration<double>(*d).count();
-    }
-    for (auto [text, field] : {std::pair{&args.memory, &run_terms.memory_bytes}, {&args.disk_quota, &run_terms.disk_quota_bytes}}) {
-      if (text->empty()) continue;
-      auto size = exec::parse_size(*text);
-      if (!size) return report(size.error());
-      *field = *size;
-    }
-    if (!args.max_transfer.empty()) {
-      auto size = exec::parse_size(args.max_transfer);
-      if (!size || *size == 0) return report("--max-transfer: expected a size such as 500M or 50G");
-      run_terms.max_transfer_bytes = *size;
-    }
-    if (args.max_procs > 0) run_terms.max_procs = static_cast<std::uint64_t>(args.max_procs);
-    run_terms.network = args.network;
-    if (grant.services.count("run") || grant.services.count("shell") || grant.services.count("cp") ||
-        grant.services.count("cuda"))
-      grant.terms["run"] = run_terms.to_json();
-    if (args.cpu_hours >= 0) grant.terms["run"]["cpu_hours"] = args.cpu_hours;
-    if (args.gpu_hours >= 0) grant.terms["run"]["gpu_hours"] = args.gpu_hours;
-    GrantStore grants(*db);
-    if (auto r = grants.create(grant); !r) return report(r.error());
-
-    Link link;
-    link.rendezvous = rendezvous;
-    link.candidates = candidates;
-    link.provider = identity->peer_id();
-    link.grant_id = grant.id;
-    link.secret = secret;
-    std::string text = format_link(link);
-    // With a rendezvous the consumer learns every candidate from it, so the
-    // link keeps only the first ones that fit.
-    while (rendezvous && text.size() > kMaxRendezvousLinkChars && !link.candidates.empty()) {
-      link.candidates.pop_back();
-      text = format_link(link);
-    }
-    ready["link"] = text;
-    ready["grant"] = grant.id;
-    ready["expires"] = grant.expires ? nlohmann::json(rfc3339(*grant.expires)) : nlohmann::json(nullptr);
-    if (!forward->targets.empty()) ready["expose"] = grant.terms[kServiceForward]["targets"];
+    auto made = create_grant(args, *gpus, *db);
+    if (!made) return report(made.error());
+    std::string text = link_text(rendezvous, candidates, identity->peer_id(), made->grant.id, made->secret);
+    announce_link(args, *made, text, ready);
     if (!args.json) {
-      std::cout << text << std::endl;
-      if (isatty(STDOUT_FILENO) && !args.no_qr) std::cout << render_qr(text);
       std::cerr << "Sharing as " << identity->peer_id().str() << " on port " << provider.local_endpoint().port()
-                << " (link " << grant.id
-                << (grant.expires ? ", expires " + rfc3339(*grant.expires) : std::string(", no expiry"))
+                << " (link " << made->grant.id
+                << (made->grant.expires ? ", expires " + rfc3339(*made->grant.expires) : std::string(", no expiry"))
                 << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
-      for (const auto& t : forward->targets)
+      for (const auto& t : made->forward.targets)
         std::cerr << "Exposing " << t.name << " -> " << t.address() << (t.host_header ? " (Host header rewritten)" : "")
                   << "; the consumer runs `runsnack forward LINK " << t.name << "`" << std::endl;
     }
@@ -481,8 +350,15 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->footer(
       "Every running `runsnack share` serves all of this machine's live links, so a restarted provider\n"
       "keeps earlier links working (same listen address and port). Revoke a link with `runsnack revoke`.\n"
+      "Where the Debian package is installed, root and members of group runsnack share through\n"
+      "runsnack-share.service: the link is made in /var/lib/runsnack and served by the service\n"
+      "(unless RUNSNACK_HOME is set; docs/INSTALL.md).\n"
       "The link is a credential: send it privately; it carries a secret that never reaches any server.");
-  cmd->callback([&status, args] { run_command(status, [&] { return share(*args); }); });
+  cmd->callback([&status, args, cmd] {
+    for (const char* name : {"--listen", "--port-range", "--rendezvous", "--no-port-mapping"})
+      if (cmd->count(name) > 0) args->service_sets += (args->service_sets.empty() ? "" : ", ") + std::string(name);
+    run_command(status, [&] { return share(*args); });
+  });
 }
 
 }  // namespace runsnack::cli

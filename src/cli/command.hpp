@@ -13,6 +13,9 @@
 
 namespace runsnack::cli {
 
+// This binary's version (the CMake project's).
+inline constexpr const char* kVersion = RUNSNACK_VERSION;
+
 // Exit codes: 0 ok, 1 the command failed, 2 bad usage.
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
@@ -44,5 +47,7 @@ void add_cuda_command(CLI::App& app, ExitStatus& status);        // cmd_cuda.cpp
 void add_run_commands(CLI::App& app, ExitStatus& status);        // cmd_run.cpp: run, shell, cp
 void add_rendezvous_command(CLI::App& app, ExitStatus& status);  // cmd_rendezvous.cpp
 void add_pool_command(CLI::App& app, ExitStatus& status);        // cmd_pool.cpp: serve, join, submit, ...
+void add_doctor_command(CLI::App& app, ExitStatus& status);      // cmd_doctor.cpp
+void add_generate_command(CLI::App& app, ExitStatus& status);    // cmd_generate.cpp (hidden): completions, man pages
 
 }  // namespace runsnack::cli

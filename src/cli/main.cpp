@@ -1,6 +1,7 @@
 // runsnack: share a GPU machine with one link. One subcommand per file in this folder.
 #include "cli/command.hpp"
 #include "cli/command_words.hpp"
+#include "cli/state.hpp"
 #include "core/log.hpp"
 
 #include <algorithm>
@@ -15,11 +16,13 @@ int main(int argc, char** argv) {
       "RunSnack: share a GPU machine with one link (peer-to-peer, end-to-end encrypted, no accounts).\n"
       "Provider: `runsnack share` prints a link. Consumer: `runsnack info LINK` and friends use it.",
       "runsnack"};
-  app.set_version_flag("--version", "runsnack 0.1.0");
+  app.set_version_flag("--version", std::string("runsnack ") + kVersion);
   app.require_subcommand(1);
   app.footer(
-      "State lives in $RUNSNACK_HOME (default $XDG_DATA_HOME/runsnack). Logs go to stderr; set\n"
-      "RUNSNACK_LOG=debug for more. Run `runsnack COMMAND --help` for each command.");
+      "State lives in $RUNSNACK_HOME (default $XDG_DATA_HOME/runsnack); with the Debian package, share,\n"
+      "links, revoke and log use /var/lib/runsnack for root and group runsnack (docs/INSTALL.md). Logs go\n"
+      "to stderr; set RUNSNACK_LOG=debug for more. `runsnack doctor` checks this machine. Run\n"
+      "`runsnack COMMAND --help` for each command.");
 
   ExitStatus status;
   add_share_command(app, status);
@@ -34,6 +37,9 @@ int main(int argc, char** argv) {
   add_rendezvous_command(app, status);
   add_pool_command(app, status);
   add_cuda_server_command(app, status);
+  add_doctor_command(app, status);
+  add_generate_command(app, status);
+  use_machine_state_for_link_commands(app);
 
   try {
     auto words = split_command_words(argc, argv);

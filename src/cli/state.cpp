@@ -4,6 +4,11 @@
 
 namespace runsnack::cli {
 
+void use_machine_state_for_link_commands(CLI::App& app) {
+  for (const char* name : kMachineStateCommands)
+    app.get_subcommand(name)->preparse_callback([](std::size_t) { select_state_scope(StateScope::machine); });
+}
+
 Result<std::filesystem::path> state_path(const char* file) {
   auto dir = state_dir();
   if (!dir) return dir.error();

@@ -7,9 +7,18 @@
 #include "crypto/identity.hpp"
 #include "store/database.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <filesystem>
 
 namespace runsnack::cli {
+
+// The commands that manage this machine's links, which use the machine's
+// state (/var/lib/runsnack) where the rule in core/paths.hpp allows.
+inline constexpr const char* kMachineStateCommands[] = {"share", "links", "revoke", "log"};
+
+// Makes each of kMachineStateCommands select StateScope::machine before it runs.
+void use_machine_state_for_link_commands(CLI::App& app);
 
 Result<std::filesystem::path> state_path(const char* file);  // state_dir() / file
 Result<Identity> open_identity();

@@ -32,13 +32,16 @@ errc code_for(int rc) {
 
 bool is_memory_path(const std::filesystem::path& path) { return path.empty() || path == ":memory:"; }
 
-// Creates the file ourselves so it is 0600 from its first byte; SQLite would
-// create it with the umask's mode, and its -wal and -shm files copy the main
-// file's mode, so fixing the main file fixes all three.
-Result<void> create_private_file(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+// Creates the file ourselves so it has `mode` from its first byte; SQLite
+// would create it with the umask's mode, and its -wal and -shm files copy the
+// main file's mode, so fixing the main file fixes all three. Another user's
+// file (the machine's state, shared through its group) is left as it is.
+Result<void> create_private_file(const std::filesystem::path& path, unsigned mode) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode);
   if (fd < 0) return fail(errc::io_error, "cannot open " + path.string() + ": " + std::strerror(errno));
-  int rc = ::fchmod(fd, 0600);
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  if (rc == 0 && st.st_uid == ::geteuid() && (st.st_mode & 0777) != mode) rc = ::fchmod(fd, mode);
   int err = errno;
   ::close(fd);
   if (rc != 0) return fail(errc::io_error, "cannot chmod " + path.string() + ": " + std::strerror(err));
@@ -58,17 +61,17 @@ void Database::Closer::operator()(sqlite3* db) const noexcept { sqlite3_close_v2
 
 Database::~Database() = default;
 
-Result<Database> Database::open(const std::filesystem::path& path) {
-  auto db = open_unmigrated(path);
+Result<Database> Database::open(const std::filesystem::path& path, unsigned file_mode) {
+  auto db = open_unmigrated(path, file_mode);
   if (!db) return db.error();
   if (auto v = migrate(*db, store_migrations()); !v) return v.error();
   return std::move(*db);
 }
 
-Result<Database> Database::open_unmigrated(const std::filesystem::path& path) {
+Result<Database> Database::open_unmigrated(const std::filesystem::path& path, unsigned file_mode) {
   std::string name = is_memory_path(path) ? std::string(":memory:") : path.string();
   if (!is_memory_path(path)) {
-    if (auto made = create_private_file(path); !made) return made.error();
+    if (auto made = create_private_file(path, file_mode); !made) return made.error();
   }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(name.c_str(), &raw,

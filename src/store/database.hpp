@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/paths.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -42,13 +43,14 @@ class Database {
   // Opens (creating if needed) the store database at `path`, or an
   // in-memory one for ":memory:", and brings its schema up to date
   // (store/schema.hpp): what the provider and the CLI use. A new file is
-  // created with mode 0600 and an existing one is tightened to 0600: it holds
-  // grant keys. Sets WAL, the busy timeout and foreign keys. Fails with
+  // created with `file_mode` and an existing one of ours is set to it: 0600,
+  // as it holds grant keys, or 0660 in the machine's state, shared with group
+  // runsnack (core/paths.hpp). Sets WAL, the busy timeout and foreign keys. Fails with
   // io_error (malformed for a file that is not a database, unsupported for
   // one from a newer RunSnack) and SQLite's message.
-  static Result<Database> open(const std::filesystem::path& path);
+  static Result<Database> open(const std::filesystem::path& path, unsigned file_mode = shared_file_mode());
   // The same connection without the store schema (for other schemas and tests).
-  static Result<Database> open_unmigrated(const std::filesystem::path& path);
+  static Result<Database> open_unmigrated(const std::filesystem::path& path, unsigned file_mode = shared_file_mode());
 
   Database(Database&&) noexcept = default;
   Database& operator=(Database&&) noexcept = default;

@@ -114,6 +114,18 @@ TEST(Database, ExistingFileIsTightenedTo0600) {
   EXPECT_EQ(file_mode(path), 0600u);
 }
 
+// The machine's state (core/paths.hpp): the database is shared with group runsnack.
+TEST(Database, SharedModeReachesTheWalFiles) {
+  testing::TempDir dir;
+  auto path = dir.path() / "x.db";
+  auto db = Database::open(path, 0660);
+  ASSERT_TRUE(db) << db.error().what();
+  ASSERT_TRUE(db->exec("CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1)"));
+  EXPECT_EQ(file_mode(path), 0660u);
+  EXPECT_EQ(file_mode(path.string() + "-wal"), 0660u);
+  EXPECT_EQ(file_mode(path.string() + "-shm"), 0660u);
+}
+
 TEST(Database, NotADatabaseIsMalformed) {
   testing::TempDir dir;
   auto path = dir.path() / "junk.db";

@@ -1,0 +1,40 @@
+#pragma once
+// `runsnack doctor`'s checks of this machine: each says what works, what does
+// not, and what to do about it. The local ones are here (each well under a
+// second); the ones that wait on the network are in doctor_network.hpp.
+
+#include "net/listener.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runsnack::cli::doctor {
+
+struct Check {
+  std::string name;    // "gpu", "sandbox", ...
+  std::string status;  // "ok" | "warn" (works, with a limit) | "fail" (broken) | "skip" (not tried)
+  std::string detail;  // what was found
+  std::string fix;     // what to do; "" when nothing
+};
+nlohmann::json to_json(const Check& check);
+
+Check check_state();    // which state folders share/links and the other commands use
+Check check_service();  // whether runsnack-share.service serves the machine's state (Debian package)
+Check check_gpu();      // NVIDIA driver and NVML
+Check check_cuda();     // the CUDA driver (share --allow cuda) and the shim (runsnack cuda)
+// bubblewrap runs the real sandbox policy (services/exec/sandbox.hpp) as this user and, as root,
+// as the service's user runsnack when it exists; unprivileged user namespaces.
+std::vector<Check> check_sandbox();
+Check check_limits();  // cgroups for memory and process limits, else rlimits
+// The first port of `range` this machine can listen on (0.0.0.0), in `free_port`.
+Check check_ports(PortRange range, std::uint16_t& free_port);
+
+// The advice for a GPU report's note (gpu/gpu_info.hpp), pure for tests; `wsl`: running in WSL.
+std::string gpu_fix(const std::string& note, bool wsl);
+bool running_in_wsl();
+
+}  // namespace runsnack::cli::doctor

@@ -1,0 +1,81 @@
+#pragma once
+// `runsnack share`'s arguments and the link it makes: the grant stored from
+// the command line's terms, the link text, and `share` through the service
+// that serves the machine's state (cmd_share.cpp serves links itself).
+
+#include "core/error.hpp"
+#include "crypto/peer_id.hpp"
+#include "link/endpoint.hpp"
+#include "link/grant.hpp"
+#include "services/forward/forward_target.hpp"
+#include "store/database.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runsnack::cli {
+
+struct ShareArgs {
+  std::string gpus;
+  std::string expires;
+  std::int64_t max_uses = 0;
+  std::int64_t max_sessions = 0;
+  bool bind_first = false;
+  std::string port_range;
+  std::string listen = "0.0.0.0";
+  std::string label;
+  bool public_label = false;
+  std::string allow;
+  bool serve_only = false;
+  bool json = false;
+  bool no_qr = false;
+  // run/shell/cp limits, stored in grant.terms["run"] (services/exec/run_terms.hpp)
+  std::string run_timeout, memory, disk_quota, max_transfer;
+  std::int64_t max_procs = 0;
+  bool network = false;
+  double cpu_hours = -1, gpu_hours = -1;  // usage budgets (services/exec/usage_budget.hpp); <0: none
+  std::vector<std::string> expose;  // forward targets (services/forward/forward_target.hpp)
+  bool ollama = false;
+  std::string bandwidth;
+  std::int64_t max_connections = 0;
+  std::string rendezvous;
+  bool no_port_mapping = false;
+  std::string service_sets;  // options given that the service decides for itself (share_through_service)
+};
+
+// Links with a rendezvous stay short enough to type and to fit a small QR code.
+inline constexpr std::size_t kMaxRendezvousLinkChars = 159;
+
+// --rendezvous, else RUNSNACK_RENDEZVOUS, else {"rendezvous": "HOST:PORT"} in `state`/config.json;
+// empty when none.
+Result<std::string> rendezvous_setting(const std::string& flag, const std::filesystem::path& state);
+
+// A new grant from the command line's terms; the secret is only in the link.
+struct NewGrant {
+  Grant grant;
+  std::string secret;
+  ForwardTerms forward;
+};
+
+// Checks the terms (--expires, --allow, --expose, --ollama, limits) and stores the grant in `db`.
+Result<NewGrant> create_grant(const ShareArgs& args, const std::vector<int>& gpus, Database& db);
+
+// The link's text; with a rendezvous, trimmed of candidates to kMaxRendezvousLinkChars.
+std::string link_text(const std::optional<Endpoint>& rendezvous, const std::vector<Endpoint>& candidates,
+                      const PeerId& provider, const std::string& grant_id, const std::string& secret);
+
+// The link on stdout (and its QR code on a terminal); its fields go into `ready` for --json.
+void announce_link(const ShareArgs& args, const NewGrant& made, const std::string& text, nlohmann::json& ready);
+
+// `share` when the machine's state applies (core/paths.hpp: root or group runsnack, RUNSNACK_HOME
+// unset): the link is made in the database runsnack-share.service serves, with the service's
+// addresses (serving_notice.hpp), and the command returns; it never listens nor reads the
+// service's key. Fails with what to do when the service is not running.
+int share_through_service(const ShareArgs& args, const std::vector<int>& gpus);
+
+}  // namespace runsnack::cli

@@ -1,0 +1,103 @@
+"""`runsnack doctor` on this machine (issue 17): what works, what does not, and the fix for each."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import unittest
+
+from harness import E2ETestCase, Proc, Provider, free_port
+
+
+class DoctorTest(E2ETestCase):
+    def doctor(self, home, *args, rc=0):
+        cp = self.run_cli(home, "doctor", "--json", *args, timeout=60)
+        self.assertEqual(cp.returncode, rc, "doctor: rc=%d stdout=%r stderr=%r" % (cp.returncode, cp.stdout, cp.stderr))
+        report = json.loads(cp.stdout)
+        self.assertEqual(report["ok"], rc == 0)
+        for c in report["checks"]:
+            self.assertIn(c["status"], ("ok", "warn", "fail", "skip"), c)
+            if c["status"] in ("warn", "fail") and c["name"] not in ("service",):
+                self.assertTrue(c["fix"], "a %s check must say what to do: %s" % (c["status"], c))
+        return {c["name"]: c for c in report["checks"]}
+
+    def test_this_machine(self):
+        home = self.new_home()
+        checks = self.doctor(home)
+        # GPU: what `runsnack gpus` sees, with a fix when there is none (the CI machines have none).
+        gpus = json.loads(self.ok(home, "gpus", "--json").stdout)["gpus"]
+        if gpus:
+            self.assertEqual(checks["gpu"]["status"], "ok")
+            self.assertIn(gpus[0]["name"], checks["gpu"]["detail"])
+        else:
+            self.assertEqual(checks["gpu"]["status"], "warn")
+            self.assertIn("no NVIDIA GPU", checks["gpu"]["detail"])
+            self.assertIn("nvidia-driver", checks["gpu"]["fix"])
+        # bubblewrap is installed here (scripts/install-deps) and runs the real sandbox policy.
+        self.assertTrue(os.path.exists("/usr/bin/bwrap"))
+        self.assertEqual(checks["sandbox"]["status"], "ok", checks["sandbox"])
+        self.assertIn("bubblewrap", checks["sandbox"]["detail"])
+        self.assertIn(home, checks["state"]["detail"])
+        self.assertIn(checks["ports"]["status"], ("ok",))
+        # No UPnP/NAT-PMP router answers on this network: a result and the way around it.
+        self.assertEqual(checks["router"]["status"], "warn", checks["router"])
+        self.assertIn("rendezvous", checks["router"]["fix"])
+        self.assertEqual(checks["nat"]["status"], "skip")
+        self.assertNotIn("link", checks)
+
+    def test_human_output_names_problems_and_fixes(self):
+        home = self.new_home()
+        cp = self.run_cli(home, "doctor", "--no-port-mapping", timeout=60)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        lines = cp.stdout.splitlines()
+        self.assertTrue(lines[0].startswith("runsnack "), lines[0])
+        self.assertTrue(any(l.startswith("ok    sandbox") for l in lines), cp.stdout)
+        self.assertTrue(any(l.startswith("skip  router") and "--no-port-mapping" in l for l in lines), cp.stdout)
+        self.assertTrue(any(l.strip().startswith("fix: ") for l in lines), cp.stdout)
+        self.assertIn("nothing broken", lines[-1])
+
+    def test_port_range_in_use_fails_with_the_fix(self):
+        home = self.new_home()
+        with socket.socket() as held:
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            held.bind(("0.0.0.0", 0))
+            held.listen()
+            port = held.getsockname()[1]
+            checks = self.doctor(home, "--no-port-mapping", "--port-range", "%d-%d" % (port, port), rc=1)
+        self.assertEqual(checks["ports"]["status"], "fail")
+        self.assertIn("--port-range", checks["ports"]["fix"])
+
+    def test_nat_through_a_rendezvous(self):
+        home = self.new_home()
+        rdv = Proc(self, ["rendezvous", "--listen", "127.0.0.1:0", "--json"], self.new_home(), name="rdv")
+        ready = rdv.wait_for(lambda e: e.get("event") == "ready", 30, "the rendezvous")
+        port = int(ready["listen"].rsplit(":", 1)[1])
+        checks = self.doctor(home, "--no-port-mapping", "--rendezvous", "127.0.0.1:%d" % port)
+        self.assertEqual(checks["nat"]["status"], "ok", checks["nat"])
+        self.assertIn("no NAT", checks["nat"]["detail"])
+        # The same setting from the state folder's config.json, as share reads it.
+        with open(os.path.join(home, "config.json"), "w") as f:
+            json.dump({"rendezvous": "127.0.0.1:%d" % port}, f)
+        self.assertEqual(self.doctor(home, "--no-port-mapping")["nat"]["status"], "ok")
+        # A rendezvous that is not there: a failure that says what to check.
+        dead = free_port()
+        checks = self.doctor(home, "--no-port-mapping", "--rendezvous", "127.0.0.1:%d" % dead, rc=1)
+        self.assertEqual(checks["nat"]["status"], "fail")
+        self.assertIn("runsnack rendezvous", checks["nat"]["fix"])
+
+    def test_link_path_and_a_dead_link(self):
+        provider_home, home = self.new_home("provider"), self.new_home("consumer")
+        provider = Provider(self, provider_home, ["--no-port-mapping"])
+        checks = self.doctor(home, "--no-port-mapping", provider.link)
+        self.assertEqual(checks["link"]["status"], "ok", checks["link"])
+        for part in ("direct via 127.0.0.1:%d" % provider.port, "rtt", "bandwidth", "allows info"):
+            self.assertIn(part, checks["link"]["detail"])
+        provider.stop()
+        checks = self.doctor(home, "--no-port-mapping", "--timeout", "3", provider.link, rc=1)
+        self.assertEqual(checks["link"]["status"], "fail")
+        self.assertIn("runsnack share", checks["link"]["fix"])
+
+
+if __name__ == "__main__":
+    unittest.main()
