@@ -63,6 +63,11 @@ asio::awaitable<void> Mux::run() {
   if (run_called_) co_return;
   run_called_ = true;
   state_.note_activity(Clock::now());
+  // Learn the path's round-trip time at once: receive windows grow only with
+  // one (MuxState::consumed), and without it a new session on a 40 ms path
+  // moved bulk data at half the link rate until the first keepalive ping.
+  std::uint32_t probe_id = 0;
+  if (auto probe = state_.start_ping(Clock::now(), probe_id)) enqueue(*probe);
   // Each of the three ends once done_ is set (finish() closes the transport
   // and wakes every signal), so && returns when the connection is over.
   co_await (reader() && writer() && keepalive());

@@ -85,6 +85,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
   std::uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
   std::uint64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
   std::size_t stream_count() const { return state_.stream_count(); }
+  // The last measured round-trip time (zero until the first ping's answer; run() sends one at once).
+  std::chrono::microseconds rtt() const { return state_.rtt(); }
   // Ending or ended (a GoAway from either side, an error, close()): no new
   // streams; callers report the end. A peer's GoAway counts at once: a stream
   // opened just before it arrived is reset, and that reset is the session's end.

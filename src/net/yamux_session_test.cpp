@@ -141,6 +141,25 @@ TEST(YamuxSession, ManyStreamsByteExactBothWays) {
   EXPECT_TRUE(p.server->close_reason());
 }
 
+// Both ends know the round-trip time right after the session opens, before any
+// keepalive: stream windows are sized from it from the first bytes (issue 23).
+TEST(YamuxSession, RoundTripTimeIsKnownAtOnce) {
+  asio::io_context io;
+  MuxConfig config = test_config();
+  config.limits.keepalive_interval = 60s;  // no keepalive ping: only the one at the start
+  config.limits.keepalive_timeout = 60s;
+  config.write_timeout = 60s;
+  Pair p(io, config);
+  run_test(io, [&]() -> awaitable<void> {
+    for (int i = 0; i < 2000 && (p.client->rtt().count() == 0 || p.server->rtt().count() == 0); ++i)
+      co_await sleep(5ms);
+    EXPECT_GT(p.client->rtt().count(), 0);
+    EXPECT_GT(p.server->rtt().count(), 0);
+    p.client->close();
+    while (!p.client_done || !p.server_done) co_await sleep(5ms);
+  });
+}
+
 TEST(YamuxSession, ResetReachesThePeer) {
   asio::io_context io;
   Pair p(io);
