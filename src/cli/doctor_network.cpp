@@ -8,6 +8,7 @@
 #include "net/port_mapping.hpp"
 #include "net/punch.hpp"
 #include "services/info_service.hpp"
+#include "signaling/rdv_client.hpp"
 #include "signaling/rdv_codec.hpp"
 #include "signaling/rdv_io.hpp"
 
@@ -62,8 +63,9 @@ struct Seen {
   Endpoint local, observed;
 };
 
-asio::awaitable<Result<Seen>> register_once(const Endpoint& server, const std::string& peer,
+asio::awaitable<Result<Seen>> register_once(const Endpoint& server, const Identity& identity,
                                             std::chrono::milliseconds timeout) {
+  const std::string peer = identity.peer_id().str();
   auto socket = co_await connect_endpoint(server, timeout);
   if (!socket) co_return socket.error();
   boost::system::error_code ec;
@@ -73,6 +75,15 @@ asio::awaitable<Result<Seen>> register_once(const Endpoint& server, const std::s
   if (auto w = co_await rdv::write_message(*socket, reg, timeout); !w) co_return w.error();
   auto answer = co_await rdv::read_message(*socket, timeout);
   if (!answer) co_return answer.error();
+  // The rendezvous asks us to prove the PeerId before it registers anyone.
+  if (auto* challenge = std::get_if<rdv::Challenge>(&*answer)) {
+    auto proof = rdv::prove_registration(identity, peer, *challenge);
+    if (!proof) co_return proof.error();
+    const rdv::Message prove = *proof;
+    if (auto w = co_await rdv::write_message(*socket, prove, timeout); !w) co_return w.error();
+    answer = co_await rdv::read_message(*socket, timeout);
+    if (!answer) co_return answer.error();
+  }
   if (auto* err = std::get_if<rdv::ErrorMsg>(&*answer)) co_return fail(errc::refused, "the rendezvous said: " + err->reason);
   auto* ok = std::get_if<rdv::Registered>(&*answer);
   if (!ok) co_return fail(errc::malformed, "the rendezvous answered something other than `registered`");
@@ -87,12 +98,12 @@ asio::awaitable<Check> check_nat(Endpoint rendezvous, std::chrono::milliseconds 
   // A throwaway identity: registering this machine's own PeerId would displace a running share's registration.
   auto id = Identity::generate();
   if (!id) co_return Check{"nat", "fail", id.error().what(), ""};
-  auto first = co_await register_once(rendezvous, id->peer_id().str(), timeout);
+  auto first = co_await register_once(rendezvous, *id, timeout);
   if (!first)
     co_return Check{"nat", "fail", "rendezvous " + rendezvous.str() + ": " + first.error().message,
                     "check the address (share --rendezvous, RUNSNACK_RENDEZVOUS or config.json) and that "
                     "`runsnack rendezvous` runs there and its port is open"};
-  auto second = co_await register_once(rendezvous, id->peer_id().str(), timeout);
+  auto second = co_await register_once(rendezvous, *id, timeout);
   const Seen& a = *first;
   std::string seen = "rendezvous " + rendezvous.str() + " sees this machine as " + a.observed.host;
   if (local_addresses().count(a.observed.host))

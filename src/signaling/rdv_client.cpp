@@ -97,14 +97,18 @@ asio::awaitable<void> ProviderAgent::run() {
   }
 }
 
-Result<Prove> ProviderAgent::prove(const Challenge& challenge) const {
-  if (!config_.identity) return fail(errc::internal, "rendezvous: no identity to prove the PeerId with");
+Result<Prove> prove_registration(const Identity& identity, const std::string& peer, const Challenge& challenge) {
   auto nonce = base32::decode(challenge.nonce);
   if (!nonce || nonce->size() != 32) return fail(errc::malformed, "rendezvous: bad challenge");
-  auto sig = config_.identity->sign(registration_proof_message(*nonce, config_.peer));
+  auto sig = identity.sign(registration_proof_message(*nonce, peer));
   if (!sig) return sig.error();
-  const auto key = config_.identity->public_key_raw();
+  const auto key = identity.public_key_raw();
   return Prove{base32::encode(key), base32::encode(*sig)};
+}
+
+Result<Prove> ProviderAgent::prove(const Challenge& challenge) const {
+  if (!config_.identity) return fail(errc::internal, "rendezvous: no identity to prove the PeerId with");
+  return prove_registration(*config_.identity, config_.peer, challenge);
 }
 
 asio::awaitable<Result<void>> ProviderAgent::session() {

@@ -54,6 +54,10 @@ struct AgentConfig {
   std::function<void(const std::string& state)> on_state;  // "registered HOST:PORT" / "disconnected: why"
 };
 
+// The answer to a rendezvous' registration challenge: `identity` signs the
+// nonce bound to `peer` (its PeerId text), proving the PeerId is ours.
+Result<Prove> prove_registration(const Identity& identity, const std::string& peer, const Challenge& challenge);
+
 class ProviderAgent {
  public:
   ProviderAgent(boost::asio::any_io_executor ex, AgentConfig config, AdoptSocket adopt);

