@@ -8,6 +8,7 @@
 #include "services/exec/launch.hpp"
 #include "services/exec/run_terms.hpp"
 #include "services/exec/sandbox.hpp"
+#include "services/exec/service_replies.hpp"
 #include "services/exec/usage_budget.hpp"
 #include "services/exec/workspace_image.hpp"
 #include "services/exec/workspace_transfer.hpp"
@@ -48,19 +49,10 @@ namespace {
 constexpr std::size_t kMaxArgs = 4096;
 constexpr std::size_t kMaxArgBytes = 64 * 1024;
 constexpr std::size_t kMaxEnv = 256;
-// After the time limit, how long output the consumer does not read may hold the command's end.
-constexpr std::chrono::seconds kOutputGrace{2};
 
 void audit(const ExecContext& ctx, const std::string& kind, const std::string& decision, const std::string& reason,
            nlohmann::json detail) {
-  detail["session"] = ctx.session_id;
-  if (ctx.audit) ctx.audit(kind, decision, reason, detail);
-}
-
-asio::awaitable<void> refuse(MuxStream& stream, const Error& e) {
-  const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
-  (void)co_await fs::write_control(stream, msg);
-  (void)co_await stream.close_write();
+  audit_event(ctx, kind, decision, reason, std::move(detail));
 }
 
 struct ExecRequest {
@@ -153,19 +145,6 @@ asio::awaitable<void> watch_control(std::shared_ptr<CommandLink> link, std::shar
     if (sig == SIGINT) ctl->interrupt();
     else if (sig == SIGKILL) ctl->kill_all("killed by the consumer (second Ctrl-C)");
   }
-}
-
-// The time limit, on a timer of its own: it fires whether or not the consumer reads the output.
-// Once it has, output the consumer does not take within kOutputGrace is dropped with the stream
-// (reset), so that the command is reaped and its resources freed.
-asio::awaitable<void> enforce_deadline(std::shared_ptr<MuxStream> stream, std::shared_ptr<RunControl> ctl,
-                                       std::string why) {
-  auto timer = ctl->deadline;
-  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
-  ctl->kill_all(why);
-  timer->expires_after(kOutputGrace);
-  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
-  stream->reset();
 }
 
 // Where no image bounds the workspace: measured every kQuotaPoll while the command runs.

@@ -5,6 +5,7 @@
 #include "services/exec/child_process.hpp"
 #include "services/exec/launch.hpp"
 #include "services/exec/sandbox.hpp"
+#include "services/exec/service_replies.hpp"
 #include "services/exec/usage_budget.hpp"
 #include "services/fs/offload.hpp"
 #include "services/fs/transfer.hpp"
@@ -36,9 +37,6 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr int kMaxWindowSide = 10000;  // rows or columns; more is not a terminal
-
-// After the time limit, how long output the consumer does not read may hold the shell's end.
-constexpr std::chrono::seconds kOutputGrace{2};
 
 // What the input watcher and the output pump share about one shell.
 struct ShellControl {
@@ -103,18 +101,6 @@ asio::awaitable<void> feed_input(std::shared_ptr<MuxStream> stream, std::shared_
   }
 }
 
-// The time limit on a timer of its own (it fires whether or not the consumer reads), then
-// kOutputGrace for the output before the stream is reset.
-asio::awaitable<void> enforce_deadline(std::shared_ptr<MuxStream> stream, std::shared_ptr<ShellControl> ctl,
-                                       std::string why) {
-  auto timer = ctl->deadline;
-  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
-  ctl->kill_all(why);
-  timer->expires_after(kOutputGrace);
-  if (auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable)); ec || ctl->finished) co_return;
-  stream->reset();
-}
-
 // The pty's output to the consumer until the shell and everything holding the pty are gone (EIO).
 asio::awaitable<void> pump_pty(MuxStream& stream, std::shared_ptr<ShellControl> ctl) {
   auto ex = co_await asio::this_coro::executor;
@@ -133,16 +119,9 @@ asio::awaitable<void> pump_pty(MuxStream& stream, std::shared_ptr<ShellControl> 
   }
 }
 
-asio::awaitable<void> refuse(MuxStream& stream, const Error& e) {
-  const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
-  (void)co_await fs::write_control(stream, msg);
-  (void)co_await stream.close_write();
-}
-
 void audit(const ExecContext& ctx, const std::string& kind, const std::string& reason, nlohmann::json detail) {
-  detail["session"] = ctx.session_id;
   detail["mode"] = "shell";
-  if (ctx.audit) ctx.audit(kind, kind == "run_start" ? "accept" : "", reason, detail);
+  audit_event(ctx, kind, kind == "run_start" ? "accept" : "", reason, std::move(detail));
 }
 
 std::string shell_path() {

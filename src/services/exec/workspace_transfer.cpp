@@ -3,6 +3,7 @@
 #include "core/json_fields.hpp"
 #include "services/exec/launch.hpp"
 #include "services/exec/run_terms.hpp"
+#include "services/exec/service_replies.hpp"
 #include "services/fs/offload.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/transfer.hpp"
@@ -25,14 +26,7 @@ constexpr std::size_t kMaxPullPaths = 256;
 
 void audit(const ExecContext& ctx, const std::string& kind, const std::string& decision, const std::string& reason,
            nlohmann::json detail) {
-  detail["session"] = ctx.session_id;
-  if (ctx.audit) ctx.audit(kind, decision, reason, detail);
-}
-
-asio::awaitable<void> refuse(MuxStream& stream, const Error& e) {
-  const nlohmann::json msg = {{"type", "error"}, {"message", e.what()}};
-  (void)co_await fs::write_control(stream, msg);
-  (void)co_await stream.close_write();
+  audit_event(ctx, kind, decision, reason, std::move(detail));
 }
 
 // Each consumer's SyncState, kept in this process between syncs: loading a 16k-entry state from
