@@ -118,6 +118,10 @@ Result<void> check_label(const std::string& label) {
 int share(const ShareArgs& args) {
   if (auto ok = check_label(args.label); !ok) return report(ok.error());
   if (args.public_label && args.label.empty()) return report("--public-label needs a --label");
+  if (!args.disk_quota.empty() && ::geteuid() != 0)
+    std::cerr << "runsnack: note: as an ordinary user --disk-quota is measured every 250 ms, not enforced by a "
+                 "filesystem: a fast writer can pass it briefly before its command is stopped. Run share as root "
+                 "for a hard total (each workspace its own ext4 image).\n";
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
   if (state_source() == StateSource::machine) return share_through_service(args, *gpus);
@@ -132,6 +136,7 @@ int share(const ShareArgs& args) {
     options.ports = *range;
   }
   if (listen->second) options.ports = {*listen->second, *listen->second};
+  options.sessions = {args.total_sessions, args.sessions_per_address};
 
   auto identity = open_identity();
   if (!identity) return report(identity.error());
@@ -309,6 +314,14 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-sessions", args->max_sessions, "Sessions open at once (default: unlimited)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--total-sessions", args->total_sessions,
+                  "Sessions this provider holds open at once, over all links (default " +
+                      std::to_string(SessionLimits{}.total) + ")")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sessions-per-address", args->sessions_per_address,
+                  "Sessions open at once from one IP address (an IPv6 /64), over all links; relayed ones count "
+                  "only in --total-sessions (default " + std::to_string(SessionLimits{}.per_address) + ")")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--bind-first", args->bind_first, "Only the first consumer who uses the link may use it again");
   cmd->add_option("--port-range", args->port_range, "Listen on the first free port in A-B (default 7443-7463)");
   cmd->add_option("--listen", args->listen, "Address to listen on, ADDR or ADDR:PORT (default 0.0.0.0)");
@@ -355,7 +368,8 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
       "(unless RUNSNACK_HOME is set; docs/INSTALL.md).\n"
       "The link is a credential: send it privately; it carries a secret that never reaches any server.");
   cmd->callback([&status, args, cmd] {
-    for (const char* name : {"--listen", "--port-range", "--rendezvous", "--no-port-mapping"})
+    for (const char* name : {"--listen", "--port-range", "--rendezvous", "--no-port-mapping", "--total-sessions",
+                             "--sessions-per-address"})
       if (cmd->count(name) > 0) args->service_sets += (args->service_sets.empty() ? "" : ", ") + std::string(name);
     run_command(status, [&] { return share(*args); });
   });

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provider/admission.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -25,6 +27,9 @@ struct ShareArgs {
   std::string expires;
   std::int64_t max_uses = 0;
   std::int64_t max_sessions = 0;
+  // This provider's sessions at once, over all links (provider/admission.hpp SessionLimits).
+  std::int64_t total_sessions = SessionLimits{}.total;
+  std::int64_t sessions_per_address = SessionLimits{}.per_address;
   bool bind_first = false;
   std::string port_range;
   std::string listen = "0.0.0.0";

@@ -30,6 +30,7 @@ struct Provider::LiveSession {
   std::string id;
   PeerId consumer;
   std::string address;
+  std::string address_key;  // AdmissionSlots::address_key, empty when relayed (not counted per address)
   std::string path;  // how the consumer reached us: direct, punched, relayed
   Grant grant;
   std::shared_ptr<Mux> mux;
@@ -292,13 +293,20 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
     co_return;
   }
 
+  // Relayed consumers all come from the rendezvous' address: only the total bounds them.
+  const std::string per_address_key = path == "relayed" ? "" : key;
   Admitter admitter(
       grants_, audit_, SystemClock::instance(),
-      [this](const std::string& grant_id) {
-        std::int64_t n = 0;
-        for (const auto& [id, live] : sessions_) n += live->grant.id == grant_id;
+      [this, &per_address_key](const std::string& grant_id) {
+        LiveSessionCounts n;
+        n.total = static_cast<std::int64_t>(sessions_.size());
+        for (const auto& [id, live] : sessions_) {
+          n.on_grant += live->grant.id == grant_id;
+          n.from_address += !per_address_key.empty() && live->address_key == per_address_key;
+        }
         return n;
       },
+      options_.sessions,
       [this, &key](AuditEvent ev) {
         std::string address = ev.address, peer = ev.peer, reason = ev.reason;
         if (audit_refusal(std::move(ev), key)) refused(address, peer, reason);
@@ -316,6 +324,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   live->id = session_id;
   live->consumer = *consumer;
   live->address = address;
+  live->address_key = per_address_key;
   live->path = path;
   live->grant = *admission.grant;
   live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);

@@ -24,6 +24,7 @@
 #include "link/link.hpp"
 #include "net/listener.hpp"
 #include "net/tls_stream.hpp"
+#include "provider/admission.hpp"
 #include "provider/admission_audit.hpp"
 #include "provider/admission_slots.hpp"
 #include "provider/service_router.hpp"
@@ -58,6 +59,7 @@ struct ProviderOptions {
   std::chrono::milliseconds handshake_timeout{5000};  // TLS + auth message, together
   std::size_t max_pending = 256;
   std::size_t max_pending_per_address = 8;
+  SessionLimits sessions;  // admitted sessions open at once, in all and per address (admission.hpp)
   std::chrono::seconds refusal_interval{60};  // aggregation of unproven refusals (admission_audit.hpp)
   std::chrono::milliseconds watch_interval{250};
 };
