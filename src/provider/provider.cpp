@@ -67,7 +67,8 @@ Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database&
       watch_timer_(ex),
       audit_timer_(ex),
       slots_(options_.max_pending_per_address, options_.max_pending),
-      refusals_(options_.refusal_interval) {}
+      refusals_(options_.refusal_interval),
+      abandoned_(options_.refusal_interval) {}
 
 // Records queued after stop() (connections ending as their sessions close).
 Provider::~Provider() {
@@ -136,6 +137,9 @@ bool Provider::audit_refusal(AuditEvent ev, const std::string& key) {
 }
 
 void Provider::flush_refusals(bool all) {
+  auto gone = abandoned_.due(std::chrono::system_clock::now(), all);
+  if (!gone.empty())
+    if (auto r = audit_.append(std::span<const AuditEvent>(gone)); !r) spdlog::error("audit log: {}", r.error().what());
   auto due = refusals_.due(std::chrono::system_clock::now(), all);
   if (due.empty()) return;
   if (auto r = audit_.append(std::span<const AuditEvent>(due)); !r) spdlog::error("audit log: {}", r.error().what());
@@ -268,6 +272,12 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
     if (audit_refusal({std::chrono::system_clock::now(), kind, "", peer, address, "refuse", why, std::move(detail)}, key))
       refused(address, peer, why);
   };
+  // Closed by the peer before it said anything (a dial race's loser): counted, not refused.
+  auto abandoned = [&] {
+    if (evicted_.contains(taken.slot)) return false;  // we closed it: that is a refusal, with its reason
+    abandoned_.note(std::chrono::system_clock::now(), key, path);
+    return true;
+  };
 
   // One deadline for the TLS handshake and the auth message together.
   const auto deadline = std::chrono::steady_clock::now() + options_.handshake_timeout;
@@ -276,7 +286,10 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
                       timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   std::string tls_failure;
   if (hs.index() == 1) tls_failure = "TLS handshake timed out";
-  else if (auto [hs_ec] = std::get<0>(hs); hs_ec) tls_failure = "TLS handshake failed: " + hs_ec.message();
+  else if (auto [hs_ec] = std::get<0>(hs); hs_ec) {
+    if (closed_by_peer(hs_ec) && abandoned()) co_return;
+    tls_failure = "TLS handshake failed: " + hs_ec.message();
+  }
   if (!tls_failure.empty()) {
     unproven("connect", "", tls_failure, {{"path", path}});
     co_return;
@@ -288,6 +301,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   auto hello = co_await read_auth_hello(*stream, std::max(left, std::chrono::milliseconds(1)));
   if (!hello) {
+    if (hello.error().is(errc::closed) && abandoned()) co_return;
     unproven("auth", consumer->str(), "bad auth message: " + hello.error().what(), nullptr);
     co_return;
   }

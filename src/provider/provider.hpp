@@ -8,7 +8,9 @@
 // past that closes the oldest (admission_slots.hpp), so garbage or stalled
 // peers from one address cannot starve real consumers from another.
 // Refusals before a proof are audited aggregated per address
-// (admission_audit.hpp), and the audit log is pruned to kAuditKeepRows rows
+// (admission_audit.hpp); connections their peer closes before saying anything
+// (a dial race's losers) are not refusals, only counted (abandoned_connections.hpp).
+// The audit log is pruned to kAuditKeepRows rows
 // and kAuditKeepAge at start and hourly. A live
 // session is watched every `watch_interval`: a `runsnack revoke` from another
 // process, or the expiry time passing, ends it within about that long.
@@ -24,6 +26,7 @@
 #include "link/link.hpp"
 #include "net/listener.hpp"
 #include "net/tls_stream.hpp"
+#include "provider/abandoned_connections.hpp"
 #include "provider/admission_audit.hpp"
 #include "provider/admission_slots.hpp"
 #include "provider/service_router.hpp"
@@ -133,6 +136,7 @@ class Provider {
   std::map<std::uint64_t, TlsStream*> handshaking_;  // by slot: what evict() closes
   std::map<std::uint64_t, bool> evicted_;            // slots closed to make room, for their audit reason
   RefusalTally refusals_;
+  AbandonTally abandoned_;  // connections closed by their peer before authenticating
   std::chrono::steady_clock::time_point pruned_at_{};
   std::uint64_t closed_bytes_in_ = 0;
   std::uint64_t closed_bytes_out_ = 0;
