@@ -224,9 +224,7 @@ int share(const ShareArgs& args) {
     announce_link(args, *made, text, ready);
     if (!args.json) {
       std::cerr << "Sharing as " << identity->peer_id().str() << " on port " << provider.local_endpoint().port()
-                << " (link " << made->grant.id
-                << (made->grant.expires ? ", expires " + rfc3339(*made->grant.expires) : std::string(", no expiry"))
-                << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
+                << " (link " << made->grant.id << ", " << expiry_note(args, made->grant) << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
       for (const auto& t : made->forward.targets)
         std::cerr << "Exposing " << t.name << " -> " << t.address() << (t.host_header ? " (Host header rewritten)" : "")
                   << "; the consumer runs `runsnack forward LINK " << t.name << "`" << std::endl;
@@ -304,7 +302,7 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ShareArgs>();
   auto* cmd = app.add_subcommand("share", "Share this machine: print a link and serve it until Ctrl-C");
   cmd->add_option("--gpu", args->gpus, "GPUs the link may use: 0 or 0,1 (default: all)");
-  cmd->add_option("--expires", args->expires, "The link dies after this long: 30m, 2h, 1d (default: never)");
+  cmd->add_option("--expires", args->expires, "The link dies after this long: 30m, 2h, 1d, or never (default: 24h)");
   cmd->add_option("--max-uses", args->max_uses, "Connections the link allows in total (default: unlimited)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-sessions", args->max_sessions, "Sessions open at once (default: unlimited)")

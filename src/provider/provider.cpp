@@ -20,6 +20,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+#include <unistd.h>
+
 namespace runsnack {
 
 namespace asio = boost::asio;
@@ -35,6 +38,7 @@ struct Provider::LiveSession {
   std::shared_ptr<Mux> mux;
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   std::string end_reason;  // set when the provider ends it
+  std::set<std::string> services_noted;  // in its `sessions` row (store/session_store.hpp)
 };
 
 namespace {
@@ -63,6 +67,7 @@ Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database&
       tls_(make_server_tls(identity)),
       grants_(db),
       audit_(db),
+      session_rows_(db),
       acceptor_(ex),
       watch_timer_(ex),
       audit_timer_(ex),
@@ -171,6 +176,7 @@ void Provider::refused(const std::string& address, const std::string& peer, cons
 
 asio::awaitable<void> Provider::run() {
   prune_audit();
+  if (auto r = session_rows_.prune_dead(); !r) spdlog::warn("sessions table: {}", r.error().what());
   co_await (accept_loop() && watch_loop());
 }
 
@@ -334,6 +340,10 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   live->grant = *admission.grant;
   live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);
   sessions_[session_id] = live;
+  if (auto r = session_rows_.add({session_id, live->grant.id, consumer->str(), address, path, {},
+                                  std::chrono::system_clock::now(), ::getpid(), false});
+      !r)
+    spdlog::warn("sessions table: {}", r.error().what());
   if (on_event_)
     on_event_({{"event", "session_open"}, {"session", session_id}, {"grant", live->grant.id},
                {"peer", consumer->str()}, {"address", address}, {"path", path}});
@@ -353,6 +363,7 @@ asio::awaitable<void> Provider::serve_session(std::shared_ptr<LiveSession> live)
   co_await (live->mux->run() && accept_streams());
 
   sessions_.erase(live->id);
+  if (auto r = session_rows_.remove(live->id); !r) spdlog::warn("sessions table: {}", r.error().what());
   closed_bytes_in_ += live->mux->bytes_in();
   closed_bytes_out_ += live->mux->bytes_out();
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live->opened).count();
@@ -392,6 +403,9 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     if (reply.ok) audit(std::move(ev));
     else audit_refusal(std::move(ev), live->address);  // host:port: this session's own key
   }
+  if (reply.ok && live->services_noted.insert(header->service).second)
+    if (auto r = session_rows_.note_service(live->id, header->service); !r)
+      spdlog::warn("sessions table: {}", r.error().what());
   const nlohmann::json reply_json = to_json(reply);  // not a temporary: GCC 12 coroutine bug
   if (!co_await write_stream_message(*stream, reply_json) || !reply.ok) {
     (void)co_await stream->close_write();

@@ -33,6 +33,7 @@
 #include "store/audit_log.hpp"
 #include "store/database.hpp"
 #include "store/grant_store.hpp"
+#include "store/session_store.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -125,6 +126,7 @@ class Provider {
   boost::asio::ssl::context tls_;
   GrantStore grants_;
   AuditLog audit_;
+  SessionStore session_rows_;  // live sessions as `runsnack links/sessions/kick` see them
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer watch_timer_;
   std::vector<AuditEvent> audit_queue_;  // audit_batched() records not yet written

@@ -157,7 +157,7 @@ class Help(E2ETestCase):
                      "--json", "--label"],
         ("info",): ["--json", "--timeout", "--watch", "LINK"],
         ("links",): ["--json", "--all"],
-        ("revoke",): ["GRANT-ID"],
+        ("revoke",): ["LINK-ID", "--all", "--json"],
         ("log",): ["--json", "--since"],
         ("remote",): ["add", "list", "remove"],
         ("remote", "add"): ["NAME", "LINK", "stdin"],

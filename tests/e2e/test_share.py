@@ -24,7 +24,7 @@ class HappyPath(E2ETestCase):
         self.assertEqual(provider.peer, self.peer_id(phome))
         self.assertIn("peer=" + provider.peer, provider.link)
         self.assertIn("/g/" + provider.grant, provider.link)
-        self.assertIsNone(provider.ready["expires"])
+        self.assertIsNotNone(provider.ready["expires"])  # 24 h by default (test_grants.DefaultExpiry)
 
         info = self.info(chome, provider.link)
         self.assertTrue(INFO_KEYS <= set(info), "missing keys: %s" % (INFO_KEYS - set(info)))
