@@ -38,6 +38,7 @@ void print_json(const nlohmann::json& j);  // one line on stdout, flushed
 void add_id_command(CLI::App& app, ExitStatus& status);
 void add_share_command(CLI::App& app, ExitStatus& status);
 void add_grant_commands(CLI::App& app, ExitStatus& status);   // links, revoke, log
+void add_session_commands(CLI::App& app, ExitStatus& status); // cmd_sessions.cpp: sessions, kick
 void add_remote_command(CLI::App& app, ExitStatus& status);
 void add_info_command(CLI::App& app, ExitStatus& status);
 void add_cuda_server_command(CLI::App& app, ExitStatus& status);  // hidden

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "State lives in $RUNSNACK_HOME (default $XDG_DATA_HOME/runsnack); with the Debian package, share,\n"
-      "links, revoke and log use /var/lib/runsnack for root and group runsnack (docs/INSTALL.md). Logs go\n"
+      "links, revoke, log, sessions and kick use /var/lib/runsnack for root and group runsnack (docs/INSTALL.md). Logs go\n"
       "to stderr; set RUNSNACK_LOG=debug for more. `runsnack doctor` checks this machine. Run\n"
       "`runsnack COMMAND --help` for each command.");
 
@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_forward_command(app, status);
   add_cuda_command(app, status);
   add_grant_commands(app, status);
+  add_session_commands(app, status);
   add_remote_command(app, status);
   add_gpus_command(app, status);
   add_id_command(app, status);

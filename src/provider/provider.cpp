@@ -224,6 +224,7 @@ asio::awaitable<void> Provider::watch_loop() {
     auto now = std::chrono::system_clock::now();
     flush_refusals(false);
     if (std::chrono::steady_clock::now() - pruned_at_ > std::chrono::hours(1)) prune_audit();
+    end_kicked_sessions();
     for (auto& [id, live] : sessions_) {
       if (!live->end_reason.empty()) continue;
       auto fresh = grants_.find(live->grant.id);
@@ -236,6 +237,15 @@ asio::awaitable<void> Provider::watch_loop() {
       if (auto end = check_live_session(live->grant, now)) end_session(*live, end->reason);
     }
   }
+}
+
+void Provider::end_kicked_sessions() {
+  if (sessions_.empty()) return;
+  auto kicked = session_rows_.kicked(::getpid());
+  if (!kicked) return;  // database busy: try again next tick
+  for (const auto& id : *kicked)
+    if (auto it = sessions_.find(id); it != sessions_.end() && it->second->end_reason.empty())
+      end_session(*it->second, "ended by `runsnack kick`");
 }
 
 void Provider::end_session(LiveSession& live, const std::string& reason) {

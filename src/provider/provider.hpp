@@ -13,7 +13,8 @@
 // The audit log is pruned to kAuditKeepRows rows
 // and kAuditKeepAge at start and hourly. A live
 // session is watched every `watch_interval`: a `runsnack revoke` from another
-// process, or the expiry time passing, ends it within about that long.
+// process, `runsnack kick` of the session (its row in the sessions table,
+// store/session_store.hpp), or the expiry time passing, ends it within about that long.
 //
 // Audit records of services that ask for it (ServiceEntry::batch_audit) are
 // queued and written together, one transaction per kAuditBatchDelay or
@@ -107,6 +108,7 @@ class Provider {
   boost::asio::awaitable<void> serve_session(std::shared_ptr<LiveSession> live);
   boost::asio::awaitable<void> handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream);
   void end_session(LiveSession& live, const std::string& reason);
+  void end_kicked_sessions();  // those `runsnack kick` marked in the sessions table
   void refused(const std::string& address, const std::string& peer, const std::string& reason);
   // A refusal anyone can repeat at will (before a proof, per address; a
   // refused stream, per session): aggregated per key (admission_audit.hpp).

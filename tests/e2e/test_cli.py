@@ -158,6 +158,8 @@ class Help(E2ETestCase):
         ("info",): ["--json", "--timeout", "--watch", "LINK"],
         ("links",): ["--json", "--all"],
         ("revoke",): ["LINK-ID", "--all", "--json"],
+        ("sessions",): ["--json"],
+        ("kick",): ["SESSION"],
         ("log",): ["--json", "--since"],
         ("remote",): ["add", "list", "remove"],
         ("remote", "add"): ["NAME", "LINK", "stdin"],

@@ -222,6 +222,45 @@ class LinksAndRevoke(E2ETestCase):
                         "the session to leave `links`")
 
 
+class SessionsAndKick(E2ETestCase):
+    def test_sessions_lists_and_kick_ends_one(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        consumer_id = self.peer_id(chome)
+        provider = self.start_provider(phome)
+        self.assertEqual(json.loads(self.ok(phome, "sessions", "--json").stdout), [])
+        watcher = self.start(chome, "info", "--watch", "1", "--json", provider.link, name="watcher")
+        watcher.wait_for(lambda e: "grant" in e, READY_DEADLINE, "the first report")
+        opened = provider.wait_for(lambda e: e.get("event") == "session_open", READY_DEADLINE, "session_open")
+        live = json.loads(self.ok(phome, "sessions", "--json").stdout)
+        self.assertEqual(len(live), 1, live)
+        s = live[0]
+        self.assertEqual(s["session"], opened["session"])
+        self.assertEqual((s["grant"], s["peer"], s["path"]), (provider.grant, consumer_id, "direct"))
+        self.assertEqual(s["address"], opened["address"])
+        self.assertIn("info", s["services"])
+        self.assertTrue(s["since"].endswith("Z"))
+        human = self.ok(phome, "sessions").stdout
+        self.assertIn(s["session"], human)
+        self.assertIn(consumer_id[:12], human)
+
+        self.fails(phome, "kick", "nosuchsession", contains="no live session")
+        cp = self.ok(phome, "kick", s["session"])
+        self.assertIn("kicked", cp.stdout)
+        rc = watcher.wait(20)
+        self.assertIsNotNone(rc, "the kicked session is still open: %s" % watcher.stderr())
+        self.assertNotEqual(rc, 0)
+        closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
+        self.assertIn("kick", closed["reason"])
+        events = self.audit(phome)
+        kicks = [e for e in events if e["kind"] == "kick"]
+        self.assertEqual(len(kicks), 1, events)
+        self.assertEqual((kicks[0]["grant_id"], kicks[0]["peer"]), (provider.grant, consumer_id))
+        self.assertEqual(kicks[0]["detail"]["session"], s["session"])
+        self.poll_until(lambda: json.loads(self.ok(phome, "sessions", "--json").stdout) == [], 20, "no live sessions")
+        # The link itself still works.
+        self.assertEqual(self.info(chome, provider.link)["grant"]["id"], provider.grant)
+
+
 class Revocation(E2ETestCase):
     def test_revoke_ends_live_session(self):
         phome, a_home, b_home = self.new_home("provider"), self.new_home("a"), self.new_home("b")
