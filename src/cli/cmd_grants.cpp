@@ -247,7 +247,7 @@ void add_grant_commands(CLI::App& app, ExitStatus& status) {
   log->add_option("--limit", lg->limit, "At most this many events (newest kept)")->capture_default_str();
   log->add_flag("--prune", lg->prune, "Delete old records instead of showing them (with --older-than and/or --keep)");
   log->add_option("--older-than", lg->older_than, "With --prune: delete records older than this (e.g. 30d)");
-  log->add_option("--keep", lg->keep, "With --prune: keep only the newest this many records")->check(CLI::NonNegativeNumber);
+  log->add_option("--keep", lg->keep, "With --prune: keep only the newest this many records")->check(kNonNegativeNumber);
   log->footer("Refusals before a peer proved anything (garbage, stalled or wrong-secret connections) are\n"
               "aggregated: the first from an address at once, the rest of each minute as one record whose\n"
               "detail has the count. `runsnack share` keeps 90 days and at most 100000 records.");

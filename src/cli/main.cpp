@@ -1,5 +1,6 @@
 // runsnack: share a GPU machine with one link. One subcommand per file in this folder.
 #include "cli/command.hpp"
+#include "cli/command_suggest.hpp"
 #include "cli/command_words.hpp"
 #include "cli/state.hpp"
 #include "core/log.hpp"
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
       "State lives in $RUNSNACK_HOME (default $XDG_DATA_HOME/runsnack); with the Debian package, share,\n"
       "links, revoke, log, sessions and kick use /var/lib/runsnack for root and group runsnack (docs/INSTALL.md). Logs go\n"
       "to stderr; set RUNSNACK_LOG=debug for more. `runsnack doctor` checks this machine. Run\n"
-      "`runsnack COMMAND --help` for each command.");
+      "`runsnack help COMMAND` (or `runsnack COMMAND --help`) for each command.");
 
   ExitStatus status;
   add_share_command(app, status);
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   add_generate_command(app, status);
   use_machine_state_for_link_commands(app);
 
+  if (auto handled = handle_top_level(app, std::vector<std::string>(argv + 1, argv + argc))) return *handled;
   try {
     auto words = split_command_words(argc, argv);
     set_command_after_dashes(std::move(words.command));
