@@ -6,6 +6,7 @@
 // behind it on the provider (services/cuda/cuda_service.hpp). This command
 // only relays bytes.
 #include "cli/command.hpp"
+#include "cli/command_words.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "core/json_fields.hpp"
@@ -373,12 +374,12 @@ int cuda_command(const CudaArgs& args) {
 void add_cuda_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<CudaArgs>();
   auto* cmd = app.add_subcommand("cuda", "Run a CUDA program here with its CUDA calls on the provider's GPU");
-  cmd->add_option("LINK", args->link, kRequiredLinkHelp)->required();
+  cmd->add_option("LINK", args->link, kLinkHelp);
   cmd->add_flag("--json", args->json,
                 "At the end, one JSON line: status, signal, connections, refused, bytes_to_provider, "
                 "bytes_from_provider, session_lost, seconds");
   cmd->add_option("--timeout", args->timeout_s, "Seconds to wait for the provider")->capture_default_str();
-  cmd->add_option("CMD", args->command, "The command and its arguments, after --")->required();
+  cmd->add_option("CMD", args->command, "The command and its arguments, after -- (all words after -- are CMD)");
   cmd->footer(
       "The program runs HERE, on this machine, with its files, input and output; its CUDA calls (memory,\n"
       "copies, kernel launches) run on the provider's GPU, through RunSnack's libcuda.so.1 put first on its\n"
@@ -390,7 +391,10 @@ void add_cuda_command(CLI::App& app, ExitStatus& status) {
       "Examples:  runsnack cuda LINK -- ./vectorAdd\n"
       "           runsnack cuda LINK -- python train.py --epochs 3\n"
       "New: see docs/CUDA.md for what works so far.");
-  cmd->callback([&status, args] { run_command(status, [&] { return cuda_command(*args); }); });
+  cmd->callback([&status, args] {
+    take_command(args->command, "runsnack cuda [LINK] -- CMD [ARGS...]");
+    run_command(status, [&] { return cuda_command(*args); });
+  });
 }
 
 }  // namespace runsnack::cli

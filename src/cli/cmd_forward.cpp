@@ -20,6 +20,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <iostream>
 
 namespace runsnack::cli {
@@ -306,12 +309,18 @@ int forward(const ForwardArgs& args) {
   return exit_code;
 }
 
+bool looks_like_target(const std::string& word) {
+  if (word.empty() || word.rfind("runsnack:", 0) == 0) return false;
+  return word.find(':') != std::string::npos ||
+         std::all_of(word.begin(), word.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
 }  // namespace
 
 void add_forward_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ForwardArgs>();
   auto* cmd = app.add_subcommand("forward", "Reach TCP services the provider exposed, as if they ran here");
-  cmd->add_option("LINK", args->link, kRequiredLinkHelp)->required();
+  cmd->add_option("LINK", args->link, kLinkHelp);
   cmd->add_option("TARGET", args->specs,
                   "[[BIND:]LOCAL:]TARGET: TARGET is a port or a name the provider exposed; LOCAL defaults to the "
                   "target's port, BIND to 127.0.0.1 (none: every exposed target)");
@@ -323,8 +332,18 @@ void add_forward_command(CLI::App& app, ExitStatus& status) {
       "Each local connection is one encrypted stream in the session; the provider decides which targets,\n"
       "how many connections and how much bandwidth. Runs until Ctrl-C and reconnects by itself.\n"
       "Examples:  runsnack forward LINK 11434        (Ollama: OLLAMA_HOST=127.0.0.1:11434 ollama run ...)\n"
-      "           runsnack forward LINK 8888:jupyter  runsnack forward LINK");
-  cmd->callback([&status, args] { run_command(status, [&] { return forward(*args); }); });
+      "           runsnack forward LINK 8888:jupyter  runsnack forward LINK\n"
+      "With RUNSNACK_LINK set, leave LINK out: runsnack forward 11434 (a first word that is a port or has\n"
+      "a ':' is then a TARGET; any other first word is still the LINK or a saved name).");
+  cmd->callback([&status, args] {
+    // With RUNSNACK_LINK set, a first word that is a port or has a ':' (and is no link) is a TARGET.
+    const char* env = std::getenv("RUNSNACK_LINK");
+    if (env && *env && looks_like_target(args->link)) {
+      args->specs.insert(args->specs.begin(), args->link);
+      args->link.clear();
+    }
+    run_command(status, [&] { return forward(*args); });
+  });
 }
 
 }  // namespace runsnack::cli

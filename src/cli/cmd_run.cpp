@@ -3,6 +3,7 @@
 // (services/exec/exec_service.hpp has the protocol).
 #include "cli/cmd_shell.hpp"
 #include "cli/command.hpp"
+#include "cli/command_words.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "core/duration.hpp"
@@ -49,6 +50,7 @@ struct RunArgs {
 };
 
 struct CpArgs {
+  std::vector<std::string> words;  // [LINK] SRC DST as given
   std::string link, src, dst;
   bool json = false;
 };
@@ -347,7 +349,7 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
 void add_run_commands(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Sync this folder to the provider and run a command there, sandboxed");
-  cmd->add_option("LINK", args->link, kRequiredLinkHelp)->required();
+  cmd->add_option("LINK", args->link, kLinkHelp);
   cmd->add_option("--gpu", args->gpus, "GPU index to use (repeatable; default: all the link shares)")->allow_extra_args(false);
   cmd->add_option("--env", args->env, "KEY=VALUE for the remote command (repeatable)")->allow_extra_args(false);
   cmd->add_flag("--no-sync", args->no_sync, "Do not sync; run in the workspace as it is");
@@ -355,20 +357,30 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
   cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
   cmd->add_flag("--json", args->json, "Also print the sync's counters as one JSON line on stderr (stdout is the command's)");
-  cmd->add_option("CMD", args->command, "The command and its arguments, after --")->required();
+  cmd->add_option("CMD", args->command, "The command and its arguments, after -- (all words after -- are CMD)");
   cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
-              "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.");
-  cmd->callback([&status, args] { run_command(status, [&] { return run(*args); }); });
+              "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.\n"
+              "With RUNSNACK_LINK set, leave LINK out: runsnack run -- python train.py");
+  cmd->callback([&status, args] {
+    take_command(args->command, "runsnack run [LINK] -- CMD [ARGS...]");
+    run_command(status, [&] { return run(*args); });
+  });
 
   add_shell_command(app, status);
 
   auto cp = std::make_shared<CpArgs>();
   auto* cpc = app.add_subcommand("cp", "Copy files or folders to or from the workspace: remote:PATH names the remote side");
-  cpc->add_option("LINK", cp->link, kRequiredLinkHelp)->required();
-  cpc->add_option("SRC", cp->src, "Source (local path or remote:PATH)")->required();
-  cpc->add_option("DST", cp->dst, "Destination (local path or remote:PATH; a trailing / means into that folder)")->required();
+  // [LINK] SRC DST: with two words, LINK is RUNSNACK_LINK's.
+  cpc->add_option("LINK SRC DST", cp->words,
+                  "LINK (may be left out when RUNSNACK_LINK is set; see runsnack info --help), then SRC (local path "
+                  "or remote:PATH) and DST (local path or remote:PATH; a trailing / means into that folder)")
+      ->expected(2, 3)
+      ->required();
   cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
   cpc->callback([&status, cp] {
+    if (cp->words.size() == 3) cp->link = cp->words[0];
+    cp->src = cp->words[cp->words.size() - 2];
+    cp->dst = cp->words.back();
     run_command(status, [&] {
       SessionCommand command;
       command.link_arg = cp->link;

@@ -1,7 +1,9 @@
 // runsnack: share a GPU machine with one link. One subcommand per file in this folder.
 #include "cli/command.hpp"
+#include "cli/command_words.hpp"
 #include "core/log.hpp"
 
+#include <algorithm>
 #include <csignal>
 
 int main(int argc, char** argv) {
@@ -34,7 +36,10 @@ int main(int argc, char** argv) {
   add_cuda_server_command(app, status);
 
   try {
-    app.parse(argc, argv);
+    auto words = split_command_words(argc, argv);
+    set_command_after_dashes(std::move(words.command));
+    std::reverse(words.for_parser.begin(), words.for_parser.end());  // CLI11 takes them last first
+    app.parse(words.for_parser);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;

@@ -265,6 +265,7 @@ bool Mux::handle_frame(const yamux::FrameHeader& h) {
       begin_close(Error(errc::closed, "yamux: peer ended the session with an error"), false);
       return false;
     }
+    if (!close_reason_) close_reason_ = Error(errc::closed, "yamux: the peer is ending the session");
     accept_signal_.cancel();
   }
   if (in.pong) {

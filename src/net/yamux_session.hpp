@@ -70,8 +70,10 @@ class Mux : public std::enable_shared_from_this<Mux> {
   std::uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
   std::uint64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
   std::size_t stream_count() const { return state_.stream_count(); }
-  // Ending or ended (a GoAway, an error, close()): no new streams; callers report the end.
-  bool is_closed() const { return done_ || closing_; }
+  // Ending or ended (a GoAway from either side, an error, close()): no new
+  // streams; callers report the end. A peer's GoAway counts at once: a stream
+  // opened just before it arrived is reset, and that reset is the session's end.
+  bool is_closed() const { return done_ || closing_ || state_.remote_go_away(); }
   // Why the session ended (empty while it runs).
   std::optional<Error> close_reason() const { return close_reason_; }
   boost::asio::any_io_executor get_executor() { return executor_; }

@@ -395,6 +395,36 @@ std::vector<std::uint8_t> frames(std::initializer_list<yamux::FrameHeader> hs) {
   return v;
 }
 
+// A provider that ends a session (revoke, expiry) sends GoAway(normal), then
+// resets a stream the consumer opened just before it arrived. The reset must
+// read as the session's end, not as a stream error: the consumer has no other
+// way to tell "revoked" from a service fault while the connection still drains.
+TEST(YamuxSession, PeersGoAwayCountsAsTheSessionsEndAtOnce) {
+  asio::io_context io;
+  auto [a, b] = socket_pair(io);
+  auto mux = Mux::create(make_tcp_transport(std::move(b)), yamux::Role::client, test_config());
+  run_test(io, [&]() -> awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, mux->run(), asio::detached);
+    auto s = co_await mux->open_stream();
+    EXPECT_TRUE(s);
+    EXPECT_FALSE(mux->is_closed());
+    EXPECT_FALSE(mux->close_reason());
+    // The raw peer: GoAway(normal), then RST on stream 1; the connection stays open.
+    auto bytes = frames({{yamux::FrameType::go_away, 0, 0, 0},
+                         {yamux::FrameType::window_update, yamux::flag::rst, 1, 0}});
+    co_await asio::async_write(a, asio::buffer(bytes), asio::use_awaitable);
+    std::uint8_t buf[1];
+    auto r = co_await (*s)->read_some(asio::buffer(buf));
+    EXPECT_FALSE(r);
+    EXPECT_TRUE(mux->is_closed());
+    EXPECT_TRUE(mux->close_reason() && mux->close_reason()->is(errc::closed));
+    auto again = co_await mux->open_stream();
+    EXPECT_FALSE(again);
+    a.close();
+  }, 5s);
+}
+
 TEST(YamuxSession, GarbageClosesWithProtocolError) {
   expect_protocol_error({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1'});
 }

@@ -90,6 +90,35 @@ class Basics(RunBase):
         self.assertIn("second", proc.lines)
         self.assertGreater(time.monotonic() - start, 2)
 
+    def test_runsnack_link_for_run_and_cp(self):
+        """LINK may be left out with RUNSNACK_LINK: after `--` is always the command, so its first
+        word is never taken for the link; cp takes [LINK] SRC DST."""
+        self.setup_pair()
+        env = {"RUNSNACK_LINK": self.provider.link}
+        self.write("in.txt", "payload\n")
+        cp = self.run_cli(self.chome, "run", "--sync", self.work, "--", "cat", "in.txt", env_extra=env)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(cp.stdout, "payload\n")
+        cp = self.run_cli(self.chome, "run", "--no-sync", "--", "echo", "hi", env_extra=env)
+        self.assertEqual((cp.returncode, cp.stdout), (0, "hi\n"), cp.stderr)
+        # Words after `--` stay the command even when one is itself `--`.
+        cp = self.run_cli(self.chome, "run", self.provider.link, "--no-sync", "--", "echo", "--", "x")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "-- x\n"), cp.stderr)
+        # cp with two words: LINK from the environment.
+        cp = self.run_cli(self.chome, "cp", os.path.join(self.work, "in.txt"), "remote:copied.txt", env_extra=env)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        with open(os.path.join(self.workspace, "copied.txt")) as f:
+            self.assertEqual(f.read(), "payload\n")
+        # Usage errors say what to do, with exit status 2.
+        cp = self.run_cli(self.chome, "run", "--no-sync", env_extra=env)
+        self.assertEqual(cp.returncode, 2, cp.stderr)
+        self.assertIn("runsnack run [LINK] -- CMD", cp.stderr)
+        cp = self.run_cli(self.chome, "run", self.provider.link, "echo", "--", "hi")
+        self.assertEqual(cp.returncode, 2, cp.stderr)
+        self.assertIn("only LINK goes before --", cp.stderr)
+        # Without RUNSNACK_LINK, an omitted LINK is an error that says how to give one.
+        self.fails(self.chome, "run", "--no-sync", "--", "true", contains="RUNSNACK_LINK")
+
     def test_not_allowed_without_grant(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome)

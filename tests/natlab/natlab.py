@@ -15,8 +15,8 @@ NAT-PMP, legacy iptables, STUN-discovered external address), consumer behind
 both behind MASQUERADE --random-fully -> relayed; rendezvous
 restarted during a punched transfer -> the transfer completes. Each moves
 >= 50 MB through the session and checks its SHA-256. Asserts path and data,
-with generous deadlines, never speed. Needs root; prints why and exits 0
-(skipped) otherwise. Namespaces are removed even on failure.
+with generous deadlines, never speed. Needs root; prints why and exits 77
+(ctest reports it skipped) otherwise. Namespace names carry the run's pid. Namespaces are removed even on failure.
 
 Usage: natlab.py RUNSNACK_BIN [case ...]
 """
@@ -24,7 +24,12 @@ import hashlib, json, os, shutil, subprocess, sys, tempfile, time
 
 from miniupnpd_router import MiniUpnpdRouter, Skip
 
-NS = ["nl-inet", "nl-ra", "nl-rb", "nl-p", "nl-c", "nl-c2", "nl-rdv", "nl-pp"]
+def ns_name(name):
+    """This run's name for a lab namespace: unique per run, so two runs on one machine never share one."""
+    return f"{name}-{os.getpid()}"
+
+
+NS = [ns_name(n) for n in ("nl-inet", "nl-ra", "nl-rb", "nl-p", "nl-c", "nl-c2", "nl-rdv", "nl-pp")]
 MB50 = 50 * 1024 * 1024
 RDV = "198.51.100.10:7443"
 
@@ -71,26 +76,26 @@ def setup():
     for ns in NS:
         sh(f"ip netns add {ns}")
         nsx(ns, "ip link set lo up")
-    nsx("nl-inet", "ip link add br0 type bridge")
-    nsx("nl-inet", "ip link set br0 up")
-    link("nl-ra", "wan", "198.51.100.1/24", "nl-inet", "v-ra", bridge="br0")
-    link("nl-rb", "wan", "198.51.100.2/24", "nl-inet", "v-rb", bridge="br0")
-    link("nl-rdv", "eth0", "198.51.100.10/24", "nl-inet", "v-rdv", bridge="br0")
-    link("nl-pp", "eth0", "198.51.100.20/24", "nl-inet", "v-pp", bridge="br0")
-    nsx("nl-ra", "ip link add lan type bridge")
-    nsx("nl-ra", "ip addr add 192.0.2.1/24 dev lan")
-    nsx("nl-ra", "ip link set lan up")
-    link("nl-p", "eth0", "192.0.2.10/24", "nl-ra", "v-p", bridge="lan")
-    link("nl-c2", "eth0", "192.0.2.11/24", "nl-ra", "v-c2", bridge="lan")
-    link("nl-c", "eth0", "203.0.113.10/24", "nl-rb", "lan", b_addr="203.0.113.1/24")
-    for ns, gw in (("nl-p", "192.0.2.1"), ("nl-c2", "192.0.2.1"), ("nl-c", "203.0.113.1")):
+    nsx(ns_name("nl-inet"), "ip link add br0 type bridge")
+    nsx(ns_name("nl-inet"), "ip link set br0 up")
+    link(ns_name("nl-ra"), "wan", "198.51.100.1/24", ns_name("nl-inet"), "v-ra", bridge="br0")
+    link(ns_name("nl-rb"), "wan", "198.51.100.2/24", ns_name("nl-inet"), "v-rb", bridge="br0")
+    link(ns_name("nl-rdv"), "eth0", "198.51.100.10/24", ns_name("nl-inet"), "v-rdv", bridge="br0")
+    link(ns_name("nl-pp"), "eth0", "198.51.100.20/24", ns_name("nl-inet"), "v-pp", bridge="br0")
+    nsx(ns_name("nl-ra"), "ip link add lan type bridge")
+    nsx(ns_name("nl-ra"), "ip addr add 192.0.2.1/24 dev lan")
+    nsx(ns_name("nl-ra"), "ip link set lan up")
+    link(ns_name("nl-p"), "eth0", "192.0.2.10/24", ns_name("nl-ra"), "v-p", bridge="lan")
+    link(ns_name("nl-c2"), "eth0", "192.0.2.11/24", ns_name("nl-ra"), "v-c2", bridge="lan")
+    link(ns_name("nl-c"), "eth0", "203.0.113.10/24", ns_name("nl-rb"), "lan", b_addr="203.0.113.1/24")
+    for ns, gw in ((ns_name("nl-p"), "192.0.2.1"), (ns_name("nl-c2"), "192.0.2.1"), (ns_name("nl-c"), "203.0.113.1")):
         nsx(ns, f"ip route add default via {gw}")
-    for r in ("nl-ra", "nl-rb"):
+    for r in (ns_name("nl-ra"), ns_name("nl-rb")):
         nsx(r, "sysctl -qw net.ipv4.ip_forward=1")
 
 
 def nat(random_fully):
-    for r in ("nl-ra", "nl-rb"):
+    for r in (ns_name("nl-ra"), ns_name("nl-rb")):
         nsx(r, "iptables -t nat -F")
         nsx(r, "iptables -F")
         nsx(r, f"iptables -t nat -A POSTROUTING -o wan -j MASQUERADE {'--random-fully' if random_fully else ''}")
@@ -122,7 +127,7 @@ class Lab:
         return p
 
     def start_rdv(self, extra=()):
-        self.rdv = self.spawn("nl-rdv", ["rendezvous", "--listen", "0.0.0.0:7443", "--json"] + list(extra),
+        self.rdv = self.spawn(ns_name("nl-rdv"), ["rendezvous", "--listen", "0.0.0.0:7443", "--json"] + list(extra),
                               os.path.join(self.tmp, "rdv"), "rdv.log")
         json.loads(self.rdv.stdout.readline())
 
@@ -174,23 +179,23 @@ def check(result, want_path, nbytes=MB50):
 def run_case(lab, case):
     if case == "same_lan":
         nat(False)
-        p, l = lab.provider("nl-p", "prov-a")
-        check(res := lab.consume("nl-c2", l), "direct")
+        p, l = lab.provider(ns_name("nl-p"), "prov-a")
+        check(res := lab.consume(ns_name("nl-c2"), l), "direct")
     elif case == "public":
         nat(False)
-        p, l = lab.provider("nl-pp", "prov-pub")
-        check(res := lab.consume("nl-c", l), "direct")
+        p, l = lab.provider(ns_name("nl-pp"), "prov-pub")
+        check(res := lab.consume(ns_name("nl-c"), l), "direct")
     elif case == "punched":
         nat(False)
-        p, l = lab.provider("nl-p", "prov-a")
-        check(res := lab.consume("nl-c", l), "punched")
+        p, l = lab.provider(ns_name("nl-p"), "prov-a")
+        check(res := lab.consume(ns_name("nl-c"), l), "punched")
     elif case == "mapped":
         nat(True)  # the consumer's NAT defeats punching, so only the mapping can make it direct
-        with MiniUpnpdRouter("nl-ra", "wan", "lan", "nl-rdv", "198.51.100.10", lab.tmp, lab.spawn_raw) as router:
-            p, l = lab.provider("nl-p", "prov-map", port_mapping=True)
+        with MiniUpnpdRouter(ns_name("nl-ra"), "wan", "lan", ns_name("nl-rdv"), "198.51.100.10", lab.tmp, lab.spawn_raw) as router:
+            p, l = lab.provider(ns_name("nl-p"), "prov-map", port_mapping=True)
             held = router.mappings()
             assert held, "the provider holds no mapping on the router"
-            check(res := lab.consume("nl-c", l), "mapped")
+            check(res := lab.consume(ns_name("nl-c"), l), "mapped")
             lab.stop(p)
             left = router.mappings()
             assert not left, f"mapping left on the router after the provider exited (rc {p.returncode}): {left}"
@@ -198,16 +203,16 @@ def run_case(lab, case):
         return res
     elif case == "relayed":
         nat(True)
-        p, l = lab.provider("nl-p", "prov-a")
-        check(res := lab.consume("nl-c", l), "relayed")
+        p, l = lab.provider(ns_name("nl-p"), "prov-a")
+        check(res := lab.consume(ns_name("nl-c"), l), "relayed")
     elif case == "rdv_restart":
         nat(False)
-        p, l = lab.provider("nl-p", "prov-a")
+        p, l = lab.provider(ns_name("nl-p"), "prov-a")
         n = 2048 * 1024 * 1024  # long enough to still be running at the restart in a release build
         home = os.path.join(lab.tmp, "consumer-restart")
         os.makedirs(home, exist_ok=True)
         env = dict(os.environ, RUNSNACK_HOME=home, RUNSNACK_LINK=l)
-        c = subprocess.Popen(["ip", "netns", "exec", "nl-c", lab.bin, "info", "--probe-bytes", str(n), "--timeout", "30"],
+        c = subprocess.Popen(["ip", "netns", "exec", ns_name("nl-c"), lab.bin, "info", "--probe-bytes", str(n), "--timeout", "30"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)  # connected and transferring
         assert c.poll() is None, "transfer ended before the restart; make it larger"
@@ -223,17 +228,20 @@ def run_case(lab, case):
     return res
 
 
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE: a lab that cannot run is reported as skipped, never as passed
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
     if os.geteuid() != 0:
         print("natlab: SKIPPED: needs root (network namespaces and iptables)")
-        return 0
+        return SKIPPED
     for tool in ("ip", "iptables"):
         if not shutil.which(tool):
             print(f"natlab: SKIPPED: {tool} is not installed (scripts/install-deps)")
-            return 0
+            return SKIPPED
     cases = sys.argv[2:] or ["same_lan", "public", "punched", "mapped", "relayed", "rdv_restart"]
     failed = 0
     try:
