@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace runsnack::pool {
@@ -43,7 +44,8 @@ Micro task_charge(double price_per_hour, double score, std::chrono::milliseconds
   return std::min(charge, escrow_left);
 }
 
-AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher) {
+AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher,
+                         const std::map<std::string, PaidTerms>& terms) {
   AuditReport r;
   std::map<std::int64_t, Micro> txn_sum;
   std::map<std::string, Micro> balance;
@@ -65,6 +67,13 @@ AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<st
         r.problems.push_back("txn " + std::to_string(e.txn) + ": payment for task " + *e.task + " to " + e.account +
                              ", not to its finisher " + it->second);
       if (!paid.insert(*e.task).second) r.problems.push_back("task " + *e.task + " paid more than once");
+      if (auto t = terms.find(*e.task); t != terms.end()) {
+        const Micro most = task_charge(t->second.price_per_hour, t->second.score, t->second.run_time,
+                                       std::numeric_limits<Micro>::max());
+        if (e.amount > most)
+          r.problems.push_back("txn " + std::to_string(e.txn) + ": task " + *e.task + " paid " + format_credits(e.amount) +
+                               ", more than its lease's terms allow (" + format_credits(most) + ")");
+      }
     }
   }
   r.transactions = static_cast<std::int64_t>(txn_sum.size());

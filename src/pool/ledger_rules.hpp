@@ -59,8 +59,18 @@ struct AuditReport {
   std::vector<std::string> problems;  // empty when ok
 };
 
+// The terms an accepted attempt was leased at, and how long it ran.
+struct PaidTerms {
+  double price_per_hour = 0;  // the device's price when the lease was given
+  double score = 0;           // its measured score then
+  std::chrono::milliseconds run_time{0};  // lease start to the accepted result
+};
+
 // Checks every invariant. `task_finisher` maps each done task to the PeerId
-// whose result was accepted: a payment must go to exactly that peer, once.
-AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher);
+// whose result was accepted: a payment must go to exactly that peer, once,
+// and (for tasks in `terms`) never more than task_charge() of its lease's
+// terms for its run time.
+AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher,
+                         const std::map<std::string, PaidTerms>& terms = {});
 
 }  // namespace runsnack::pool
