@@ -623,18 +623,22 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
   // pending task. A job with fewer pending tasks than wanted: the next job.
   // The lease records the device's price and measured score now: the terms
   // it is paid at, whatever the device registers later.
+  // The pick is a MATERIALIZED CTE, run once: as `id IN (SELECT ... LIMIT n
+  // FOR UPDATE SKIP LOCKED)` PostgreSQL may plan it as a subquery re-run for
+  // every pending row, each run skipping the rows this statement already
+  // updated, so a claim for one task leased every pending task of the job.
   const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
   const std::string payable = payable_by_device("?1");
   const std::string sql =
-      "UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
-      "lease_deadline = ?4, lease_price = (SELECT d.price FROM devices d WHERE d.id = ?1), "
-      "lease_score = (SELECT d.score FROM devices d WHERE d.id = ?1) "
-      "WHERE id IN (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
+      "WITH picked AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
       (only_job ? "(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running' AND " + payable + ")"
                 : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND " + payable + " AND EXISTS (SELECT 1 FROM "
                   "tasks t WHERE t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
       " AND " + not_rejected + " ORDER BY t.shard LIMIT ?5" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
-      ") AND state = 'pending' RETURNING id, job, shard, attempts";
+      ") UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
+      "lease_deadline = ?4, lease_price = (SELECT d.price FROM devices d WHERE d.id = ?1), "
+      "lease_score = (SELECT d.score FROM devices d WHERE d.id = ?1) "
+      "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING id, job, shard, attempts";
   while (static_cast<std::int64_t>(out.size()) < max) {
     auto st = db_.prepare(sql);
     if (!st) return st.error();
