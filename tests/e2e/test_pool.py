@@ -274,13 +274,15 @@ class PoolTest(PoolBase):
         submit_link = self.ready["submit"]
         names = ["w%d" % i for i in range(3)]
         workers = [self.start_worker(n) for n in names]
+        # Both users get their credits before the job starts: each grant is two runs of the
+        # binary, long enough for 3 workers to finish the whole job before the kill.
         user = self.user()
+        waiter_home = self.user("waiter")
         shards = 40
         cp = self.ok(user, "pool", "submit", submit_link, "exec", "--shards", str(shards), "--budget", "10", "--json",
                      "--", "sh", "-c", "sleep 0.3; echo shard {shard}")
         job = json.loads(cp.stdout.strip().splitlines()[-1])["job"]
         # A second user waits for a small job across the restart: --wait reconnects by itself.
-        waiter_home = self.user("waiter")
         waiter = self.start(waiter_home, "pool", "submit", submit_link, "exec", "--shards", "6", "--budget", "5",
                             "--wait", "--json", "--out", os.path.join(self.tmp, "waiter-out"), "--",
                             "sh", "-c", "sleep 0.5; echo w{shard}", name="waiter")
