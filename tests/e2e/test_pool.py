@@ -185,6 +185,9 @@ class PoolTest(PoolBase):
         self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", 3, 0))
 
+class PoolFaultTest(PoolBase):
+    """Refusals, faulty and vanishing workers, a killed coordinator (its own ctest entry, e2e_pool_faults)."""
+
     def test_too_little_credit_refused_with_balance(self):
         self.start_pool()
         user = self.user(credits=5)
