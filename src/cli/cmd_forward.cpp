@@ -198,20 +198,23 @@ Result<std::vector<Planned>> plan(const std::vector<std::string>& specs, const F
     auto spec = parse_forward_spec(text);
     if (!spec) return spec.error();
     Planned p{*spec, 0, find_target(listing.terms.targets, spec->target)};
-    if (!p.target && !parse_port(spec->target)) {
+    // Refused here, before listening: the provider would refuse every connection to it.
+    if (!p.target) {
       std::string names;
-      for (const auto& t : listing.terms.targets) names += (names.empty() ? "" : ", ") + t.name;
-      return fail(errc::not_found, "the provider exposes no target named '" + spec->target +
-                                       "' (exposed: " + (names.empty() ? "none" : names) + ")");
+      for (const auto& t : listing.terms.targets)
+        names += (names.empty() ? "" : ", ") + t.name + (t.name == std::to_string(t.port) ? "" : " (port " + std::to_string(t.port) + ")");
+      return fail(errc::not_found, "the provider does not expose '" + printable(spec->target) +
+                                       "' (exposed: " + (names.empty() ? "none" : names) +
+                                       "): forward one of those, or ask for a link made with `runsnack share --expose " +
+                                       printable(spec->target) + "`");
     }
-    p.local_port = spec->local_port ? *spec->local_port : p.target ? p.target->port : *parse_port(spec->target);
+    p.local_port = spec->local_port ? *spec->local_port : p.target->port;
     out.push_back(std::move(p));
   }
   return out;
 }
 
 std::string describe(const Planned& p) {
-  if (!p.target) return "port " + p.spec.target + " on the provider (not in its list: it will refuse)";
   return p.target->name + " (" + p.target->address() + " on the provider" +
          (p.target->host_header ? ", Host header rewritten" : "") + ")";
 }

@@ -7,9 +7,14 @@
 #include "core/printable.hpp"
 #include "store/audit_log.hpp"
 #include "store/grant_store.hpp"
+#include "store/session_store.hpp"
+#include "link/link.hpp"
 
+#include <cctype>
 #include <iomanip>
 #include <iostream>
+#include <map>
+#include <set>
 
 namespace runsnack::cli {
 
@@ -20,15 +25,43 @@ std::string or_dash(const nlohmann::json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+// Pads `text` to `width` display columns (UTF-8 aware), cutting it with "..." when longer.
+std::string column(const std::string& text, std::size_t width) {
+  std::string out;
+  std::size_t cols = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t len = 1;
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0xF0) len = 4; else if (c >= 0xE0) len = 3; else if (c >= 0xC0) len = 2;
+    if (cols + 1 >= width && i + len < text.size()) {
+      out += "…";
+      ++cols;
+      break;
+    }
+    out += text.substr(i, len);
+    ++cols;
+    i += len;
+  }
+  return out + std::string(width > cols ? width - cols : 1, ' ');
+}
+
 int list_links(bool json, bool all) {
   auto db = open_database();
   if (!db) return report(db.error());
   GrantStore grants(*db);
   auto list = grants.list(all);
   if (!list) return report(list.error());
+  SessionStore sessions(*db);
+  auto live = sessions.live();
+  if (!live) return report(live.error());
+  std::map<std::string, std::int64_t> live_by_grant;
+  for (const auto& s : *live) ++live_by_grant[s.grant_id];
   auto now = SystemClock::instance().now();
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& g : *list) out.push_back(grant_terms(g, now));
+  for (const auto& g : *list) {
+    out.push_back(grant_terms(g, now));
+    out.back()["live_sessions"] = live_by_grant[g.id];
+  }
   if (json) {
     print_json(out);
     return 0;
@@ -37,35 +70,94 @@ int list_links(bool json, bool all) {
     std::cout << "no " << (all ? "" : "active ") << "links (make one with `runsnack share`)" << std::endl;
     return 0;
   }
-  std::cout << std::left << std::setw(12) << "ID" << std::setw(9) << "STATE" << std::setw(10) << "USES"
-            << std::setw(10) << "SESSIONS" << std::setw(22) << "EXPIRES" << "SERVICES" << std::endl;
+  std::cout << std::left << std::setw(12) << "ID" << std::setw(9) << "STATE" << std::setw(13) << "USES"
+            << std::setw(10) << "SESSIONS" << std::setw(22) << "EXPIRES" << column("LABEL", 24) << "SERVICES"
+            << std::endl;
   for (const auto& g : out) {
-    std::string uses = std::to_string(g["uses"].get<std::int64_t>()) + "/" + or_dash(g["max_uses"]);
+    std::string uses = std::to_string(g["uses"].get<std::int64_t>()) + "/" +
+                       (g["max_uses"].is_null() ? std::string("unlim.") : or_dash(g["max_uses"]));
+    std::string live_text = std::to_string(g["live_sessions"].get<std::int64_t>());
+    if (!g["max_sessions"].is_null()) live_text += "/" + or_dash(g["max_sessions"]);
     std::string services;
     for (const auto& s : g["services"]) services += (services.empty() ? "" : ",") + s.get<std::string>();
+    std::string label = g["label"].get<std::string>();
     std::cout << std::setw(12) << g["id"].get<std::string>() << std::setw(9) << g["state"].get<std::string>()
-              << std::setw(10) << uses << std::setw(10) << or_dash(g["max_sessions"]) << std::setw(22)
-              << or_dash(g["expires"]) << services << std::endl;
+              << std::setw(13) << uses << std::setw(10) << live_text << std::setw(22)
+              << (g["expires"].is_null() ? std::string("never") : g["expires"].get<std::string>())
+              << column(label.empty() ? "-" : printable(label), 24) << services << std::endl;
   }
   return 0;
 }
 
-int revoke(const std::string& id) {
-  auto db = open_database();
-  if (!db) return report(db.error());
-  GrantStore grants(*db);
+// A pasted link (never printed: it holds the secret) or a grant id -> the grant id.
+Result<std::string> grant_id_of(const std::string& arg) {
+  if (arg.find("://") == std::string::npos && arg.find("#k=") == std::string::npos) return arg;
+  auto link = parse_link(arg);
+  if (!link) return fail(errc::invalid_argument, "an argument looks like a link but does not parse (not shown: it may hold "
+                                                 "a secret); give the link's id from `runsnack links` instead");
+  return link->grant_id;
+}
+
+Result<void> revoke_one(Database& db, const std::string& id) {
+  GrantStore grants(db);
   auto done = grants.revoke(id);
-  if (!done) return report(done.error());
-  if (!*done) return report("no link with id '" + id + "' (see `runsnack links --all`)");
-  AuditLog audit(*db);
+  if (!done) return done.error();
+  if (!*done) return fail(errc::not_found, "no link with id '" + printable(id) + "' (see `runsnack links --all`)");
+  AuditLog audit(db);
   AuditEvent ev;
   ev.time = SystemClock::instance().now();
   ev.kind = "revoke";
   ev.grant_id = id;
   (void)audit.append(ev);
-  std::cout << "revoked " << id << ": new connections are refused and live sessions end within a second"
-            << std::endl;
-  return 0;
+  return {};
+}
+
+// `runsnack revoke ID|LINK|- ...` or `--all`: every one that can be is revoked; exit 1 if any could not.
+int revoke(std::vector<std::string> args, bool all, bool json) {
+  if (all && !args.empty()) return report("give link ids or --all, not both");
+  if (!all && args.empty()) return report("give the ids of the links to revoke (see `runsnack links`), a pasted link, '-' "
+                                          "to read them from stdin, or --all");
+  std::vector<std::string> ids;
+  std::vector<std::string> errors;
+  auto db = open_database();
+  if (!db) return report(db.error());
+  if (all) {
+    GrantStore grants(*db);
+    auto list = grants.list(false);
+    if (!list) return report(list.error());
+    for (const auto& g : *list) ids.push_back(g.id);
+  }
+  for (const auto& arg : args) {
+    if (arg == "-") {
+      std::string line;
+      for (int n = 0; n < 10000 && std::getline(std::cin, line); ++n) {
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+        if (line.empty()) continue;
+        if (auto id = grant_id_of(line)) ids.push_back(*id);
+        else errors.push_back(id.error().what());
+      }
+      continue;
+    }
+    if (auto id = grant_id_of(arg)) ids.push_back(*id);
+    else errors.push_back(id.error().what());
+  }
+  std::set<std::string> seen;
+  nlohmann::json revoked = nlohmann::json::array();
+  for (const auto& id : ids) {
+    if (!seen.insert(id).second) continue;
+    if (auto r = revoke_one(*db, id); !r) errors.push_back(r.error().what());
+    else revoked.push_back(id);
+  }
+  if (json) {
+    print_json({{"revoked", revoked}, {"errors", errors}});
+  } else {
+    for (const auto& id : revoked)
+      std::cout << "revoked " << id.get<std::string>() << std::endl;
+    if (!revoked.empty()) std::cout << "new connections are refused and live sessions end within a second" << std::endl;
+    else if (all) std::cout << "no active links to revoke" << std::endl;
+  }
+  for (const auto& e : errors) report(e);
+  return errors.empty() ? 0 : kExitFailure;
 }
 
 Result<std::optional<TimePoint>> parse_since(const std::string& since) {
@@ -128,15 +220,19 @@ int show_log(bool json, const std::string& since, std::size_t limit) {
 void add_grant_commands(CLI::App& app, ExitStatus& status) {
   struct LinksArgs { bool json = false, all = false; };
   auto la = std::make_shared<LinksArgs>();
-  auto* links = app.add_subcommand("links", "List the links this machine has shared: uses, sessions, expiry");
+  auto* links = app.add_subcommand("links", "List the links this machine has shared: uses, live sessions, expiry, label");
   links->add_flag("--json", la->json, "One JSON array of grants");
   links->add_flag("--all", la->all, "Include revoked, expired and used-up links");
   links->callback([&status, la] { run_command(status, [&] { return list_links(la->json, la->all); }); });
 
-  auto id = std::make_shared<std::string>();
-  auto* rev = app.add_subcommand("revoke", "Kill a link now: refuse new connections and end its live sessions");
-  rev->add_option("GRANT-ID", *id, "The link's id, as `runsnack links` shows it")->required();
-  rev->callback([&status, id] { run_command(status, [&] { return revoke(*id); }); });
+  struct RevokeArgs { std::vector<std::string> ids; bool all = false, json = false; };
+  auto ra = std::make_shared<RevokeArgs>();
+  auto* rev = app.add_subcommand("revoke", "Kill links now: refuse new connections and end their live sessions");
+  rev->add_option("LINK-ID", ra->ids,
+                  "Ids as `runsnack links` shows them, pasted links (never printed back), or '-' to read them from stdin");
+  rev->add_flag("--all", ra->all, "Revoke every active link");
+  rev->add_flag("--json", ra->json, "Print {\"revoked\": [ids], \"errors\": [messages]}");
+  rev->callback([&status, ra] { run_command(status, [&] { return revoke(ra->ids, ra->all, ra->json); }); });
 
   struct LogArgs {
     bool json = false, prune = false;
@@ -151,7 +247,7 @@ void add_grant_commands(CLI::App& app, ExitStatus& status) {
   log->add_option("--limit", lg->limit, "At most this many events (newest kept)")->capture_default_str();
   log->add_flag("--prune", lg->prune, "Delete old records instead of showing them (with --older-than and/or --keep)");
   log->add_option("--older-than", lg->older_than, "With --prune: delete records older than this (e.g. 30d)");
-  log->add_option("--keep", lg->keep, "With --prune: keep only the newest this many records")->check(CLI::NonNegativeNumber);
+  log->add_option("--keep", lg->keep, "With --prune: keep only the newest this many records")->check(kNonNegativeNumber);
   log->footer("Refusals before a peer proved anything (garbage, stalled or wrong-secret connections) are\n"
               "aggregated: the first from an address at once, the rest of each minute as one record whose\n"
               "detail has the count. `runsnack share` keeps 90 days and at most 100000 records.");

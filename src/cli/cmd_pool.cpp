@@ -137,6 +137,8 @@ int serve(const ServeArgs& args) {
     }
   }
   options.ports = {port, port};
+  // Workers and submitters are sessions: a lab's machines may share one NAT address.
+  options.sessions = {4096, 512};
 
   asio::io_context io(1);
   auto emit = [&args](const json& ev) {

@@ -89,17 +89,17 @@ void add_rendezvous_command(CLI::App& app, ExitStatus& status) {
   cmd->add_flag("--relay,!--no-relay", args->relay, "Relay connections that cannot go direct (default: on)");
   cmd->add_option("--max-relay-gb", args->max_relay_gb,
                   "Gigabytes per relayed pair and direction before the pair is closed (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-relay-mbps", args->max_relay_mbps, "Bandwidth per relayed pair and direction (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-per-ip", args->max_per_ip, "Open connections allowed per client IP")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-relays-per-ip", args->max_relays_per_ip,
                   "Relayed connections (waiting or spliced sides) allowed per client IP")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print {\"event\":\"ready\",...} as JSON");
   cmd->footer("Stores nothing on disk. Sees PeerIds, link ids (not secrets), addresses, timing and volume;\n"

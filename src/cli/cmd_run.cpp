@@ -299,6 +299,9 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
         std::string reason = string_or(*j, "reason");
         if (reason.starts_with("the command was stopped")) std::cerr << "runsnack: " << printable(reason) << std::endl;
         else if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << printable(reason) << std::endl;
+        // A command the provider could not start (not found: 127; not executable: 126), in one line.
+        const std::string message = string_or(*j, "message");
+        if (!message.empty()) std::cerr << "runsnack: " << printable(message) << std::endl;
         const std::string notice = string_or(*j, "notice");
         if (!notice.empty()) std::cerr << "runsnack: " << printable(notice) << std::endl;
         break;

@@ -24,6 +24,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -115,11 +116,35 @@ Result<void> check_label(const std::string& label) {
   return {};
 }
 
+// --gpu: every index must be a GPU of this machine, or the link would promise what is not there.
+Result<void> check_gpus_exist(const std::vector<int>& wanted) {
+  if (wanted.empty()) return {};
+  GpuReport report = query_gpus({});
+  std::string have;
+  for (const auto& g : report.gpus) have += (have.empty() ? "" : ", ") + std::to_string(g.index);
+  for (int i : wanted) {
+    bool found = std::any_of(report.gpus.begin(), report.gpus.end(), [i](const GpuInfo& g) { return g.index == i; });
+    if (found) continue;
+    if (report.gpus.empty())
+      return fail(errc::invalid_argument, "--gpu " + std::to_string(i) + ": this machine has no NVIDIA GPU that RunSnack can see" +
+                                              (report.note.empty() ? "" : " (" + report.note + ")") +
+                                              "; share without --gpu (`runsnack doctor` checks the driver)");
+    return fail(errc::invalid_argument, "--gpu " + std::to_string(i) + ": this machine has no GPU " + std::to_string(i) +
+                                            " (it has GPU " + have + "; `runsnack gpus` lists them)");
+  }
+  return {};
+}
+
 int share(const ShareArgs& args) {
   if (auto ok = check_label(args.label); !ok) return report(ok.error());
   if (args.public_label && args.label.empty()) return report("--public-label needs a --label");
+  if (!args.disk_quota.empty() && ::geteuid() != 0)
+    std::cerr << "runsnack: note: as an ordinary user --disk-quota is measured every 250 ms, not enforced by a "
+                 "filesystem: a fast writer can pass it briefly before its command is stopped. Run share as root "
+                 "for a hard total (each workspace its own ext4 image).\n";
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
+  if (auto ok = check_gpus_exist(*gpus); !ok) return report(ok.error());
   if (state_source() == StateSource::machine) return share_through_service(args, *gpus);
   auto listen = parse_listen(args.listen);
   if (!listen) return report(listen.error());
@@ -132,6 +157,7 @@ int share(const ShareArgs& args) {
     options.ports = *range;
   }
   if (listen->second) options.ports = {*listen->second, *listen->second};
+  options.sessions = {args.total_sessions, args.sessions_per_address};
 
   auto identity = open_identity();
   if (!identity) return report(identity.error());
@@ -139,17 +165,20 @@ int share(const ShareArgs& args) {
   if (!db) return report(db.error());
 
   asio::io_context io(1);
+  // The status line's control codes only for a terminal; a log file gets plain lines.
+  const bool show_status = !args.json && isatty(STDERR_FILENO);
+  const char* clear_line = show_status ? "\r\033[K" : "";
   Provider provider(io.get_executor(), *identity, *db, options, default_services(), [&](const nlohmann::json& ev) {
     if (args.json) {
       print_json(ev);
     } else if (ev["event"] == "session_open") {
-      std::cerr << "\r\033[K+ session " << ev["session"].get<std::string>() << " from "
+      std::cerr << clear_line << "+ session " << ev["session"].get<std::string>() << " from "
                 << ev["peer"].get<std::string>().substr(0, 12) << " (" << ev["address"].get<std::string>() << ")\n";
     } else if (ev["event"] == "session_closed") {
-      std::cerr << "\r\033[K- session " << ev["session"].get<std::string>() << " ended: "
+      std::cerr << clear_line << "- session " << ev["session"].get<std::string>() << " ended: "
                 << ev["reason"].get<std::string>() << "\n";
     } else if (ev["event"] == "refused") {
-      std::cerr << "\r\033[K! refused " << ev["address"].get<std::string>() << ": " << ev["reason"].get<std::string>()
+      std::cerr << clear_line << "! refused " << ev["address"].get<std::string>() << ": " << ev["reason"].get<std::string>()
                 << "\n";
     }
   });
@@ -224,9 +253,7 @@ int share(const ShareArgs& args) {
     announce_link(args, *made, text, ready);
     if (!args.json) {
       std::cerr << "Sharing as " << identity->peer_id().str() << " on port " << provider.local_endpoint().port()
-                << " (link " << made->grant.id
-                << (made->grant.expires ? ", expires " + rfc3339(*made->grant.expires) : std::string(", no expiry"))
-                << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
+                << " (link " << made->grant.id << ", " << expiry_note(args, made->grant) << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
       for (const auto& t : made->forward.targets)
         std::cerr << "Exposing " << t.name << " -> " << t.address() << (t.host_header ? " (Host header rewritten)" : "")
                   << "; the consumer runs `runsnack forward LINK " << t.name << "`" << std::endl;
@@ -266,7 +293,6 @@ int share(const ShareArgs& args) {
 
   // The live status line, only for a person watching a terminal.
   asio::steady_timer status_timer(io);
-  bool show_status = !args.json && isatty(STDERR_FILENO);
   std::function<void()> tick = [&] {
     status_timer.expires_after(std::chrono::seconds(1));
     status_timer.async_wait([&](const boost::system::error_code& ec) {
@@ -304,11 +330,19 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ShareArgs>();
   auto* cmd = app.add_subcommand("share", "Share this machine: print a link and serve it until Ctrl-C");
   cmd->add_option("--gpu", args->gpus, "GPUs the link may use: 0 or 0,1 (default: all)");
-  cmd->add_option("--expires", args->expires, "The link dies after this long: 30m, 2h, 1d (default: never)");
+  cmd->add_option("--expires", args->expires, "The link dies after this long: 30m, 2h, 1d, or never (default: 24h)");
   cmd->add_option("--max-uses", args->max_uses, "Connections the link allows in total (default: unlimited)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
   cmd->add_option("--max-sessions", args->max_sessions, "Sessions open at once (default: unlimited)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
+  cmd->add_option("--total-sessions", args->total_sessions,
+                  "Sessions this provider holds open at once, over all links (default " +
+                      std::to_string(SessionLimits{}.total) + ")")
+      ->check(kPositiveNumber);
+  cmd->add_option("--sessions-per-address", args->sessions_per_address,
+                  "Sessions open at once from one IP address (an IPv6 /64), over all links; relayed ones count "
+                  "only in --total-sessions (default " + std::to_string(SessionLimits{}.per_address) + ")")
+      ->check(kPositiveNumber);
   cmd->add_flag("--bind-first", args->bind_first, "Only the first consumer who uses the link may use it again");
   cmd->add_option("--port-range", args->port_range, "Listen on the first free port in A-B (default 7443-7463)");
   cmd->add_option("--listen", args->listen, "Address to listen on, ADDR or ADDR:PORT (default 0.0.0.0)");
@@ -318,11 +352,11 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--memory", args->memory,
                   "run/cuda: host memory limit per command or CUDA process, e.g. 4G; the sandbox's /tmp and /dev/shm "
                   "are bounded by it and count against it (default: none; /tmp then gets a quarter of the RAM)");
-  cmd->add_option("--max-procs", args->max_procs, "run/cuda: processes per command or CUDA process (default 1024)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-procs", args->max_procs, "run/cuda: processes per command or CUDA process (default 1024)")->check(kPositiveNumber);
   cmd->add_option("--cpu-hours", args->cpu_hours, "run/shell: CPU time the link may use in total; spent, it expires")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   cmd->add_option("--gpu-hours", args->gpu_hours, "run/shell: GPU time (wall time x GPUs) in total; spent, it expires")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   cmd->add_option("--disk-quota", args->disk_quota,
                   "run/cp: the whole workspace's size, however it is filled, e.g. 10G (as root: an ext4 image of that "
                   "size mounted on it; otherwise measured while commands run) (default: none)");
@@ -336,7 +370,7 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_flag("--ollama", args->ollama, "Expose the local Ollama (127.0.0.1:11434) with Host rewrite, as 'ollama'");
   cmd->add_option("--bandwidth", args->bandwidth, "Limit forwarded traffic per session: 10mbit, 1gbit, 5MB (bytes/s)");
   cmd->add_option("--max-connections", args->max_connections, "Forwarded connections open at once per session")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
   cmd->add_option("--label", args->label,
                   "A note for yourself (one line, at most 200 characters), shown by `runsnack links`; "
                   "consumers do not see it unless --public-label");
@@ -355,7 +389,8 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
       "(unless RUNSNACK_HOME is set; docs/INSTALL.md).\n"
       "The link is a credential: send it privately; it carries a secret that never reaches any server.");
   cmd->callback([&status, args, cmd] {
-    for (const char* name : {"--listen", "--port-range", "--rendezvous", "--no-port-mapping"})
+    for (const char* name : {"--listen", "--port-range", "--rendezvous", "--no-port-mapping", "--total-sessions",
+                             "--sessions-per-address"})
       if (cmd->count(name) > 0) args->service_sets += (args->service_sets.empty() ? "" : ", ") + std::string(name);
     run_command(status, [&] { return share(*args); });
   });

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -19,6 +20,27 @@ inline constexpr const char* kVersion = RUNSNACK_VERSION;
 // Exit codes: 0 ok, 1 the command failed, 2 bad usage.
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+
+// Checks for numeric options that say what is wanted in words (CLI11's own
+// PositiveNumber names a range up to a 309-digit number).
+inline const CLI::Validator kPositiveNumber(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0') return "expected a number, got '" + text + "'";
+      if (!(v > 0)) return "must be 1 or more (leave the option out for no limit)";
+      return "";
+    },
+    "NUMBER > 0", "POSITIVE");
+inline const CLI::Validator kNonNegativeNumber(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0') return "expected a number, got '" + text + "'";
+      if (!(v >= 0)) return "must be 0 or more";
+      return "";
+    },
+    "NUMBER >= 0", "NON-NEGATIVE");
 
 // Subcommands set this from their callbacks; main returns it.
 struct ExitStatus {
@@ -38,6 +60,7 @@ void print_json(const nlohmann::json& j);  // one line on stdout, flushed
 void add_id_command(CLI::App& app, ExitStatus& status);
 void add_share_command(CLI::App& app, ExitStatus& status);
 void add_grant_commands(CLI::App& app, ExitStatus& status);   // links, revoke, log
+void add_session_commands(CLI::App& app, ExitStatus& status); // cmd_sessions.cpp: sessions, kick
 void add_remote_command(CLI::App& app, ExitStatus& status);
 void add_info_command(CLI::App& app, ExitStatus& status);
 void add_cuda_server_command(CLI::App& app, ExitStatus& status);  // hidden

@@ -63,7 +63,7 @@ Check check_state() {
   if (links->dir == mine->dir) {
     c.detail = mine->dir.string() + " (" + source_name(mine->source) + ") for every command";
   } else {
-    c.detail = "share, links, revoke and log use " + links->dir.string() + " (" + source_name(links->source) +
+    c.detail = "share, links, revoke, log, sessions and kick use " + links->dir.string() + " (" + source_name(links->source) +
                "); the other commands " + mine->dir.string();
   }
   std::error_code ec;

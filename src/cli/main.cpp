@@ -1,5 +1,6 @@
 // runsnack: share a GPU machine with one link. One subcommand per file in this folder.
 #include "cli/command.hpp"
+#include "cli/command_suggest.hpp"
 #include "cli/command_words.hpp"
 #include "cli/state.hpp"
 #include "core/log.hpp"
@@ -20,9 +21,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "State lives in $RUNSNACK_HOME (default $XDG_DATA_HOME/runsnack); with the Debian package, share,\n"
-      "links, revoke and log use /var/lib/runsnack for root and group runsnack (docs/INSTALL.md). Logs go\n"
+      "links, revoke, log, sessions and kick use /var/lib/runsnack for root and group runsnack (docs/INSTALL.md). Logs go\n"
       "to stderr; set RUNSNACK_LOG=debug for more. `runsnack doctor` checks this machine. Run\n"
-      "`runsnack COMMAND --help` for each command.");
+      "`runsnack help COMMAND` (or `runsnack COMMAND --help`) for each command.");
 
   ExitStatus status;
   add_share_command(app, status);
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   add_forward_command(app, status);
   add_cuda_command(app, status);
   add_grant_commands(app, status);
+  add_session_commands(app, status);
   add_remote_command(app, status);
   add_gpus_command(app, status);
   add_id_command(app, status);
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   add_generate_command(app, status);
   use_machine_state_for_link_commands(app);
 
+  if (auto handled = handle_top_level(app, std::vector<std::string>(argv + 1, argv + argc))) return *handled;
   try {
     auto words = split_command_words(argc, argv);
     set_command_after_dashes(std::move(words.command));

@@ -100,7 +100,7 @@ std::string command_page(const CommandSpec& c, const std::string& version) {
 constexpr const char* kEnvironment = R"ROFF(.TP
 .B RUNSNACK_HOME
 This user's state folder (default: $XDG_DATA_HOME/runsnack, else ~/.local/share/runsnack). When set, it is
-used by every command, also share, links, revoke and log.
+used by every command, also share, links, revoke, log, sessions and kick.
 .TP
 .B RUNSNACK_LINK
 The link, for commands whose LINK argument is left out.
@@ -120,7 +120,7 @@ constexpr const char* kFiles = R"ROFF(.TP
 This user's state: identity.pem (the installation's key, 0600), runsnack.db (grants and the audit log), remotes.json.
 .TP
 .I /var/lib/runsnack/
-The machine's state (Debian package), served by runsnack\-share.service. share, links, revoke and log use it when
+The machine's state (Debian package), served by runsnack\-share.service. share, links, revoke, log, sessions and kick use it when
 RUNSNACK_HOME is unset, the folder exists and you may write it (root, user runsnack, members of group runsnack);
 a link made with share there is served by the service.
 .TP

@@ -76,9 +76,9 @@ Result<NewGrant> create_grant(const ShareArgs& args, const std::vector<int>& gpu
   made.secret = new_secret();
   grant.key = derive_grant_key(made.secret);
   grant.created = std::chrono::system_clock::now();
-  if (!args.expires.empty()) {
-    auto d = parse_duration(args.expires);
-    if (!d) return d.error();
+  if (args.expires != "never") {
+    auto d = parse_duration(args.expires.empty() ? kDefaultLinkLifetime : args.expires);
+    if (!d) return fail(errc::invalid_argument, "--expires: " + d.error().what() + " (or `never` for a link that does not expire)");
     // Stored in whole seconds: round up, so a link never dies early.
     grant.expires = std::chrono::ceil<std::chrono::seconds>(grant.created + *d);
   }
@@ -151,6 +151,14 @@ std::string link_text(const std::optional<Endpoint>& rendezvous, const std::vect
   return text;
 }
 
+std::string expiry_note(const ShareArgs& args, const Grant& grant) {
+  if (!grant.expires) return "never expires";
+  std::string note = "expires " + rfc3339(*grant.expires);
+  if (args.expires.empty())
+    note += std::string(" (in ") + kDefaultLinkLifetime + " by default; --expires DURATION or --expires never changes it)";
+  return note;
+}
+
 // The link on stdout (and its QR code on a terminal), or its fields in `ready` for --json.
 void announce_link(const ShareArgs& args, const NewGrant& made, const std::string& text, nlohmann::json& ready) {
   ready["link"] = text;
@@ -188,8 +196,7 @@ int share_through_service(const ShareArgs& args, const std::vector<int>& gpus) {
     announce_link(args, *made, link_text(service.rendezvous, service.candidates, service.peer, made->grant.id, made->secret),
                   ready);
     if (!args.json)
-      std::cerr << "Link " << made->grant.id
-                << (made->grant.expires ? " (expires " + rfc3339(*made->grant.expires) + ")" : std::string(" (no expiry)"))
+      std::cerr << "Link " << made->grant.id << " (" << expiry_note(args, made->grant) << ")"
                 << " is served by runsnack-share.service (pid " << service.pid << ") as " << service.peer.str()
                 << "; `runsnack revoke " << made->grant.id << "` ends it." << std::endl;
   } else if (!args.json) {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provider/admission.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -25,6 +27,9 @@ struct ShareArgs {
   std::string expires;
   std::int64_t max_uses = 0;
   std::int64_t max_sessions = 0;
+  // This provider's sessions at once, over all links (provider/admission.hpp SessionLimits).
+  std::int64_t total_sessions = SessionLimits{}.total;
+  std::int64_t sessions_per_address = SessionLimits{}.per_address;
   bool bind_first = false;
   std::string port_range;
   std::string listen = "0.0.0.0";
@@ -48,6 +53,10 @@ struct ShareArgs {
   std::string service_sets;  // options given that the service decides for itself (share_through_service)
 };
 
+// A new link's lifetime without --expires (`--expires never`: none), so that
+// forgotten links do not pile up.
+inline constexpr const char* kDefaultLinkLifetime = "24h";
+
 // Links with a rendezvous stay short enough to type and to fit a small QR code.
 inline constexpr std::size_t kMaxRendezvousLinkChars = 159;
 
@@ -68,6 +77,9 @@ Result<NewGrant> create_grant(const ShareArgs& args, const std::vector<int>& gpu
 // The link's text; with a rendezvous, trimmed of candidates to kMaxRendezvousLinkChars.
 std::string link_text(const std::optional<Endpoint>& rendezvous, const std::vector<Endpoint>& candidates,
                       const PeerId& provider, const std::string& grant_id, const std::string& secret);
+
+// "expires TIME" (saying when it is the default lifetime) or "never expires", for share's human output.
+std::string expiry_note(const ShareArgs& args, const Grant& grant);
 
 // The link on stdout (and its QR code on a terminal); its fields go into `ready` for --json.
 void announce_link(const ShareArgs& args, const NewGrant& made, const std::string& text, nlohmann::json& ready);

@@ -15,7 +15,7 @@ namespace runsnack::cli {
 
 // The commands that manage this machine's links, which use the machine's
 // state (/var/lib/runsnack) where the rule in core/paths.hpp allows.
-inline constexpr const char* kMachineStateCommands[] = {"share", "links", "revoke", "log"};
+inline constexpr const char* kMachineStateCommands[] = {"share", "links", "revoke", "log", "sessions", "kick"};
 
 // Makes each of kMachineStateCommands select StateScope::machine before it runs.
 void use_machine_state_for_link_commands(CLI::App& app);

@@ -102,8 +102,14 @@ asio::awaitable<Result<std::size_t>> MuxStream::read_some(asio::mutable_buffer o
       MuxStream& s;
       ~Withdraw() { s.read_into_ = {}; }
     } withdraw{*this};
+    if (stall_limit_ > Clock::duration::zero()) read_signal_.expires_after(stall_limit_);
     co_await wait_signal(read_signal_);
     if (read_direct_ > 0) co_return consumed(std::exchange(read_direct_, 0));
+    if (stall_limit_ > Clock::duration::zero() && rx_.empty() && !error_ && !remote_fin_ &&
+        Clock::now() >= read_signal_.expiry())
+      co_return fail(errc::timeout, "the peer stopped sending in the middle of a message (nothing for " +
+                                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stall_limit_).count()) +
+                                        " s)");
   }
 }
 
@@ -154,10 +160,16 @@ template <class Bytes>
 asio::awaitable<Result<void>> MuxStream::read_growing_into(std::size_t n, Bytes& out, std::size_t upfront) {
   auto self = mux_;
   struct Held {  // what this read counts against the session, given back however it ends
-    Mux& mux;
+    MuxStream& stream;
     std::size_t bytes = 0;
-    ~Held() { mux.release_message_bytes(bytes); }
-  } held{*mux_};
+    ~Held() {
+      stream.mux_->release_message_bytes(bytes);
+      // The signal is a timer that only cancel() fires, outside a stalled read.
+      stream.stall_limit_ = {};
+      stream.read_signal_.expires_at(Clock::time_point::max());
+    }
+  } held{*this};
+  stall_limit_ = mux_->config_.message_stall;
   out.clear();
   std::size_t got = 0;
   while (got < n) {

@@ -53,7 +53,8 @@ class MuxStream {
   // most `upfront` before any do, then never more than twice what arrived),
   // and counted against the session's message budget until this returns
   // (MuxConfig::message_budget; errc::exhausted past it). So a peer that
-  // announces big messages and sends nothing makes us hold nothing.
+  // announces big messages and sends nothing makes us hold nothing; one that
+  // stops part-way fails the read after MuxConfig::message_stall (errc::timeout).
   boost::asio::awaitable<Result<void>> read_growing(std::size_t n, std::vector<std::uint8_t>& out,
                                                     std::size_t upfront = 64 * 1024);
   boost::asio::awaitable<Result<void>> read_growing(std::size_t n, std::string& out, std::size_t upfront = 64 * 1024);
@@ -87,6 +88,8 @@ class MuxStream {
   // read_direct_ how much deliver() has put there.
   boost::asio::mutable_buffer read_into_;
   std::size_t read_direct_ = 0;
+  // While read_growing runs: a read_some waiting this long for a byte fails.
+  std::chrono::steady_clock::duration stall_limit_{};
   bool remote_fin_ = false;
   bool local_fin_ = false;
   std::optional<Error> error_;  // reset or session ended

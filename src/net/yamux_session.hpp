@@ -52,6 +52,11 @@ struct MuxConfig {
   // together (MuxStream::read_growing): a peer announcing big messages on
   // many streams gets errc::exhausted on those past it.
   std::size_t message_budget = 64 * 1024 * 1024;
+  // Once a framed message has started arriving, a read_growing that waits
+  // this long for its next byte fails (errc::timeout): a peer that announces
+  // a message and stalls, keeping the session alive, cannot hold the reader
+  // (and what it allocated) forever. Longer than an outage a session rides out.
+  std::chrono::milliseconds message_stall{60000};
 };
 
 class Mux : public std::enable_shared_from_this<Mux> {

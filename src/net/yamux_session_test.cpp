@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -347,15 +348,16 @@ TEST(YamuxSession, TrimsTheTransportWhenQuiet) {
       auto got = co_await read_all(**s);
       EXPECT_TRUE(got && *got == data);
       if (round == 0) {
-        int before = trims;
-        for (int i = 0; i < 100 && trims == before; ++i) co_await sleep(20ms);  // quiet: ticks without traffic
+        // Quiet: ticks without traffic trim both ends (each on its own tick, so wait for both).
+        int before = trims, server_before = server_trims;
+        for (int i = 0; i < 250 && (trims == before || server_trims == server_before); ++i) co_await sleep(20ms);
         EXPECT_GT(trims, before);
+        EXPECT_GT(server_trims, server_before);
       }
     }
     client->close();
     while (!client_done || !server_done) co_await sleep(5ms);
   });
-  EXPECT_GT(server_trims, 0);
 }
 
 TEST(YamuxSession, KeepaliveDetectsSilentPeer) {
@@ -495,6 +497,64 @@ TEST(YamuxSession, ReadGrowingAllocatesAsBytesArrive) {
     EXPECT_TRUE(got == data);
     EXPECT_LE(got.capacity(), 2 * data.size());
     EXPECT_EQ(p.server->message_bytes(), 0u);  // given back
+    p.client->close();
+    while (!p.client_done || !p.server_done) co_await sleep(5ms);
+  });
+}
+
+TEST(YamuxSession, AMessageThatStopsPartWayFailsAfterTheStallLimit) {
+  // The peer announces 1000 bytes, sends 10 and keeps the session alive: the
+  // read fails with errc::timeout instead of waiting forever, gives back its
+  // budget, and later reads on the stream wait (no spinning on the timer).
+  asio::io_context io;
+  MuxConfig config = test_config();
+  config.message_stall = 300ms;
+  Pair p(io, config);
+  run_test(io, [&]() -> awaitable<void> {
+    auto c = co_await p.client->open_stream();
+    auto first = pattern(10, 3);
+    EXPECT_TRUE(co_await (*c)->write(asio::buffer(first)));
+    auto s = co_await p.server->accept_stream();
+    std::vector<std::uint8_t> got;
+    auto started = std::chrono::steady_clock::now();
+    auto r = co_await (*s)->read_growing(1000, got);
+    auto waited = std::chrono::steady_clock::now() - started;
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_TRUE(r.error().is(errc::timeout)) << r.error().what();
+    }
+    EXPECT_GE(waited, 300ms);
+    EXPECT_EQ(p.server->message_bytes(), 0u);
+    EXPECT_FALSE(p.server->is_closed());  // only this read failed
+
+    // Bytes that keep coming, however slowly, are not a stall.
+    auto more = pattern(40, 4);
+    std::vector<std::uint8_t> second;
+    bool done = false;
+    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
+      auto r2 = co_await (*s)->read_growing(40, second);
+      EXPECT_TRUE(r2) << (r2 ? "" : r2.error().what());
+      done = true;
+    }, asio::detached);
+    for (int i = 0; i < 4; ++i) {
+      co_await sleep(200ms);
+      EXPECT_TRUE(co_await (*c)->write(asio::buffer(more.data() + 10 * i, 10)));
+    }
+    while (!done) co_await sleep(5ms);
+    EXPECT_TRUE(second == more);
+
+    // Outside read_growing a read waits as long as it takes.
+    std::array<std::uint8_t, 4> buf{};
+    bool read_back = false;
+    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
+      auto n = co_await (*s)->read_some(asio::buffer(buf));
+      EXPECT_TRUE(n && *n > 0);
+      read_back = true;
+    }, asio::detached);
+    co_await sleep(500ms);
+    EXPECT_FALSE(read_back);
+    EXPECT_TRUE(co_await (*c)->write(asio::buffer(first.data(), 4)));
+    while (!read_back) co_await sleep(5ms);
     p.client->close();
     while (!p.client_done || !p.server_done) co_await sleep(5ms);
   });

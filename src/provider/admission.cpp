@@ -32,7 +32,16 @@ Admission Admitter::admit(const AdmissionRequest& request, const std::string& ne
   if (!proof_is_valid(grant, request.hello, request.channel_binding))
     return refuse(request, errc::auth_failed, "wrong secret: the link is damaged or not this provider's", false);
 
-  auto decision = check_grant(grant, clock_.now(), live_sessions_(grant.id), request.consumer.str());
+  const LiveSessionCounts live = live_sessions_(grant.id);
+  if (live.total >= limits_.total)
+    return refuse(request, errc::exhausted,
+                  "the provider is serving its limit of " + std::to_string(limits_.total) +
+                      " sessions at once: try again when one ends");
+  if (live.from_address >= limits_.per_address)
+    return refuse(request, errc::exhausted,
+                  "your address already has " + std::to_string(live.from_address) +
+                      " sessions open with this provider, its limit: end one (or try again later)");
+  auto decision = check_grant(grant, clock_.now(), live.on_grant, request.consumer.str());
   if (!decision.accepted) return refuse(request, decision.code, decision.reason);
 
   auto counted = grants_.record_use(grant.id, request.consumer.str(), clock_.now());

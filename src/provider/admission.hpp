@@ -30,6 +30,24 @@ struct AdmissionRequest {
   std::span<const std::uint8_t> channel_binding;
 };
 
+// Sessions a provider holds open at once, over all links: each session may
+// hold up to MuxConfig::message_budget of partly received messages and its
+// windows, so their number bounds the provider's memory. Per address (an IPv4
+// address or an IPv6 /64; relayed sessions share the rendezvous' address and
+// are counted only in the total) so that one consumer cannot take them all.
+struct SessionLimits {
+  std::int64_t total = 256;
+  std::int64_t per_address = 32;
+};
+
+// Live sessions the decision looks at: on the link's grant, from the
+// request's address (0 when not counted per address), and in all.
+struct LiveSessionCounts {
+  std::int64_t on_grant = 0;
+  std::int64_t from_address = 0;
+  std::int64_t total = 0;
+};
+
 struct Admission {
   AuthReply reply;              // what to send back
   bool unproven = false;        // refused before the proof held (went to the `unproven` sink)
@@ -38,14 +56,16 @@ struct Admission {
 
 class Admitter {
  public:
-  // `live_sessions(grant_id)` counts this provider's open sessions on a grant.
+  // `live_sessions(grant_id)` counts this provider's open sessions. A proven
+  // consumer past `limits` is refused before its use is counted.
   Admitter(GrantStore& grants, AuditLog& audit, const Clock& clock,
-           std::function<std::int64_t(const std::string&)> live_sessions,
+           std::function<LiveSessionCounts(const std::string&)> live_sessions, SessionLimits limits = {},
            std::function<void(AuditEvent)> unproven = nullptr)
       : grants_(grants),
         audit_(audit),
         clock_(clock),
         live_sessions_(std::move(live_sessions)),
+        limits_(limits),
         unproven_(std::move(unproven)) {}
 
   Admission admit(const AdmissionRequest& request, const std::string& new_session_id);
@@ -56,7 +76,8 @@ class Admitter {
   GrantStore& grants_;
   AuditLog& audit_;
   const Clock& clock_;
-  std::function<std::int64_t(const std::string&)> live_sessions_;
+  std::function<LiveSessionCounts(const std::string&)> live_sessions_;
+  SessionLimits limits_;
   std::function<void(AuditEvent)> unproven_;
 };
 

@@ -39,7 +39,13 @@ class AdmissionTest : public ::testing::Test {
   GrantStore grants{db, clock};
   AuditLog audit{db};
   std::int64_t live = 0;
-  Admitter admitter{grants, audit, clock, [this](const std::string&) { return live; }};
+  LiveSessionCounts elsewhere;  // sessions on other grants: from this address and in all
+  SessionLimits limits{6, 3};
+  Admitter admitter{grants, audit, clock,
+                    [this](const std::string&) {
+                      return LiveSessionCounts{live, elsewhere.from_address, elsewhere.total + live};
+                    },
+                    limits};
   std::string secret = new_secret();
   std::array<std::uint8_t, 32> binding{1, 2, 3};
   Grant grant;
@@ -118,6 +124,28 @@ TEST_F(AdmissionTest, Expiry) {
   EXPECT_TRUE(admitter.admit(r, "s1").reply.ok);
   clock.advance(11s);
   EXPECT_EQ(admitter.admit(r, "s2").reply.code, errc::expired);
+}
+
+TEST_F(AdmissionTest, ProviderWideAndPerAddressSessionLimits) {
+  // Another link's sessions from this address use up the address's 3; the use is not counted.
+  elsewhere = {0, 3, 3};
+  auto a = admitter.admit(request(secret, alice), "s1");
+  EXPECT_FALSE(a.reply.ok);
+  EXPECT_EQ(a.reply.code, errc::exhausted);
+  EXPECT_NE(a.reply.reason.find("your address already has 3 sessions"), std::string::npos) << a.reply.reason;
+  EXPECT_EQ(grants.find(grant.id).value()->uses, 0);
+
+  elsewhere = {0, 2, 2};  // room again
+  EXPECT_TRUE(admitter.admit(request(secret, alice), "s2").reply.ok);
+
+  elsewhere = {0, 0, 6};  // the provider's 6 in all, none from this address
+  auto b = admitter.admit(request(secret, bob), "s3");
+  EXPECT_FALSE(b.reply.ok);
+  EXPECT_NE(b.reply.reason.find("its limit of 6 sessions"), std::string::npos) << b.reply.reason;
+
+  // Limits are checked after the proof: a wrong secret still learns nothing.
+  auto c = admitter.admit(request(new_secret(), bob), "s4");
+  EXPECT_EQ(c.reply.code, errc::auth_failed);
 }
 
 }  // namespace

@@ -20,6 +20,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+#include <unistd.h>
+
 namespace runsnack {
 
 namespace asio = boost::asio;
@@ -30,11 +33,13 @@ struct Provider::LiveSession {
   std::string id;
   PeerId consumer;
   std::string address;
+  std::string address_key;  // AdmissionSlots::address_key, empty when relayed (not counted per address)
   std::string path;  // how the consumer reached us: direct, punched, relayed
   Grant grant;
   std::shared_ptr<Mux> mux;
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   std::string end_reason;  // set when the provider ends it
+  std::set<std::string> services_noted;  // in its `sessions` row (store/session_store.hpp)
 };
 
 namespace {
@@ -63,11 +68,13 @@ Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database&
       tls_(make_server_tls(identity)),
       grants_(db),
       audit_(db),
+      session_rows_(db),
       acceptor_(ex),
       watch_timer_(ex),
       audit_timer_(ex),
       slots_(options_.max_pending_per_address, options_.max_pending),
-      refusals_(options_.refusal_interval) {}
+      refusals_(options_.refusal_interval),
+      abandoned_(options_.refusal_interval) {}
 
 // Records queued after stop() (connections ending as their sessions close).
 Provider::~Provider() {
@@ -136,6 +143,9 @@ bool Provider::audit_refusal(AuditEvent ev, const std::string& key) {
 }
 
 void Provider::flush_refusals(bool all) {
+  auto gone = abandoned_.due(std::chrono::system_clock::now(), all);
+  if (!gone.empty())
+    if (auto r = audit_.append(std::span<const AuditEvent>(gone)); !r) spdlog::error("audit log: {}", r.error().what());
   auto due = refusals_.due(std::chrono::system_clock::now(), all);
   if (due.empty()) return;
   if (auto r = audit_.append(std::span<const AuditEvent>(due)); !r) spdlog::error("audit log: {}", r.error().what());
@@ -167,6 +177,7 @@ void Provider::refused(const std::string& address, const std::string& peer, cons
 
 asio::awaitable<void> Provider::run() {
   prune_audit();
+  if (auto r = session_rows_.prune_dead(); !r) spdlog::warn("sessions table: {}", r.error().what());
   co_await (accept_loop() && watch_loop());
 }
 
@@ -214,6 +225,7 @@ asio::awaitable<void> Provider::watch_loop() {
     auto now = std::chrono::system_clock::now();
     flush_refusals(false);
     if (std::chrono::steady_clock::now() - pruned_at_ > std::chrono::hours(1)) prune_audit();
+    end_kicked_sessions();
     for (auto& [id, live] : sessions_) {
       if (!live->end_reason.empty()) continue;
       auto fresh = grants_.find(live->grant.id);
@@ -226,6 +238,15 @@ asio::awaitable<void> Provider::watch_loop() {
       if (auto end = check_live_session(live->grant, now)) end_session(*live, end->reason);
     }
   }
+}
+
+void Provider::end_kicked_sessions() {
+  if (sessions_.empty()) return;
+  auto kicked = session_rows_.kicked(::getpid());
+  if (!kicked) return;  // database busy: try again next tick
+  for (const auto& id : *kicked)
+    if (auto it = sessions_.find(id); it != sessions_.end() && it->second->end_reason.empty())
+      end_session(*it->second, "ended by `runsnack kick`");
 }
 
 void Provider::end_session(LiveSession& live, const std::string& reason) {
@@ -268,6 +289,12 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
     if (audit_refusal({std::chrono::system_clock::now(), kind, "", peer, address, "refuse", why, std::move(detail)}, key))
       refused(address, peer, why);
   };
+  // Closed by the peer before it said anything (a dial race's loser): counted, not refused.
+  auto abandoned = [&] {
+    if (evicted_.contains(taken.slot)) return false;  // we closed it: that is a refusal, with its reason
+    abandoned_.note(std::chrono::system_clock::now(), key, path);
+    return true;
+  };
 
   // One deadline for the TLS handshake and the auth message together.
   const auto deadline = std::chrono::steady_clock::now() + options_.handshake_timeout;
@@ -276,7 +303,10 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
                       timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   std::string tls_failure;
   if (hs.index() == 1) tls_failure = "TLS handshake timed out";
-  else if (auto [hs_ec] = std::get<0>(hs); hs_ec) tls_failure = "TLS handshake failed: " + hs_ec.message();
+  else if (auto [hs_ec] = std::get<0>(hs); hs_ec) {
+    if (closed_by_peer(hs_ec) && abandoned()) co_return;
+    tls_failure = "TLS handshake failed: " + hs_ec.message();
+  }
   if (!tls_failure.empty()) {
     unproven("connect", "", tls_failure, {{"path", path}});
     co_return;
@@ -288,17 +318,25 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   auto hello = co_await read_auth_hello(*stream, std::max(left, std::chrono::milliseconds(1)));
   if (!hello) {
+    if (hello.error().is(errc::closed) && abandoned()) co_return;
     unproven("auth", consumer->str(), "bad auth message: " + hello.error().what(), nullptr);
     co_return;
   }
 
+  // Relayed consumers all come from the rendezvous' address: only the total bounds them.
+  const std::string per_address_key = path == "relayed" ? "" : key;
   Admitter admitter(
       grants_, audit_, SystemClock::instance(),
-      [this](const std::string& grant_id) {
-        std::int64_t n = 0;
-        for (const auto& [id, live] : sessions_) n += live->grant.id == grant_id;
+      [this, &per_address_key](const std::string& grant_id) {
+        LiveSessionCounts n;
+        n.total = static_cast<std::int64_t>(sessions_.size());
+        for (const auto& [id, live] : sessions_) {
+          n.on_grant += live->grant.id == grant_id;
+          n.from_address += !per_address_key.empty() && live->address_key == per_address_key;
+        }
         return n;
       },
+      options_.sessions,
       [this, &key](AuditEvent ev) {
         std::string address = ev.address, peer = ev.peer, reason = ev.reason;
         if (audit_refusal(std::move(ev), key)) refused(address, peer, reason);
@@ -316,10 +354,15 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   live->id = session_id;
   live->consumer = *consumer;
   live->address = address;
+  live->address_key = per_address_key;
   live->path = path;
   live->grant = *admission.grant;
   live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);
   sessions_[session_id] = live;
+  if (auto r = session_rows_.add({session_id, live->grant.id, consumer->str(), address, path, {},
+                                  std::chrono::system_clock::now(), ::getpid(), false});
+      !r)
+    spdlog::warn("sessions table: {}", r.error().what());
   if (on_event_)
     on_event_({{"event", "session_open"}, {"session", session_id}, {"grant", live->grant.id},
                {"peer", consumer->str()}, {"address", address}, {"path", path}});
@@ -339,6 +382,7 @@ asio::awaitable<void> Provider::serve_session(std::shared_ptr<LiveSession> live)
   co_await (live->mux->run() && accept_streams());
 
   sessions_.erase(live->id);
+  if (auto r = session_rows_.remove(live->id); !r) spdlog::warn("sessions table: {}", r.error().what());
   closed_bytes_in_ += live->mux->bytes_in();
   closed_bytes_out_ += live->mux->bytes_out();
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live->opened).count();
@@ -378,6 +422,9 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     if (reply.ok) audit(std::move(ev));
     else audit_refusal(std::move(ev), live->address);  // host:port: this session's own key
   }
+  if (reply.ok && live->services_noted.insert(header->service).second)
+    if (auto r = session_rows_.note_service(live->id, header->service); !r)
+      spdlog::warn("sessions table: {}", r.error().what());
   const nlohmann::json reply_json = to_json(reply);  // not a temporary: GCC 12 coroutine bug
   if (!co_await write_stream_message(*stream, reply_json) || !reply.ok) {
     (void)co_await stream->close_write();

@@ -8,10 +8,13 @@
 // past that closes the oldest (admission_slots.hpp), so garbage or stalled
 // peers from one address cannot starve real consumers from another.
 // Refusals before a proof are audited aggregated per address
-// (admission_audit.hpp), and the audit log is pruned to kAuditKeepRows rows
+// (admission_audit.hpp); connections their peer closes before saying anything
+// (a dial race's losers) are not refusals, only counted (abandoned_connections.hpp).
+// The audit log is pruned to kAuditKeepRows rows
 // and kAuditKeepAge at start and hourly. A live
 // session is watched every `watch_interval`: a `runsnack revoke` from another
-// process, or the expiry time passing, ends it within about that long.
+// process, `runsnack kick` of the session (its row in the sessions table,
+// store/session_store.hpp), or the expiry time passing, ends it within about that long.
 //
 // Audit records of services that ask for it (ServiceEntry::batch_audit) are
 // queued and written together, one transaction per kAuditBatchDelay or
@@ -24,12 +27,15 @@
 #include "link/link.hpp"
 #include "net/listener.hpp"
 #include "net/tls_stream.hpp"
+#include "provider/abandoned_connections.hpp"
+#include "provider/admission.hpp"
 #include "provider/admission_audit.hpp"
 #include "provider/admission_slots.hpp"
 #include "provider/service_router.hpp"
 #include "store/audit_log.hpp"
 #include "store/database.hpp"
 #include "store/grant_store.hpp"
+#include "store/session_store.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -58,6 +64,7 @@ struct ProviderOptions {
   std::chrono::milliseconds handshake_timeout{5000};  // TLS + auth message, together
   std::size_t max_pending = 256;
   std::size_t max_pending_per_address = 8;
+  SessionLimits sessions;  // admitted sessions open at once, in all and per address (admission.hpp)
   std::chrono::seconds refusal_interval{60};  // aggregation of unproven refusals (admission_audit.hpp)
   std::chrono::milliseconds watch_interval{250};
 };
@@ -103,6 +110,7 @@ class Provider {
   boost::asio::awaitable<void> serve_session(std::shared_ptr<LiveSession> live);
   boost::asio::awaitable<void> handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream);
   void end_session(LiveSession& live, const std::string& reason);
+  void end_kicked_sessions();  // those `runsnack kick` marked in the sessions table
   void refused(const std::string& address, const std::string& peer, const std::string& reason);
   // A refusal anyone can repeat at will (before a proof, per address; a
   // refused stream, per session): aggregated per key (admission_audit.hpp).
@@ -122,6 +130,7 @@ class Provider {
   boost::asio::ssl::context tls_;
   GrantStore grants_;
   AuditLog audit_;
+  SessionStore session_rows_;  // live sessions as `runsnack links/sessions/kick` see them
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer watch_timer_;
   std::vector<AuditEvent> audit_queue_;  // audit_batched() records not yet written
@@ -133,6 +142,7 @@ class Provider {
   std::map<std::uint64_t, TlsStream*> handshaking_;  // by slot: what evict() closes
   std::map<std::uint64_t, bool> evicted_;            // slots closed to make room, for their audit reason
   RefusalTally refusals_;
+  AbandonTally abandoned_;  // connections closed by their peer before authenticating
   std::chrono::steady_clock::time_point pruned_at_{};
   std::uint64_t closed_bytes_in_ = 0;
   std::uint64_t closed_bytes_out_ = 0;

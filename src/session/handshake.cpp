@@ -22,15 +22,20 @@ using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
-// Reads exactly buffer_size(buf) bytes, or fails at the deadline.
+// Reads exactly buffer_size(buf) bytes, or fails at the deadline. A peer that
+// closes before the first byte of a message fails with errc::closed (e.g. the
+// loser of a consumer's dial race); one that closes inside a message, with
+// errc::malformed.
 asio::awaitable<Result<void>> read_exact(TlsStream& stream, asio::mutable_buffer buf,
-                                         std::chrono::steady_clock::time_point deadline) {
+                                         std::chrono::steady_clock::time_point deadline, bool at_message_start = false) {
   asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
   auto result = co_await (asio::async_read(stream, buf, asio::as_tuple(asio::use_awaitable)) ||
                           timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   if (result.index() == 1) co_return fail(errc::timeout, "peer sent nothing in time");
   auto [ec, n] = std::get<0>(result);
-  if (ec) co_return fail(errc::closed, "connection closed during the handshake (" + ec.message() + ")");
+  if (ec && n == 0 && at_message_start)
+    co_return fail(errc::closed, "connection closed during the handshake (" + ec.message() + ")");
+  if (ec) co_return fail(errc::malformed, "connection closed in the middle of a message (" + ec.message() + ")");
   co_return Result<void>{};
 }
 
@@ -53,7 +58,7 @@ asio::awaitable<Result<void>> read_growing(TlsStream& stream, std::size_t n, std
 asio::awaitable<Result<nlohmann::json>> read_tls_message(TlsStream& stream, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::array<std::uint8_t, kMessagePrefixBytes> prefix{};
-  if (auto r = co_await read_exact(stream, asio::buffer(prefix), deadline); !r) co_return r.error();
+  if (auto r = co_await read_exact(stream, asio::buffer(prefix), deadline, true); !r) co_return r.error();
   auto length = decode_message_length(prefix);
   if (!length) co_return length.error();
   std::vector<std::uint8_t> body;

@@ -23,7 +23,8 @@ namespace runsnack {
 boost::asio::awaitable<Result<std::string>> prove_grant(TlsStream& stream, const Link& link,
                                                         std::chrono::milliseconds timeout = kHandshakeTimeout);
 
-// Provider: reads the consumer's hello.
+// Provider: reads the consumer's hello. errc::closed: the consumer closed the
+// connection before sending any of it (as a dial race's loser does).
 boost::asio::awaitable<Result<AuthHello>> read_auth_hello(TlsStream& stream,
                                                           std::chrono::milliseconds timeout = kHandshakeTimeout);
 boost::asio::awaitable<Result<void>> send_auth_reply(TlsStream& stream, const AuthReply& reply);

@@ -47,6 +47,21 @@ CREATE TABLE usage (
   gpu_us    INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 )sql"},
+    // Live sessions (store/session_store.hpp): what `runsnack links`, `sessions`
+    // and `kick` see of the providers serving this database.
+    {3, R"sql(
+CREATE TABLE sessions (
+  id        TEXT PRIMARY KEY,
+  grant_id  TEXT NOT NULL,
+  peer      TEXT NOT NULL,
+  address   TEXT NOT NULL,
+  path      TEXT NOT NULL,
+  services  TEXT NOT NULL DEFAULT '[]',  -- JSON array of names
+  opened    INTEGER NOT NULL,            -- unix seconds
+  pid       INTEGER NOT NULL,            -- the provider process
+  kicked    INTEGER NOT NULL DEFAULT 0
+) STRICT;
+)sql"},
 };
 
 }  // namespace

@@ -157,7 +157,9 @@ class Help(E2ETestCase):
                      "--json", "--label"],
         ("info",): ["--json", "--timeout", "--watch", "LINK"],
         ("links",): ["--json", "--all"],
-        ("revoke",): ["GRANT-ID"],
+        ("revoke",): ["LINK-ID", "--all", "--json"],
+        ("sessions",): ["--json"],
+        ("kick",): ["SESSION"],
         ("log",): ["--json", "--since"],
         ("remote",): ["add", "list", "remove"],
         ("remote", "add"): ["NAME", "LINK", "stdin"],
@@ -186,6 +188,79 @@ class Help(E2ETestCase):
         self.fails(home, "share", "--listen", "127.0.0.1:99999", contains="bad --listen")
         self.fails(home, "share", "--listen", "127.0.0.1:0", "--expires", "soon", contains="soon")
         self.fails(home, "log", "--since", "yesterday", contains="--since")
+
+
+class Manners(E2ETestCase):
+    """What a new user types first (issue 17): help, typos, numbers, GPUs that are not there."""
+
+    def test_bare_and_help(self):
+        home = self.new_home()
+        bare = self.run_cli(home)
+        self.assertNotEqual(bare.returncode, 0)
+        self.assertIn("share", bare.stderr)
+        self.assertIn("info", bare.stderr)
+        self.assertNotIn("A subcommand is required", bare.stderr)
+        top = self.ok(home, "help")
+        for cmd in ("share", "info", "links", "revoke", "sessions", "kick"):
+            self.assertIn(cmd, top.stdout)
+        share = self.ok(home, "help", "share")
+        self.assertIn("--expires", share.stdout)
+        self.assertIn("--max-uses", share.stdout)
+        self.assertIn("add", self.ok(home, "help", "remote").stdout)
+        self.assertIn("NAME", self.ok(home, "help", "remote", "add").stdout)
+        cp = self.run_cli(home, "help", "shar")
+        self.assertEqual(cp.returncode, 2)
+        self.assertIn("did you mean `share`", cp.stderr)
+
+    def test_unknown_command_suggests_the_nearest(self):
+        home = self.new_home()
+        for typo, meant in (("shar", "share"), ("revok", "revoke"), ("lnks", "links"), ("sesions", "sessions")):
+            with self.subTest(typo):
+                cp = self.run_cli(home, typo)
+                self.assertEqual(cp.returncode, 2)
+                self.assertIn("'%s' is not a command" % typo, cp.stderr)
+                self.assertIn("did you mean `runsnack %s`?" % meant, cp.stderr)
+                self.assertEqual(len(cp.stderr.strip().splitlines()), 1, cp.stderr)
+        cp = self.run_cli(home, "xyzzyplugh")
+        self.assertEqual(cp.returncode, 2)
+        self.assertNotIn("did you mean", cp.stderr)
+        self.assertIn("runsnack help", cp.stderr)
+
+    def test_numeric_errors_in_words(self):
+        home = self.new_home()
+        for args, words in ((("share", "--max-uses", "0"), "1 or more"), (("share", "--max-sessions", "-3"), "1 or more"),
+                            (("share", "--cpu-hours", "-1"), "0 or more"), (("log", "--prune", "--keep", "-5"), "0 or more")):
+            with self.subTest(" ".join(args)):
+                cp = self.run_cli(home, *args)
+                self.assertEqual(cp.returncode, 2, cp.stderr)
+                self.assertIn(words, cp.stderr)
+                self.assertIsNone(re.search(r"\d{12}", cp.stderr), "a huge number in: %r" % cp.stderr)
+
+    def test_gpu_the_machine_lacks_is_refused(self):
+        home = self.new_home()
+        no_nvml = {"RUNSNACK_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
+        for gpu in ("0", "7", "0,1"):
+            with self.subTest(gpu):
+                self.fails(home, "share", "--json", "--listen", "127.0.0.1:0", "--gpu", gpu, contains="no NVIDIA GPU",
+                           env_extra=no_nvml)
+        self.assertEqual(self.links(home, all=True), [], "a refused share must not make a link")
+        fake = os.environ.get("RUNSNACK_FAKE_NVML")
+        if fake:  # the stand-in NVML built with gpu_test: GPUs 0 and 1
+            line = self.fails(home, "share", "--json", "--listen", "127.0.0.1:0", "--gpu", "7", contains="no GPU 7",
+                              env_extra={"RUNSNACK_NVML_LIBRARY": fake})
+            self.assertIn("0, 1", line)
+
+    def test_share_status_codes_only_on_a_terminal(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        human = self.start(phome, "share", "--listen", "127.0.0.1:0", "--no-qr", name="human")
+        self.poll_until(lambda: human.lines, 30, "the link on stdout")
+        link = human.lines[0].strip()
+        self.assertTrue(link.startswith("runsnack://"), human.lines)
+        self.info(chome, link)
+        self.poll_until(lambda: "- session" in human.stderr(), 30, "the session lines on stderr")
+        self.assertIn("+ session", human.stderr())
+        self.assertNotIn("\x1b", human.stderr(), "terminal control codes written to a file")
+        self.assertNotIn("\r", human.stderr())
 
 
 if __name__ == "__main__":

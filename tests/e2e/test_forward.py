@@ -255,23 +255,23 @@ class Forward(ForwardTestCase):
         sessions = provider.events_named("session_open")
         self.assertEqual(len(sessions), 1, "all connections must share one session")
 
-    def test_target_not_exposed_is_refused_and_logged(self):
+    def test_target_not_exposed_is_refused_before_listening(self):
         _, port = start_server(self, EchoHandler)
         other = free_port()
-        phome, provider, fwd, ports = self.share_and_forward([str(port)], ["0:%d" % other])
-        s = connect(ports[0])
-        s.sendall(b"x")
-        # The refused connection is closed; with our unread "x" the kernel may make that a reset.
-        try:
-            self.assertEqual(recv_all(s, timeout=20), b"")
-        except ConnectionResetError:
-            pass
-        ev = fwd.wait_for(lambda e: e.get("event") == "refused", READY_DEADLINE, "refused event")
-        self.assertIn("not exposed", ev["reason"])
-        logged = self.poll_until(lambda: [e for e in self.forward_audit(phome) if e["decision"] == "refuse"], 20,
-                                 "forward refusal in the audit log")
-        self.assertIn("not exposed", logged[0]["reason"])
-        self.assertEqual(logged[0]["detail"]["target"], str(other))
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--expose", "web=127.0.0.1:%d" % port)
+        local = free_port()
+        cp = self.run_cli(chome, "forward", "--json", provider.link, "%d:%d" % (local, other))
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("does not expose '%d'" % other, cp.stderr)
+        self.assertIn("web (port %d)" % port, cp.stderr)
+        self.assertNotIn('"listening"', cp.stdout)
+        # Nothing listened on the local port.
+        with socket.socket() as s:
+            self.assertNotEqual(s.connect_ex(("127.0.0.1", local)), 0)
+        # By name or by its port, the exposed one is fine.
+        fwd = self.start(chome, "forward", "--json", provider.link, "0:%d" % port, name="forward")
+        fwd.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "forward ready")
 
     def test_target_that_refuses_connections(self):
         dead = free_port()  # nothing listens there
@@ -359,7 +359,7 @@ class Forward(ForwardTestCase):
         plain = self.start_provider(phome)
         self.fails(chome, "forward", plain.link, "11434", contains="--expose")
         exposed = self.start_provider(phome, "--expose", "web=%d" % free_port(), name="provider2")
-        self.fails(chome, "forward", exposed.link, "nope", contains=["no target named", "web"])
+        self.fails(chome, "forward", exposed.link, "nope", contains=["does not expose 'nope'", "web"])
 
 
 class Reconnect(ForwardTestCase):

@@ -1,5 +1,7 @@
 """Authorization end to end: pinned provider key, secret proof, grant terms, revocation."""
 
+import datetime
+import json
 import signal
 import time
 import unittest
@@ -131,6 +133,132 @@ class Terms(E2ETestCase):
         self.fails(b_home, "info", "--json", provider.link, contains="bound to another consumer")
         info = self.info(a_home, provider.link)
         self.assertEqual(info["grant"]["uses"], 2)
+
+
+class DefaultExpiry(E2ETestCase):
+    """New links live 24 h unless --expires says otherwise (issue 17); `--expires never` opts out."""
+
+    def test_default_lifetime_stated_and_never_opts_out(self):
+        phome = self.new_home("provider")
+        provider = self.start_provider(phome)
+        self.assertIsNotNone(provider.ready["expires"], "a new link must expire by default: %r" % provider.ready)
+        expires = datetime.datetime.strptime(provider.ready["expires"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc)
+        left = (expires - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        self.assertTrue(23 * 3600 < left <= 24 * 3600 + 60, "expires in %.0f s, not about 24 h" % left)
+        self.assertEqual(self.grant_row(phome, provider.grant)["expires"], provider.ready["expires"])
+        provider.stop()
+
+        forever = self.start_provider(phome, "--expires", "never", name="forever")
+        self.assertIsNone(forever.ready["expires"])
+        self.assertIsNone(self.grant_row(phome, forever.grant)["expires"])
+        forever.stop()
+
+        # A person reads when and how to change it.
+        human = self.start(phome, "share", "--listen", "127.0.0.1:0", "--no-qr", name="human")
+        self.poll_until(lambda: "Sharing as" in human.stderr(), 30, "share's human output")
+        text = human.stderr()
+        self.assertIn("expires", text)
+        self.assertIn("24h", text)
+        self.assertIn("--expires never", text)
+        human.stop()
+
+
+class LinksAndRevoke(E2ETestCase):
+    def make_links(self, home, n, *args):
+        out = []
+        for i in range(n):
+            p = self.start_provider(home, *args, name="maker%d" % i)
+            out.append((p.grant, p.link))
+            p.stop()  # right after "ready" a SIGTERM may come before share's handler: no exit status check
+        return out
+
+    def test_revoke_several_all_and_pasted_link(self):
+        phome = self.new_home("provider")
+        (a, _), (b, _), (c, c_link), (d, _) = self.make_links(phome, 4)
+        cp = self.ok(phome, "revoke", a, b)
+        self.assertIn("revoked " + a, cp.stdout)
+        self.assertIn("revoked " + b, cp.stdout)
+        # A pasted link: revoked by its id, and never printed back (it holds the secret).
+        secret = c_link.split("#k=")[1]
+        cp = self.ok(phome, "revoke", c_link)
+        self.assertIn("revoked " + c, cp.stdout)
+        self.assertNotIn(secret, cp.stdout + cp.stderr)
+        self.assertNotIn("runsnack://", cp.stdout + cp.stderr)
+        cp = self.ok(phome, "revoke", "-", input=c_link + "\n")  # from stdin too (idempotent)
+        self.assertNotIn(secret, cp.stdout + cp.stderr)
+        damaged = c_link.replace("peer=", "peer=zz") + "X"
+        line = self.fails(phome, "revoke", damaged, contains="does not parse")
+        self.assertNotIn(secret, line)
+        self.assertEqual({g["id"]: g["state"] for g in self.links(phome, all=True)},
+                         {a: "revoked", b: "revoked", c: "revoked", d: "active"})
+        # Unknown ids fail; the known ones given with them are still revoked.
+        self.fails(phome, "revoke", "zzzzzzzzzz", contains="no link with id")
+        cp = self.ok(phome, "revoke", "--all", "--json")
+        self.assertEqual(json.loads(cp.stdout)["revoked"], [d])
+        self.assertEqual(self.links(phome), [])
+        revokes = [e["grant_id"] for e in self.audit(phome) if e["kind"] == "revoke"]
+        self.assertEqual(sorted(set(revokes)), sorted([a, b, c, d]))
+        self.fails(phome, "revoke", contains="--all")
+
+    def test_links_shows_label_and_live_sessions(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--label", "for Ana", "--max-sessions", "5", "--max-uses", "9")
+        row = self.grant_row(phome, provider.grant)
+        self.assertEqual(row["live_sessions"], 0)
+        watcher = self.start(chome, "info", "--watch", "1", "--json", provider.link, name="watcher")
+        watcher.wait_for(lambda e: "grant" in e, READY_DEADLINE, "the first report")
+        self.assertEqual(self.grant_row(phome, provider.grant)["live_sessions"], 1)
+        lines = self.ok(phome, "links").stdout.splitlines()
+        self.assertIn("LABEL", lines[0])
+        mine = [l for l in lines if l.startswith(provider.grant)]
+        self.assertEqual(len(mine), 1, lines)
+        cols = mine[0].split()
+        self.assertEqual(cols[2], "1/9", mine[0])   # uses
+        self.assertEqual(cols[3], "1/5", mine[0])   # live sessions / the most at once
+        self.assertIn("for Ana", mine[0])
+        watcher.stop()
+        self.poll_until(lambda: self.grant_row(phome, provider.grant)["live_sessions"] == 0, 30,
+                        "the session to leave `links`")
+
+
+class SessionsAndKick(E2ETestCase):
+    def test_sessions_lists_and_kick_ends_one(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        consumer_id = self.peer_id(chome)
+        provider = self.start_provider(phome)
+        self.assertEqual(json.loads(self.ok(phome, "sessions", "--json").stdout), [])
+        watcher = self.start(chome, "info", "--watch", "1", "--json", provider.link, name="watcher")
+        watcher.wait_for(lambda e: "grant" in e, READY_DEADLINE, "the first report")
+        opened = provider.wait_for(lambda e: e.get("event") == "session_open", READY_DEADLINE, "session_open")
+        live = json.loads(self.ok(phome, "sessions", "--json").stdout)
+        self.assertEqual(len(live), 1, live)
+        s = live[0]
+        self.assertEqual(s["session"], opened["session"])
+        self.assertEqual((s["grant"], s["peer"], s["path"]), (provider.grant, consumer_id, "direct"))
+        self.assertEqual(s["address"], opened["address"])
+        self.assertIn("info", s["services"])
+        self.assertTrue(s["since"].endswith("Z"))
+        human = self.ok(phome, "sessions").stdout
+        self.assertIn(s["session"], human)
+        self.assertIn(consumer_id[:12], human)
+
+        self.fails(phome, "kick", "nosuchsession", contains="no live session")
+        cp = self.ok(phome, "kick", s["session"])
+        self.assertIn("kicked", cp.stdout)
+        rc = watcher.wait(20)
+        self.assertIsNotNone(rc, "the kicked session is still open: %s" % watcher.stderr())
+        self.assertNotEqual(rc, 0)
+        closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
+        self.assertIn("kick", closed["reason"])
+        events = self.audit(phome)
+        kicks = [e for e in events if e["kind"] == "kick"]
+        self.assertEqual(len(kicks), 1, events)
+        self.assertEqual((kicks[0]["grant_id"], kicks[0]["peer"]), (provider.grant, consumer_id))
+        self.assertEqual(kicks[0]["detail"]["session"], s["session"])
+        self.poll_until(lambda: json.loads(self.ok(phome, "sessions", "--json").stdout) == [], 20, "no live sessions")
+        # The link itself still works.
+        self.assertEqual(self.info(chome, provider.link)["grant"]["id"], provider.grant)
 
 
 class Revocation(E2ETestCase):

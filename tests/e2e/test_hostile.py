@@ -163,6 +163,36 @@ class HostileConsumer(HostileTestCase):
         self.assertGreater(result.get("ended", 0) + (1 if result.get("closed") else 0), 0,
                            "no stream was refused although 400 MiB were announced and sent: %r" % result)
 
+    def test_sessions_are_bounded_per_address_and_in_all(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--sessions-per-address", "4", "--total-sessions", "6")
+        hog = self.attacker("hold", provider.link, "10", "60", "127.0.0.2")
+        first = json.loads(hog.stdout.readline())
+        print("10 sessions from 127.0.0.2 under --sessions-per-address 4: %r" % first)
+        self.assertEqual(first["ready"], 4, first)
+        self.assertEqual(len(first["refused"]), 6, first)
+        self.assertIn("your address already has 4 sessions open", first["refused"][0])
+        # Another address still gets in.
+        self.assertEqual(self.info(chome, provider.link)["provider"], provider.peer)
+        time.sleep(1.0)  # info's own session has ended
+        hog2 = self.attacker("hold", provider.link, "4", "60", "127.0.0.3")
+        second = json.loads(hog2.stdout.readline())
+        self.assertEqual(second["ready"], 2, second)  # 4 + 2: the provider's 6
+        self.assertIn("its limit of 6 sessions", second["refused"][0])
+        self.fails(chome, "info", provider.link, contains="its limit of 6 sessions")
+        # The hogs gone, everyone is served again; the provider never stopped.
+        for p in (hog, hog2):
+            p.kill()
+            p.wait(10)
+        deadline = time.monotonic() + 30
+        while True:
+            cp = self.run_cli(chome, "info", "--json", provider.link)
+            if cp.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertTrue(provider.alive())
+
     def test_idle_connections_from_one_address(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome)
@@ -343,11 +373,15 @@ class HostileProvider(HostileTestCase):
         self.watch_consumer("push-streams", ["info", "LINK"], 64 * MIB, 60)
 
     def test_announced_frame_against_run(self):
+        # The provider announces a 32 MiB frame and sends none of it, answering keepalives: the
+        # consumer holds little and gives up after the Mux's 60 s message stall limit.
         work = os.path.join(self.tmp, "work")
         os.makedirs(work)
         with open(os.path.join(work, "a.txt"), "w") as f:
             f.write("hello")
-        ended, err = self.watch_consumer("announce", ["run", "--sync", work, "LINK", "--", "true"], 64 * MIB, 60)
+        ended, err = self.watch_consumer("announce", ["run", "--sync", work, "LINK", "--", "true"], 64 * MIB, 120)
+        self.assertTrue(ended, "run waited past 120 s on a provider that stopped in the middle of a frame")
+        self.assertIn("stopped sending in the middle of a message", err)
         self.watch_consumer("announce", ["info", "LINK"], 64 * MIB, 60)
 
 

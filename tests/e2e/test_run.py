@@ -79,6 +79,24 @@ class Basics(RunBase):
             self.assertIn(key, ends[0]["detail"])
         self.assertTrue([e for e in events if e["kind"] == "run_start"])
 
+    def test_missing_command_exits_127_in_one_line(self):
+        self.setup_pair()
+        self.write("script.sh", "#!/bin/sh\necho hi\n")  # no x bit
+        os.chmod(self.write("ok.sh", "#!/bin/sh\necho hi\n"), 0o755)
+        for cmd, status, words in ((["no-such-command-runsnack", "--flag"], 127, "command not found on the provider"),
+                                   (["./missing.sh"], 127, "command not found on the provider"),
+                                   (["./script.sh"], 126, "not executable on the provider")):
+            with self.subTest(cmd[0]):
+                cp = self.run_remote(*cmd)
+                self.assertEqual(cp.returncode, status, cp.stderr)
+                lines = [l for l in cp.stderr.splitlines() if cmd[0] in l]
+                self.assertEqual(len(lines), 1, cp.stderr)
+                self.assertTrue(lines[0].startswith("runsnack: %s: %s" % (cmd[0], words)), cp.stderr)
+                self.assertNotIn("bwrap", cp.stderr)
+        # A real command is unaffected, and so is an executable script of the workspace.
+        cp = self.run_remote("./ok.sh")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "hi\n"), cp.stderr)
+
     def test_streaming_first_line_before_end(self):
         self.setup_pair()
         proc = self.start_run("sh", "-c", "echo first; sleep 4; echo second")

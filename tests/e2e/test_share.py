@@ -8,7 +8,7 @@ import struct
 import time
 import unittest
 
-from harness import E2ETestCase, READY_DEADLINE, free_port
+from harness import E2ETestCase, READY_DEADLINE, free_port, random_secret, replace_query_param, replace_secret
 
 INFO_KEYS = {"host", "gpus", "gpu_note", "grant", "provider", "path", "address", "setup_ms", "rtt_ms",
              "bandwidth_mbps"}
@@ -24,7 +24,7 @@ class HappyPath(E2ETestCase):
         self.assertEqual(provider.peer, self.peer_id(phome))
         self.assertIn("peer=" + provider.peer, provider.link)
         self.assertIn("/g/" + provider.grant, provider.link)
-        self.assertIsNone(provider.ready["expires"])
+        self.assertIsNotNone(provider.ready["expires"])  # 24 h by default (test_grants.DefaultExpiry)
 
         info = self.info(chome, provider.link)
         self.assertTrue(INFO_KEYS <= set(info), "missing keys: %s" % (INFO_KEYS - set(info)))
@@ -197,6 +197,42 @@ class HostileConnections(E2ETestCase):
         info = self.info(chome, provider.link)
         self.assertEqual(info["grant"]["uses"], 1)
         self.assertTrue(provider.alive())
+
+
+class DialRaceLosers(E2ETestCase):
+    """A consumer dials every address of the link and closes the connections that lose the race:
+    those are not refusals (issue 17), while a wrong secret still is."""
+
+    def test_losing_connections_are_not_refusals(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        consumer_id = self.peer_id(chome)
+        provider = self.start_provider(phome, listen="0.0.0.0:0")
+        # Four candidate addresses, all this provider (every 127/8 address is loopback): three lose each race.
+        addresses = ",".join("127.0.0.%d:%d" % (i, provider.port) for i in (1, 2, 3, 4))
+        link = replace_query_param(provider.link, "c", addresses)
+        self.assertIn("c=" + addresses, link)
+        for n in (1, 2, 3):
+            self.assertEqual(self.info(chome, link)["grant"]["uses"], n)
+        self.fails(chome, "info", "--json", replace_secret(link, random_secret()), contains="wrong secret")
+        provider.wait_for(lambda e: e.get("event") == "refused", READY_DEADLINE, "the wrong secret's refused event")
+        self.assertEqual(provider.stop(), 0, provider.stderr())  # writes what is aggregated
+
+        events = self.audit(phome)
+        refusals = [e for e in events if e["decision"] == "refuse"]
+        self.assertEqual(len(refusals), 1, "expected only the wrong secret's refusal: %r" % refusals)
+        self.assertEqual(refusals[0]["kind"], "auth")
+        self.assertIn("wrong secret", refusals[0]["reason"])
+        self.assertEqual(refusals[0]["peer"], consumer_id)
+        self.assertEqual([e["reason"] for e in provider.events_named("refused")], [refusals[0]["reason"]])
+        # What the losers left, if anything, is an aggregated record that says what happened.
+        for e in events:
+            if e["decision"] == "abandon":
+                self.assertEqual(e["kind"], "connect")
+                self.assertGreaterEqual(e["detail"]["count"], 1)
+                self.assertIn("closed", e["reason"])
+        human = self.ok(phome, "log").stdout
+        self.assertNotIn("refuse (bad auth message", human)
+        self.assertNotIn("TLS handshake failed", human)
 
 
 if __name__ == "__main__":

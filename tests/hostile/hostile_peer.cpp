@@ -11,6 +11,9 @@
 //                                           STREAMS streams, each a valid header for SERVICE, then
 //                                           an fs control frame announcing BYTES of which SEND
 //                                           arrive; held HOLD seconds (keepalives answered)
+//   hold LINK SESSIONS SECONDS SOURCE       SESSIONS sessions from address SOURCE, one after the
+//                                           other, each held SECONDS (pings answered); prints
+//                                           {"ready":N} when all are tried, then how many held
 // As a provider (prints {"event":"ready","link":...}, serves until killed):
 //   provider MODE   escape       info with terminal escapes in every string; refusals likewise
 //                   ping-flood   after the grant proof, pings without reading
@@ -173,6 +176,46 @@ awaitable<Connected> connect_and_prove(const Identity& id, const Link& link) {
   auto session = co_await prove_grant(*c.stream, link);
   if (!session) die("grant proof refused: " + session.error().what());
   co_return c;
+}
+
+// One session from `source`, proven; an error value when the provider refuses it.
+awaitable<Result<Connected>> open_session_from(const Identity& id, const Link& link, const std::string& source) {
+  auto ex = co_await asio::this_coro::executor;
+  const auto& ep = link.candidates.front();
+  Connected c;
+  c.tls = std::make_unique<asio::ssl::context>(*make_tls_context(id, TlsRole::client));
+  tcp::socket sock(ex, tcp::endpoint(asio::ip::make_address(source), 0));
+  co_await sock.async_connect(tcp::endpoint(asio::ip::make_address(ep.host), ep.port), asio::use_awaitable);
+  c.stream = std::make_unique<TlsStream>(std::move(sock), *c.tls);
+  co_await c.stream->async_handshake(asio::ssl::stream_base::client, asio::use_awaitable);
+  auto session = co_await prove_grant(*c.stream, link);
+  if (!session) co_return session.error();
+  co_return c;
+}
+
+awaitable<void> hold_sessions(const Identity& id, Link link, int sessions, int seconds, std::string source) {
+  auto ex = co_await asio::this_coro::executor;
+  std::vector<Connected> held;
+  json refused = json::array();
+  for (int i = 0; i < sessions; ++i) {
+    auto c = co_await open_session_from(id, link, source);
+    if (c) held.push_back(std::move(*c));
+    else refused.push_back(c.error().what());
+  }
+  std::cout << json{{"ready", held.size()}, {"refused", refused}}.dump() << std::endl;
+  int alive = 0;
+  auto until = Clock::now() + std::chrono::seconds(seconds);
+  for (auto& c : held) {
+    asio::co_spawn(ex, [&alive, &c, until]() -> awaitable<void> {
+      Seen seen;
+      std::string replies;
+      co_await read_frames(*c.stream, seen, until, true, &replies);
+      alive += !seen.closed;
+    }, asio::detached);
+  }
+  asio::steady_timer t(ex, until + std::chrono::seconds(1));
+  co_await t.async_wait(asio::use_awaitable);
+  std::cout << json{{"held", alive}, {"refused", refused}}.dump() << std::endl;
 }
 
 awaitable<void> ping_flood_provider(const Identity& id, Link link, int seconds) {
@@ -354,6 +397,7 @@ awaitable<void> hostile_provider(const Identity& id, std::string mode) {
 int usage() {
   std::cerr << "usage: runsnack_hostile_peer ping-flood LINK SECONDS\n"
                "       runsnack_hostile_peer announce LINK STREAMS BYTES SEND HOLD SERVICE ARGS_JSON\n"
+               "       runsnack_hostile_peer hold LINK SESSIONS SECONDS SOURCE\n"
                "       runsnack_hostile_peer provider escape|ping-flood|announce|push-streams\n";
   return 2;
 }
@@ -388,6 +432,8 @@ int main(int argc, char** argv) {
                    announce_to_provider(*id, link_of(a[1]), std::stoi(a[2]), static_cast<std::uint32_t>(std::stoul(a[3])),
                                         std::stoull(a[4]), std::stoi(a[5]), a[6], args),
                    on_done);
+  } else if (a[0] == "hold" && a.size() == 5) {
+    asio::co_spawn(io, hold_sessions(*id, link_of(a[1]), std::stoi(a[2]), std::stoi(a[3]), a[4]), on_done);
   } else if (a[0] == "provider" && a.size() == 2) {
     asio::co_spawn(io, hostile_provider(*id, a[1]), on_done);
   } else {

@@ -3,6 +3,7 @@
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
 #include "services/exec/cgroup.hpp"
+#include "services/exec/command_lookup.hpp"
 #include "services/exec/child_process.hpp"
 #include "services/exec/detached_commands.hpp"
 #include "services/exec/launch.hpp"
@@ -227,14 +228,31 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     co_return co_await refuse(*stream, ws.error());
   }
 
+  std::vector<std::filesystem::path> hidden;
+  if (auto sd = state_dir()) hidden.push_back(*sd);
+  if (const char* home = std::getenv("HOME")) hidden.emplace_back(home);
+  // A command that is not there ends as a shell's would (127, 126), with one line, not bwrap's error.
+  const std::string path_env = req->env.contains("PATH") ? req->env.at("PATH") : std::string(kSandboxPath);
+  const std::string command = req->argv.front();
+  const int missing = lookup_exit_status(
+      co_await fs::offload([&] { return lookup_command(command, ws->path, path_env, hidden); }));
+  if (missing != 0) {
+    std::string message = command.substr(0, 200) + (missing == 127 ? ": command not found on the provider"
+                                                                   : ": not executable on the provider (a folder, or no x permission)");
+    audit(ctx, "run_start", "refuse", message, nlohmann::json::object());
+    const nlohmann::json done = {{"type", "exit"}, {"status", missing}, {"signal", nullptr}, {"reason", ""},
+                                 {"message", message}, {"seconds", 0}};
+    if (co_await fs::write_control(*stream, done)) (void)co_await stream->close_write();
+    co_return;
+  }
+
   static std::atomic<std::uint64_t> counter{0};
   LaunchRequest launch;
   launch.spec.workspace = ws->path;
   launch.spec.argv = req->argv;
   launch.spec.env = req->env;
   launch.spec.gpus = gpus;
-  if (auto sd = state_dir()) launch.spec.hidden.push_back(*sd);
-  if (const char* home = std::getenv("HOME")) launch.spec.hidden.emplace_back(home);
+  launch.spec.hidden = hidden;
   launch.terms = terms;
   launch.cgroup_name = "runsnack-" + ctx.session_id + "-" + std::to_string(++counter);
   launch.user = ws->user;

@@ -1,5 +1,7 @@
 #include "services/exec/sandbox.hpp"
 
+#include "services/exec/command_lookup.hpp"
+
 #include <unistd.h>
 
 namespace runsnack::exec {
@@ -108,7 +110,7 @@ std::string Sandbox::group(gid_t gid) {
 
 std::vector<std::string> Sandbox::envp() const {
   std::map<std::string, std::string> env = {
-      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"PATH", kSandboxPath},
       {"HOME", kWorkspaceMount},
       {"TMPDIR", "/tmp"},
       {"LANG", "C.UTF-8"},
