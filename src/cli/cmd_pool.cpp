@@ -74,7 +74,8 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen, starting_credits, lease = "30", http, scheduler = "learned", max_price, give_up_after = "60";
+  std::string db, listen, starting_credits, lease = "30", http, scheduler = "learned", max_price, give_up_after = "60",
+              independent_wait;
   bool json = false;
 };
 
@@ -105,6 +106,19 @@ int serve(const ServeArgs& args) {
     return report("bad --give-up-after '" + args.give_up_after + "': seconds, e.g. 60");
   }
   if (policy.give_up_ms < 1000) return report("--give-up-after must be at least 1 s");
+  // A shard's copy waiting for an independent device must settle before the
+  // job is given up as stuck: by default half the give-up time, at most 20 s.
+  policy.independent_wait_ms = std::min<std::int64_t>(policy.independent_wait_ms, policy.give_up_ms / 2);
+  if (!args.independent_wait.empty()) {
+    try {
+      policy.independent_wait_ms = static_cast<std::int64_t>(std::stod(args.independent_wait) * 1000);
+    } catch (const std::exception&) {
+      return report("bad --independent-wait '" + args.independent_wait + "': seconds, e.g. 20");
+    }
+    if (policy.independent_wait_ms < 0 || policy.independent_wait_ms >= policy.give_up_ms)
+      return report("--independent-wait must be 0 or more and less than --give-up-after (" + args.give_up_after +
+                    " s): a job waiting that long is given up");
+  }
   if (!args.max_price.empty()) {
     auto most = pool::parse_credits(args.max_price);
     if (!most || *most <= 0) return report("bad --max-price '" + args.max_price + "': credits per device-hour, e.g. 20");
@@ -500,6 +514,10 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   serve_cmd->add_option("--give-up-after", sa->give_up_after,
                         "Fail a job when no online worker may run any of its remaining tasks (e.g. a quorum copy "
                         "every online worker is barred from) for this many seconds, saying why (default 60)");
+  serve_cmd->add_option("--independent-wait", sa->independent_wait,
+                        "Seconds a replicated shard whose copies disagree (or agree only from one network) waits for "
+                        "a worker on another network before it is delivered unverified (default 20, at most half of "
+                        "--give-up-after)");
   serve_cmd->add_option("--scheduler", sa->scheduler,
                         "learned: the multi-objective scheduler that learns each device's speed, price and "
                         "reliability and follows each job's --prefer (default; docs/SCHEDULER.md); fastest: part 1's "

@@ -76,6 +76,17 @@ AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<st
       }
     }
   }
+  // A device is paid for any moment once.
+  std::map<std::string, std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, std::string>>> spans;
+  for (const auto& [task, t] : terms)
+    if (t.paid_span && t.paid_span->second > t.paid_span->first) spans[t.device].push_back({*t.paid_span, task});
+  for (auto& [device, list] : spans) {
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i)
+      if (list[i].first.first < list[i - 1].first.second)
+        r.problems.push_back("device " + device + " was paid twice for the same time: tasks " + list[i - 1].second +
+                             " and " + list[i].second);
+  }
   r.transactions = static_cast<std::int64_t>(txn_sum.size());
   for (const auto& [txn, sum] : txn_sum)
     if (sum != 0) r.problems.push_back("txn " + std::to_string(txn) + " sums to " + format_credits(sum) + ", not 0");

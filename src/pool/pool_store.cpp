@@ -171,6 +171,13 @@ CREATE TABLE link_credits (
   claimed_at  INTEGER
 ) STRICT;
 )sql"},
+    {8, R"sql(
+-- A device is paid for time once (issue 16): results record the time they
+-- were paid for, which never overlaps another of the device's.
+ALTER TABLE devices ADD COLUMN paid_until INTEGER NOT NULL DEFAULT 0;  -- end of its last paid result, unix ms
+ALTER TABLE results ADD COLUMN paid_from INTEGER;
+ALTER TABLE results ADD COLUMN paid_to INTEGER;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -318,6 +325,11 @@ CREATE TABLE link_credits (
   claimed_by  TEXT,
   claimed_at  BIGINT
 );
+)sql"},
+    {8, R"sql(
+ALTER TABLE devices ADD COLUMN paid_until BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE results ADD COLUMN paid_from BIGINT;
+ALTER TABLE results ADD COLUMN paid_to BIGINT;
 )sql"},
 };
 
@@ -712,8 +724,9 @@ Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) 
 }
 
 Result<CompleteOutcome> PoolStore::complete(const std::string& task, std::int64_t attempt, const std::string& peer,
-                                            const TaskResult& result, std::int64_t now_ms) {
-  const Completion one{task, attempt, &result};
+                                            const TaskResult& result, std::int64_t now_ms,
+                                            std::int64_t arrived_ms) {
+  const Completion one{task, attempt, &result, arrived_ms};
   auto out = complete_many(peer, {&one, 1}, now_ms);
   if (!out) return out.error();
   return std::move(out->front());
@@ -729,13 +742,15 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
 
   // 1. Every named task's lease, job and device, in one read.
   struct Lease {
-    std::string state, worker, job, job_state;
+    std::string state, worker, job, job_state, device;
     std::int64_t attempts = 0, lease_start = 0, shard = 0;
+    std::int64_t paid_from = 0, paid_to = 0;  // the device time this result is paid for
     double score = 0, price = 0;  // the lease's terms, fixed when it was given
     Micro escrow = 0;           // what the job's escrow holds
     bool job_pending = false;   // the job has pending tasks (so cannot finish in this batch)
   };
   std::unordered_map<std::string, Lease> leases;
+  std::map<std::string, std::int64_t> paid_until;  // device -> end of its last paid result
   {
     std::vector<std::string> ids;
     for (const auto& r : results)
@@ -744,7 +759,8 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
         "SELECT t.id, t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, "
         "CAST(COALESCE(t.lease_score, 0) AS BIGINT), CAST(COALESCE(t.lease_price, 0) AS BIGINT), t.shard, "
         "(SELECT b.amount FROM balances b WHERE b.account = ?1 || t.job), "
-        "CASE WHEN EXISTS (SELECT 1 FROM tasks p WHERE p.state = 'pending' AND p.job = t.job) THEN 1 ELSE 0 END "
+        "CASE WHEN EXISTS (SELECT 1 FROM tasks p WHERE p.state = 'pending' AND p.job = t.job) THEN 1 ELSE 0 END, "
+        "t.device, (SELECT d.paid_until FROM devices d WHERE d.id = t.device) "
         "FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.id IN (" + param_list(ids.size(), 2) + ")");
     if (!st) return st.error();
     st->bind(1, std::string_view(escrow_account("")));
@@ -761,6 +777,9 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
       l.shard = st->column_int64(9);
       l.escrow = st->column_int64(10);
       l.job_pending = st->column_int64(11) != 0;
+      l.device = st->column_optional_text(12).value_or("");
+      if (l.device.empty()) l.device = "peer:" + l.worker;
+      paid_until.emplace(l.device, st->column_optional_int64(13).value_or(0));
       leases.emplace(st->column_text(0), std::move(l));
     }
   }
@@ -781,6 +800,19 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
   }
   if (accepted.empty()) return out;
 
+  // The device time each is paid for: from the later of its lease's start and
+  // the end of the device's last paid result, to the result's arrival. Tasks
+  // leased together and returned together are not each paid the batch's
+  // whole time; a result held for a quorum is not paid for the wait.
+  for (std::size_t i : accepted) {
+    Lease& l = leases[results[i].task];
+    std::int64_t& until = paid_until[l.device];
+    const std::int64_t arrived = results[i].arrived_ms > 0 ? std::min(results[i].arrived_ms, now_ms) : now_ms;
+    l.paid_to = std::max(arrived, l.lease_start);
+    l.paid_from = std::min(std::max(l.lease_start, until), l.paid_to);
+    until = std::max(until, l.paid_to);
+  }
+
   // 3. The tasks done and their results.
   {
     auto up = db_.prepare("UPDATE tasks SET state = 'done' WHERE id IN (" + param_list(accepted.size()) +
@@ -798,20 +830,28 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     // With the terms the attempt was leased at: audit-ledger checks its payment against them.
     auto ins = db_.prepare(
         "INSERT INTO results (task, worker, exit_code, stdout, files, signature, received, lease_price, lease_score, "
-        "lease_start) VALUES " + value_rows(accepted.size(), 10));
+        "lease_start, paid_from, paid_to) VALUES " + value_rows(accepted.size(), 12));
     if (!ins) return ins.error();
     for (std::size_t k = 0; k < accepted.size(); ++k) {
       const Completion& c = results[accepted[k]];
       const TaskResult& r = *c.result;
       const Lease& l = leases[c.task];
-      const int p = static_cast<int>(k * 10);
+      const int p = static_cast<int>(k * 12);
       ins->bind(p + 1, std::string_view(c.task)).bind(p + 2, std::string_view(peer)).bind(p + 3, r.exit_code);
       ins->bind_blob(p + 4, {reinterpret_cast<const std::uint8_t*>(r.stdout_data.data()), r.stdout_data.size()});
       ins->bind(p + 5, std::string_view(r.files.dump())).bind(p + 6, std::string_view(r.signature)).bind(p + 7, now_ms);
       ins->bind(p + 8, static_cast<std::int64_t>(std::llround(l.price * 1000))).bind(p + 9, static_cast<std::int64_t>(l.score));
-      ins->bind(p + 10, l.lease_start);
+      ins->bind(p + 10, l.lease_start).bind(p + 11, l.paid_from).bind(p + 12, l.paid_to);
     }
     if (auto r = ins->run(); !r) return r.error();
+    auto mark = db_.prepare("UPDATE devices SET paid_until = ?1 WHERE id = ?2 AND paid_until < ?1");
+    if (!mark) return mark.error();
+    for (const auto& [device, until] : paid_until) {
+      if (device.starts_with("peer:")) continue;
+      mark->reset();
+      mark->bind(1, until).bind(2, std::string_view(device));
+      if (auto r = mark->run(); !r) return r.error();
+    }
   }
 
   // 4. Each payment out of its job's escrow, in order (never more than is left).
@@ -831,7 +871,7 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
   for (std::size_t i : accepted) {
     const Lease& l = leases[results[i].task];
     Micro& have = left[escrow_account(l.job)];
-    Micro charge = task_charge(l.price, l.score, std::chrono::milliseconds(now_ms - l.lease_start), have);
+    Micro charge = task_charge(l.price, l.score, std::chrono::milliseconds(l.paid_to - l.paid_from), have);
     have -= charge;
     out[i].paid = charge;
     if (charge > 0) {
@@ -1256,8 +1296,8 @@ Result<AuditReport> PoolStore::audit() {
   std::map<std::string, std::string> finisher;
   std::map<std::string, PaidTerms> terms;  // results accepted since leases record their terms
   auto ts = db_.prepare(
-      "SELECT r.task, r.worker, r.lease_price, r.lease_score, r.lease_start, r.received FROM results r "
-      "JOIN tasks t ON t.id = r.task WHERE t.state = 'done'");
+      "SELECT r.task, r.worker, r.lease_price, r.lease_score, r.lease_start, r.received, r.paid_from, r.paid_to, "
+      "t.device FROM results r JOIN tasks t ON t.id = r.task WHERE t.state = 'done'");
   if (!ts) return ts.error();
   while (true) {
     auto row = ts->step();
@@ -1265,9 +1305,12 @@ Result<AuditReport> PoolStore::audit() {
     if (!*row) break;
     finisher[ts->column_text(0)] = ts->column_text(1);
     auto price = ts->column_optional_int64(2), score = ts->column_optional_int64(3), start = ts->column_optional_int64(4);
-    if (price && score && start)
-      terms[ts->column_text(0)] = {static_cast<double>(*price) / 1000.0, static_cast<double>(*score),
-                                   std::chrono::milliseconds(ts->column_int64(5) - *start)};
+    if (!price || !score || !start) continue;
+    PaidTerms t{static_cast<double>(*price) / 1000.0, static_cast<double>(*score),
+                std::chrono::milliseconds(ts->column_int64(5) - *start), ts->column_optional_text(8).value_or(""), {}};
+    auto from = ts->column_optional_int64(6), to = ts->column_optional_int64(7);
+    if (from && to) t.run_time = std::chrono::milliseconds(*to - *from), t.paid_span = std::pair{*from, *to};
+    terms[ts->column_text(0)] = std::move(t);
   }
   AuditReport report = audit_ledger(entries, finisher, terms);
   // The kept balances must be the ledger's sums.

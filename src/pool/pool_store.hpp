@@ -37,6 +37,9 @@ struct PoolPolicy {
   std::int64_t exclude_after = 3;            // wrong results before a device gets no more work
   double max_price = 0;                      // credits per device-hour a worker may ask (0: any)
   std::int64_t give_up_ms = 60'000;          // a job no online worker may serve fails after this (stall_watch.hpp)
+  // A shard whose copies want a device on another network (or another peer)
+  // waits this long for one to come online before it is delivered unverified.
+  std::int64_t independent_wait_ms = 20'000;
 };
 
 // How a job treats shards whose command exits non-zero (`pool submit --retries N --allow-failures`).
@@ -120,6 +123,7 @@ struct Completion {
   std::string task;
   std::int64_t attempt = 0;
   const TaskResult* result = nullptr;
+  std::int64_t arrived_ms = 0;  // when the result came (0: now); a result held for a quorum is paid up to then
 };
 
 struct CompleteOutcome {
@@ -221,8 +225,12 @@ class PoolStore {
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
   // Accepts a result for (task, attempt) from `peer` when that lease is the
   // live one; pays the worker once and ends the job when it was the last.
+  // A device is paid for time once: from the later of the lease's start and
+  // the end of its last paid result, to the result's arrival (`arrived_ms`,
+  // 0: now), at the lease's terms; tasks leased together are not each paid
+  // the batch's whole time.
   Result<CompleteOutcome> complete(const std::string& task, std::int64_t attempt, const std::string& peer,
-                                   const TaskResult& result, std::int64_t now_ms);
+                                   const TaskResult& result, std::int64_t now_ms, std::int64_t arrived_ms = 0);
   // complete() for several results of `peer` in one transaction with a fixed
   // number of statements (set-based, not one round of statements per
   // result): the outcomes, in order, are those of completing them one after

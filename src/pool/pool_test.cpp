@@ -305,12 +305,21 @@ TEST(Ledger, TheAuditChecksEachPaymentAgainstItsLeasesTerms) {
       {3, "escrow:j", -2 * kMicroPerCredit, "payment", "j.0"}, {3, "peer:bob", 2 * kMicroPerCredit, "payment", "j.0"}};
   std::map<std::string, std::string> fin = {{"j.0", "bob"}};
   // 3600 credits/h at the reference score for 2 s: 2 credits, as paid.
-  std::map<std::string, PaidTerms> fair = {{"j.0", {3600, kReferenceScore, std::chrono::milliseconds(2000)}}};
+  std::map<std::string, PaidTerms> fair = {{"j.0", {3600, kReferenceScore, std::chrono::milliseconds(2000), "", {}}}};
   EXPECT_TRUE(audit_ledger(entries, fin, fair).ok);
-  std::map<std::string, PaidTerms> cheap = {{"j.0", {0.001, kReferenceScore, std::chrono::milliseconds(2000)}}};
+  std::map<std::string, PaidTerms> cheap = {{"j.0", {0.001, kReferenceScore, std::chrono::milliseconds(2000), "", {}}}};
   auto r = audit_ledger(entries, fin, cheap);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.problems[0].find("more than its lease's terms allow"), std::string::npos) << r.problems[0];
+  // Two results of one device paid for the same second.
+  std::map<std::string, PaidTerms> twice = {
+      {"j.0", {3600, kReferenceScore, std::chrono::milliseconds(2000), "bob/cpu", std::pair{0, 2000}}},
+      {"j.1", {3600, kReferenceScore, std::chrono::milliseconds(2000), "bob/cpu", std::pair{1000, 3000}}}};
+  r = audit_ledger(entries, fin, twice);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.problems.back().find("paid twice for the same time"), std::string::npos) << r.problems.back();
+  twice["j.1"].paid_span = std::pair{2000, 4000};  // back to back
+  EXPECT_TRUE(audit_ledger(entries, fin, twice).ok);
 }
 
 TEST_F(Store, CancelReturnsTheEscrow) {
@@ -346,9 +355,11 @@ TEST_F(Store, ClaimManyLeasesLowestShardsOldestJobFirst) {
 }
 
 TEST_F(Store, CompleteManySettlesExactlyAsOneAtATime) {
-  // 3.5 credits of escrow, 1 credit per task (1 s at 3600/h, reference score):
-  // the fourth accepted task gets the last half credit; the budget is spent
-  // then, so the job fails and the fifth is not run for nothing.
+  // 3.5 credits of escrow, 1 credit per second of alice's device (3600/h,
+  // reference score). Her batch of three results, leased together and in at
+  // 1 s, is paid her first second once; her last result, at 3.5 s, the 2.5 s
+  // since, which is the escrow's last 2.5 credits: the budget is spent, so
+  // the job fails and the fifth task is not run for nothing.
   auto job = store->create_job("carol", "exec", {}, {}, {}, 5, 3'500'000, now).value();
   auto mine = store->claim_many(dev_a, "alice", now, 4).value();
   auto last = store->claim_many(dev_b, "bob", now, 4).value();
@@ -370,13 +381,14 @@ TEST_F(Store, CompleteManySettlesExactlyAsOneAtATime) {
   EXPECT_FALSE(out[2].accepted);
   EXPECT_EQ(out[2].why, "lease is no longer yours");
   EXPECT_TRUE(out[3].accepted && out[4].accepted);
-  EXPECT_EQ(out[4].paid, kMicroPerCredit);
+  EXPECT_EQ(out[3].paid, 1);  // the least a result is paid: alice's second is paid for already
+  EXPECT_EQ(out[4].paid, 1);
   EXPECT_FALSE(out[5].accepted);
   EXPECT_EQ(out[5].why, "no such task");
   for (const auto& o : out) EXPECT_FALSE(o.job_finished);
   EXPECT_FALSE(store->complete_many("bob", batch, now + 1000).value()[3].accepted);  // not bob's lease
-  auto one = store->complete(mine[1].id, mine[1].attempt, "alice", ok_result, now + 1000).value();
-  EXPECT_EQ(one.paid, 500'000);
+  auto one = store->complete(mine[1].id, mine[1].attempt, "alice", ok_result, now + 4000).value();
+  EXPECT_EQ(one.paid, 2'499'998);  // 3 s since her last paid result, capped by what the escrow holds
   EXPECT_TRUE(one.job_finished);
   const std::vector<Completion> final_one = {{last[0].id, last[0].attempt, &ok_result}};
   auto fin = store->complete_many("bob", final_one, now + 1000).value();
@@ -393,6 +405,34 @@ TEST_F(Store, CompleteManySettlesExactlyAsOneAtATime) {
   EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit - 3'500'000);
   EXPECT_EQ(store->balance(escrow_account(job)).value(), 0);
   EXPECT_EQ(store->entries_for(peer_account("alice")).value().size(), 4u);  // one payment entry per paid task
+  expect_audit_ok();
+}
+
+TEST_F(Store, ADeviceIsPaidForItsTimeOnceNotPerTaskOfABatch) {
+  // A worker that asks for many short tasks at once, runs them one after
+  // another and returns them together earns its device time, not that time
+  // once per task (it was 4x here before).
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 6, 50 * kMicroPerCredit, now).value();
+  auto four = store->claim_many(dev_a, "alice", now, 4).value();
+  ASSERT_EQ(four.size(), 4u);
+  std::vector<Completion> batch;
+  for (const auto& t : four) batch.push_back({t.id, t.attempt, &ok_result});
+  Micro paid = 0;
+  for (const auto& o : store->complete_many("alice", batch, now + 2000).value()) {
+    EXPECT_TRUE(o.accepted);
+    paid += o.paid;
+  }
+  EXPECT_EQ(paid, 2 * kMicroPerCredit + 3);  // 2 s of her device, once (and the least, 1, for each other task)
+  // A result held for a quorum is paid up to its arrival, not for the wait.
+  auto held = store->claim(dev_a, "alice", now + 2000).value();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(store->complete(held->id, held->attempt, "alice", ok_result, now + 30'000, now + 3000).value().paid,
+            kMicroPerCredit);
+  // Bob's time is his own: his lease overlaps alice's and is paid in full.
+  auto bobs = store->claim(dev_b, "bob", now).value();
+  ASSERT_TRUE(bobs);
+  EXPECT_EQ(store->complete(bobs->id, bobs->attempt, "bob", ok_result, now + 3000).value().paid, 3 * kMicroPerCredit);
+  EXPECT_EQ(store->job_status(job).value().spent, 6 * kMicroPerCredit + 3);
   expect_audit_ok();
 }
 

@@ -216,7 +216,7 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
     on_event_({{"event", "copies_made"}, {"job", job}, {"shard", shard}, {"copies", needed - 1}});
   }
   Group& g = it->second;
-  Held h{task, peer, device, attempt, result};
+  Held h{task, peer, device, attempt, result, now_ms};
   if (g.decided) return finish(job, h, same_result(*g.decided, result), g.verified, now_ms, audit);
   g.claimed.erase(task);
   if (task == g.extra_copy) g.extra_copy.clear();
@@ -275,6 +275,21 @@ std::optional<json> Replication::extend_or_settle(const std::string& job, std::i
                {"wants", "a copy on another peer"}});
     return std::nullopt;
   }
+  if (g.extra < kMaxExtraCopies && store_.policy().independent_wait_ms > 0) {
+    // Nobody independent online now, but one may be on its way (a worker
+    // still starting, reconnecting): the copy waits for one, and the
+    // maintenance tick delivers the shard unverified if none comes in time.
+    const auto used = used_networks(g);
+    for (const auto& [p, net] : online_)
+      if (used.count(net)) avoid.push_back(p);
+    auto c = store_.add_copy(job, shard, avoid, now_ms);
+    if (!c) return refuse(c.error());
+    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = true, g.untaken_since = now_ms;
+    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+               {"wants", "a copy on another network"},
+               {"waits_s", store_.policy().independent_wait_ms / 1000.0}});
+    return std::nullopt;
+  }
   return decide(job, shard, g, settle_by_peers(g), false, task, attempt, now_ms, audit);
 }
 
@@ -303,10 +318,11 @@ json Replication::decide(const std::string& job, std::int64_t shard, Group& g, s
 }
 
 void Replication::tick(std::int64_t now_ms, const Audit& audit) {
-  // A copy asked for that nobody online may take any more: settle unverified.
+  // A copy asked for that nobody online may take, for the policy's wait:
+  // settle unverified.
   std::vector<std::pair<std::string, std::int64_t>> stuck;
-  for (const auto& [job, groups] : groups_)
-    for (const auto& [shard, g] : groups) {
+  for (auto& [job, groups] : groups_)
+    for (auto& [shard, g] : groups) {
       if (g.decided || g.extra_copy.empty() || g.claimed.count(g.extra_copy) || g.held.empty()) continue;
       bool takers = false;
       if (g.extra_needs_network) {
@@ -316,7 +332,12 @@ void Replication::tick(std::int64_t now_ms, const Audit& audit) {
         for (const auto& h : g.held) peers.insert(h.peer);
         takers = std::any_of(online_.begin(), online_.end(), [&](const auto& o) { return !peers.count(o.first); });
       }
-      if (!takers) stuck.emplace_back(job, shard);
+      if (takers) {
+        g.untaken_since = 0;
+        continue;
+      }
+      if (g.untaken_since == 0) g.untaken_since = now_ms;
+      if (now_ms - g.untaken_since >= store_.policy().independent_wait_ms) stuck.emplace_back(job, shard);
     }
   for (const auto& [job, shard] : stuck) {
     auto gi = groups_.find(job);
@@ -357,7 +378,7 @@ json Replication::finish(const std::string& job, const Held& h, bool agrees, boo
       if (finished) rules_.erase(job), groups_.erase(job);
       return {{"ok", true}, {"accepted", false}, {"failed", true}, {"why", why}};
     }
-    auto outcome = store_.complete(h.task, h.attempt, h.peer, h.result, now_ms);
+    auto outcome = store_.complete(h.task, h.attempt, h.peer, h.result, now_ms, h.arrived_ms);
     if (!outcome) return refuse(outcome.error());
     if (outcome->job_finished) rules_.erase(job), groups_.erase(job);
     on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", h.task}, {"peer", h.peer},

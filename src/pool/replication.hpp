@@ -14,7 +14,9 @@
 // device (reputation, exclusion, never paid) and its task runs again
 // elsewhere. When all copies asked for are in without that, one more copy
 // runs, for a device on a network none of them used, while such a device is
-// online (at most kMaxExtraCopies); when none is, the shard is delivered
+// online (at most kMaxExtraCopies); when none is, that copy waits
+// PoolPolicy::independent_wait_ms for one (a worker may be on its way: a
+// moment's absence must not cost the verdict), then the shard is delivered
 // unverified: the value most peers agree on is kept, nobody's record moves,
 // the job counts it in "unverified" and never reports it verified.
 //
@@ -77,8 +79,8 @@ class Replication {
                                           const std::string& device, const TaskResult& result, std::int64_t now_ms,
                                           const Audit& audit);
 
-  // Shards waiting for a copy on an independent network that no online
-  // device can take any more are delivered unverified (the maintenance tick).
+  // Shards whose extra copy no online device may take, for
+  // PoolPolicy::independent_wait_ms, are delivered unverified (the maintenance tick).
   void tick(std::int64_t now_ms, const Audit& audit);
 
   // The tasks whose results are held for a quorum of the job's (their
@@ -103,6 +105,7 @@ class Replication {
     std::string task, peer, device;
     std::int64_t attempt = 0;
     TaskResult result;
+    std::int64_t arrived_ms = 0;  // paid up to here, not for the wait for its quorum
   };
   struct Group {
     int needed = 0;                     // results to hold before deciding
@@ -113,6 +116,7 @@ class Replication {
     int extra = 0;                      // copies added past those asked for
     std::string extra_copy;             // the last one, while nobody has returned it
     bool extra_needs_network = false;   // it is only for a device on a network no copy used
+    std::int64_t untaken_since = 0;     // when no online device could take extra_copy (0: one could)
   };
   struct JobRule {
     int replicas = 1;

@@ -13,11 +13,13 @@ namespace runsnack::pool {
 namespace {
 
 const std::string kNetA = "10.0.0.0/24", kNetB = "10.0.1.0/24";
+constexpr std::int64_t kWait = 20'000;  // PoolPolicy::independent_wait_ms
 
 class ReplicationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     PoolPolicy policy;
+    policy.independent_wait_ms = kWait;
     store.emplace(PoolStore::open(":memory:", policy).value());
     store->grant_credits("owner", 100 * kMicroPerCredit, 1).value();
     alice = registered(*store, "alice", "cpu", "cpu", kReferenceScore, 3600, now).value();
@@ -111,9 +113,11 @@ TEST_F(ReplicationTest, ASybilPairOnOneNetworkIsDeliveredUnverifiedAndJudgesNobo
   ASSERT_TRUE(rep->on_result(t->id, t->attempt, "alice", alice, forged, now, nullptr)->value("held", false));
   std::optional<LeasedTask> copy;
   ASSERT_TRUE(claim_task("bob", bob, {}, copy));
-  auto settled = rep->on_result(copy->id, copy->attempt, "bob", bob, forged, now, nullptr);
-  ASSERT_TRUE(settled);
-  EXPECT_TRUE(settled->value("accepted", false)) << settled->dump();  // delivered ...
+  // Held while a device on another network may still come ...
+  ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "bob", bob, forged, now, nullptr)->value("held", false));
+  rep->tick(now + kWait - 1, nullptr);
+  EXPECT_EQ(store->job_status(job).value().state, "running");
+  rep->tick(now + kWait, nullptr);  // ... none came: delivered ...
   auto st = store->job_status(job).value();
   EXPECT_EQ(st.state, "done");
   EXPECT_EQ(st.unverified, 1);  // ... as unverified
@@ -182,6 +186,28 @@ TEST_F(ReplicationTest, APeerRunningACopyNeverGetsTheOriginalBack) {
   EXPECT_TRUE(store->result(job, 0).value());
 }
 
+TEST_F(ReplicationTest, AnIndependentWorkerArrivingWithinTheWaitVerifiesTheShard) {
+  rep->worker_left("carl");  // not online yet when the copies come in
+  auto t = store->claim(alice, "alice", now).value();
+  ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
+  ASSERT_TRUE(rep->on_result(t->id, t->attempt, "alice", alice, result, now, nullptr)->value("held", false));
+  std::optional<LeasedTask> copy;
+  ASSERT_TRUE(claim_task("bob", bob, {}, copy));
+  ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "bob", bob, result, now, nullptr)->value("held", false));
+  // Only a device on another network may take the new copy; carl starts a moment later.
+  std::optional<LeasedTask> extra;
+  rep->tick(now + kWait / 2, nullptr);
+  rep->worker_network("carl", kNetB);
+  ASSERT_TRUE(claim_task("carl", carl, {kNetB}, extra));
+  auto decided = rep->on_result(extra->id, extra->attempt, "carl", carl, result, now + kWait / 2, nullptr);
+  ASSERT_TRUE(decided);
+  EXPECT_TRUE(decided->value("accepted", false)) << decided->dump();
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.state, "done");
+  EXPECT_EQ(st.unverified, 0);
+  EXPECT_EQ(rep->networks(job), 2);
+}
+
 TEST_F(ReplicationTest, ACopyNobodyIndependentCanTakeIsSettledUnverifiedByTheTick) {
   alice_first();
   std::optional<LeasedTask> copy;
@@ -190,7 +216,9 @@ TEST_F(ReplicationTest, ACopyNobodyIndependentCanTakeIsSettledUnverifiedByTheTic
   rep->tick(now, nullptr);  // carl is online: the copy for another network waits for him
   EXPECT_EQ(store->job_status(job).value().state, "running");
   rep->worker_left("carl");
-  rep->tick(now, nullptr);
+  rep->tick(now, nullptr);  // he may come back: the wait starts
+  EXPECT_EQ(store->job_status(job).value().state, "running");
+  rep->tick(now + kWait, nullptr);
   auto st = store->job_status(job).value();
   EXPECT_EQ(st.state, "done");
   EXPECT_EQ(st.unverified, 1);

@@ -241,7 +241,8 @@ class PoolBankTest(StoreCases, BankBase):
     # --- Sybils ----------------------------------------------------------------------------------
 
     def test_two_sybil_keys_on_one_network_are_not_verified(self):
-        self.start_pool()
+        # Each shard's copies wait 2 s for a worker on another network (none comes), then are delivered.
+        self.start_pool("--independent-wait", "2")
         # Two keys, one address: both return the same forged output (flip-bits is deterministic).
         sybils = [self.start_worker("sybil%d" % i, env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"}) for i in range(2)]
         user = self.user()
@@ -255,6 +256,8 @@ class PoolBankTest(StoreCases, BankBase):
         self.assertEqual(v["unverified"], shards, v)
         self.assertEqual(v["networks"], 1, v)
         self.assertIn("unverified", done["note"])
+        waits = [e for e in self.coord.events() if e.get("event") == "copies_disagree"]
+        self.assertTrue(waits and all(e["wants"] == "a copy on another network" for e in waits), waits)
         verified = [e for e in self.coord.events() if e.get("event") == "task_done" and e.get("verified") == "replication"]
         self.assertEqual(verified, [], "no result of the Sybils may be marked verified")
         # Their agreement is no evidence: it teaches the pool no known answer, so an honest
