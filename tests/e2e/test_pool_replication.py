@@ -76,7 +76,8 @@ class ReplicationTest(NetnsMixin, PoolBase):
         self.assertEqual(me["valid"], 0)
         self.assertGreaterEqual(me["invalid"], 1)
         self.assertGreaterEqual(v["rejected"], me["invalid"])
-        self.assertEqual(len({d["network"] for d in self.pool_status(user)["devices"] if d["online"]}), 3)
+        # Three networks (the cheater's, excluded, may have left by now).
+        self.assertEqual(len({d["network"] for d in self.pool_status(user)["devices"]}), 3)
         self.audit_ok()
 
     def test_cheater_working_alone_first_is_outvoted_and_excluded(self):
@@ -130,13 +131,18 @@ class ReplicationTest(NetnsMixin, PoolBase):
         self.assertNotIn(self.peer_id(cheater_home), tie_peers)
         self.assertTrue(all(e["wrong"] >= 1 and not e["answer_dropped"] for e in breaks[:3]), breaks)
         self.assertEqual(self.payments(cheater_home), [], "the cheater must not be paid")
+        # Each failed check is a dispute a tie break decided against it: 3 exclude it; disputes it
+        # opened before that (it asks for the next hidden task while one waits for its tie break)
+        # are decided later and count too.
         me = self.me(user, cheater_home)
-        self.assertEqual((me["valid"], me["invalid"]), (0, 3), me)
+        self.assertEqual(me["valid"], 0, me)
+        self.assertGreaterEqual(me["invalid"], 3, me)
+        self.assertLessEqual(me["invalid"], len(mine), me)
         self.assertIsNotNone(me["excluded"])
         for h in ("honest1", "honest2", "honest3"):  # the honest devices were never judged wrong
             self.assertEqual(self.me(user, self.tmp + "/" + h)["invalid"], 0)
         refused = [e for e in self.audit(self.chome) if e["kind"] == "pool_result" and e["decision"] == "refuse"]
-        self.assertEqual(len(refused), 3, refused)
+        self.assertGreaterEqual(len(refused), 3, refused)  # one audit entry per failed check
         self.assertTrue(honest)
         self.audit_ok()
 
