@@ -62,6 +62,14 @@ class Bench:
         self.procs.append(p)
         return p, home
 
+    def grant(self, chome, user_home, amount, *db_args):
+        """Credits for the installation at user_home, granted on the coordinator (`pool grant`)."""
+        os.makedirs(user_home, exist_ok=True)
+        peer = subprocess.run([self.binary, "id"], env=self.env(user_home), stdout=subprocess.PIPE, text=True,
+                              check=True).stdout.strip()
+        subprocess.run([self.binary, "pool", "grant", peer, str(amount), *db_args], env=self.env(chome),
+                       stdout=subprocess.DEVNULL, check=True)
+
     def wait_line(self, name, pred, timeout=60):
         path = os.path.join(self.tmp, name + ".log")
         deadline = time.time() + timeout
@@ -118,8 +126,7 @@ def run_one(binary, label, db_args, db_url, workers, tasks, idle):
     tmp = tempfile.mkdtemp(prefix="runsnack-poolbench-")
     b = Bench(binary, tmp)
     try:
-        coord, chome = b.start("coord", "pool", "serve", "--json", "--listen", "127.0.0.1:0",
-                               "--starting-credits", "1000000", *db_args)
+        coord, chome = b.start("coord", "pool", "serve", "--json", "--listen", "127.0.0.1:0", *db_args)
         ready = b.wait_line("coord", lambda e: e.get("event") == "ready")
         time.sleep(1)
         rss0 = rss_kib(coord.pid)
@@ -135,8 +142,7 @@ def run_one(binary, label, db_args, db_url, workers, tasks, idle):
         per_worker = (rss_idle - rss0) / idle if idle else 0
         b.stop_all()
 
-        coord, chome = b.start("coord2", "pool", "serve", "--json", "--listen", "127.0.0.1:0",
-                               "--starting-credits", "1000000", *db_args)
+        coord, chome = b.start("coord2", "pool", "serve", "--json", "--listen", "127.0.0.1:0", *db_args)
         ready = b.wait_line("coord2", lambda e: e.get("event") == "ready")
         for i in range(workers):
             b.start("w%d" % i, "pool", "join", ready["join"], "--cpu", "--price", "1")
@@ -146,6 +152,7 @@ def run_one(binary, label, db_args, db_url, workers, tasks, idle):
                 raise RuntimeError("workers did not all register")
             time.sleep(0.2)
         user = os.path.join(tmp, "user")
+        b.grant(chome, user, 1000000, *db_args)
         cpu0 = cpu_seconds(coord.pid)
         t0 = time.monotonic()
         cp = subprocess.run([binary, "pool", "submit", ready["submit"], "noop", "--shards", str(tasks), "--budget",

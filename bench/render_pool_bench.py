@@ -35,7 +35,7 @@ def run_one(binary, workers, scene, spp):
     b = Bench(binary, tmp)
     cores = os.cpu_count() or 1
     try:
-        _, _ = b.start("coord", "pool", "serve", "--json", "--listen", "127.0.0.1:0", "--starting-credits", "1000000")
+        _, chome = b.start("coord", "pool", "serve", "--json", "--listen", "127.0.0.1:0")
         ready = b.wait_line("coord", lambda e: e.get("event") == "ready")
         for i in range(workers):
             home = os.path.join(tmp, "w%d" % i)
@@ -49,6 +49,7 @@ def run_one(binary, workers, scene, spp):
                 raise RuntimeError("workers did not all register")
             time.sleep(0.2)
         user = os.path.join(tmp, "user")
+        b.grant(chome, user, 1000000)
         load = os.getloadavg()[0]
         t0 = time.monotonic()
         sub = subprocess.Popen([binary, "pool", "submit", ready["submit"], "render", "--scene", scene, "--width", "3840",

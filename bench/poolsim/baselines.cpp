@@ -141,6 +141,7 @@ double FastestFirstBackups::expected_s(std::uint32_t d, const std::string& workl
 }
 
 void FastestFirstBackups::task_started(const sch::TaskStart& s, double now) {
+  last_start_[s.job] = now;
   auto it = index_.find(s.device);
   if (it == index_.end() || !devices_[it->second].online) return;
   auto d = it->second;
@@ -188,6 +189,8 @@ Decision FastestFirstBackups::decide(const std::string& id, std::span<const Pend
   std::int64_t pending = 0;
   for (const auto& j : jobs) pending += std::max<std::int64_t>(j.pending, 0);
   if (pending > 0) {
+    for (const auto& j : jobs)  // starved: whoever may run it
+      if (j.pending > 0 && now - last_start_.try_emplace(j.id, now).first->second > 2.0) return run(j.id);
     // Part 1's rule: the `pending` fastest idle devices get work, in job order.
     if (faster_idle(devices_[d].bucket) >= pending) return wait_for(1.0);
     for (const auto& j : jobs)

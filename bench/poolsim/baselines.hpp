@@ -93,6 +93,11 @@ class FastestFirstBackups final : public Policy {
   std::vector<int> fenwick_ = std::vector<int>(kBuckets + 1, 0);  // idle devices per score bucket
   int idle_ = 0;
   double sum_score_ = 0;
+  // The coordinator's starvation rule (kStarvedAfter): a job nobody started a
+  // task of for 2 s goes to any device that asks and may run it. Without it a
+  // task only some devices may run (a tie break off the producers' networks)
+  // can wait for hours while a faster device that may not run it sits idle.
+  std::unordered_map<std::string, double> last_start_;
   int joined_ = 0;
   static constexpr int kBuckets = 2048;
   std::map<std::string, std::pair<double, double>> rate_;  // workload -> (sum log(work/(s*score)), n)

@@ -45,10 +45,14 @@ json to_json(const Metrics& m) {
           {"tie_breaks", m.tie_breaks},
           {"audits", m.audits},
           {"verification_split_s",
-           {{"replicas", m.replica_s}, {"known_answer", m.known_answer_s}, {"tie_breaks", m.tie_break_s}, {"audits", m.audit_s}}},
+           {{"replicas", m.replica_s}, {"known_answer", m.known_answer_s}, {"tie_breaks", m.tie_break_s}, {"audits", m.audit_s},
+            {"checks", m.check_s}}},
           {"wrong_returned", m.wrong_returned},
           {"wrong_caught", m.wrong_caught},
           {"wrong_accepted", m.wrong_accepted},
+          {"wrong_accepted_by_workload",
+           {{"render", m.wrong_accepted_by_workload[kRender]}, {"matmul", m.wrong_accepted_by_workload[kMatmul]},
+            {"exec", m.wrong_accepted_by_workload[kExec]}}},
           {"new_devices_wrong_returned", m.new_wrong_returned},
           {"new_devices_wrong_accepted", m.new_wrong_accepted},
           {"cheaters", m.cheaters},
@@ -63,8 +67,14 @@ json to_json(const Metrics& m) {
           {"decide_max_us", m.decide_max_us}};
 }
 
-std::unique_ptr<Policy> make(const std::string& name, std::uint64_t seed) {
-  if (name == "ours") return std::make_unique<OurScheduler>(seed);
+std::unique_ptr<Policy> make(const std::string& name, const WorldConfig& c) {
+  const std::uint64_t seed = c.seed;
+  if (name == "ours") {
+    std::vector<std::string> checked;
+    if (c.render_checks) checked.push_back("render");
+    if (c.matmul_checks) checked.push_back("matmul");
+    return std::make_unique<OurScheduler>(seed, checked);
+  }
   if (name == "round-robin") return std::make_unique<StaticDeal>(false, seed);
   if (name == "random") return std::make_unique<StaticDeal>(true, seed);
   if (name == "fcfs") return std::make_unique<Fcfs>();
@@ -97,6 +107,15 @@ int main(int argc, char** argv) {
   app.add_option("--trust-floor", c.trust.min_probability, "... but never less than this")->check(CLI::Range(0.0, 1.0));
   app.add_option("--known-answers", c.trust.known_answer_tasks, "hidden known-answer tasks per new device")
       ->check(CLI::Range(0, 100));
+  std::string checks = "render,matmul";
+  app.add_option("--checks", checks,
+                 "which workloads the coordinator checks by computation: render (pixel spot checks), matmul "
+                 "(Freivalds); the others are replicated like exec. \"none\": the model before issue 16 "
+                 "(default render,matmul)")
+      ->check(CLI::IsMember({"render,matmul", "matmul,render", "render", "matmul", "none"}));
+  app.add_option("--exec-spot-check", c.exec_spot_check,
+                 "least share of the batch job's results replicated (its --spot-check; default 0)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--policies", policies, "which policies to run")
       ->check(CLI::IsMember({"ours", "round-robin", "random", "fcfs", "fastest-first", "fastest-first+backups"}));
   app.add_option("--trace", c.trace_s, "print the pool's state to stderr every this many simulated seconds");
@@ -108,10 +127,12 @@ int main(int argc, char** argv) {
     if (app.count("--tasks") == 0) c.tasks = 10000;
   }
   if (app.count("--warmup") == 0) c.warmup_tasks = c.tasks / 10;
+  c.render_checks = checks.find("render") != std::string::npos;
+  c.matmul_checks = checks.find("matmul") != std::string::npos;
 
   std::vector<Metrics> results;
   for (const auto& name : policies) {
-    auto policy = make(name, c.seed);
+    auto policy = make(name, c);
     auto started = std::chrono::steady_clock::now();
     results.push_back(simulate(c, *policy));
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -181,10 +202,12 @@ int main(int argc, char** argv) {
                   100 * (cmp["utilisation_ratio"].get<double>() - 1), cmp["cost_ratio"].get<double>(),
                   cmp["paid_ratio"].get<double>());
     std::printf("\nverification (ours): %.1f%% of compute (replicas %.1f%%, known-answer %.1f%%, tie breaks %.1f%%, "
-                "audits %.1f%%); %lld replicas, %lld known-answer tasks, %lld tie breaks, %lld audits\n",
+                "audits %.1f%%, checks by computation %.2f%%); %lld replicas, %lld known-answer tasks, %lld tie "
+                "breaks, %lld audits\n",
                 100 * ours->verification_share(), 100 * ours->replica_s / ours->total_s,
                 100 * ours->known_answer_s / ours->total_s, 100 * ours->tie_break_s / ours->total_s,
-                100 * ours->audit_s / ours->total_s, static_cast<long long>(ours->replicas),
+                100 * ours->audit_s / ours->total_s, 100 * ours->check_s / ours->total_s,
+                static_cast<long long>(ours->replicas),
                 static_cast<long long>(ours->known_answer_tasks), static_cast<long long>(ours->tie_breaks),
                 static_cast<long long>(ours->audits));
     std::printf("cheating (ours): wrong results returned %lld, caught %lld, accepted %lld (from cheaters that joined "
@@ -196,6 +219,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(ours->cheaters_excluded), static_cast<long long>(ours->cheaters),
                 static_cast<long long>(ours->new_cheaters_excluded), static_cast<long long>(ours->new_cheaters),
                 static_cast<long long>(ours->honest_excluded));
+    std::printf("wrong results accepted by workload (ours): render %lld, matmul %lld, exec %lld\n",
+                static_cast<long long>(ours->wrong_accepted_by_workload[kRender]),
+                static_cast<long long>(ours->wrong_accepted_by_workload[kMatmul]),
+                static_cast<long long>(ours->wrong_accepted_by_workload[kExec]));
     std::printf("scheduler time per decision (ours, wall-clock, %d devices): mean %.2f us, median %.2f, p99 %.2f, "
                 "max %.0f over %lld decisions\n",
                 c.devices, ours->decide_mean_us, ours->decide_p50_us, ours->decide_p99_us, ours->decide_max_us,

@@ -52,6 +52,16 @@ struct WorldConfig {
   std::string prefer = "mixed";      // fast | cheap | balanced | mixed (per job)
   double trace_s = 0;                // > 0: print the pool's state to stderr this often
   runsnack::pool::scheduling::TrustConfig trust;  // the verification policy under test (defaults: the coordinator's)
+  // Checks by computation, as the coordinator makes them (docs/POOLSIM.md):
+  // every render tile has a few pixels re-rendered, every matmul tile passes
+  // Freivalds' check; off: they are replicated like exec (the model before).
+  bool render_checks = true;
+  bool matmul_checks = true;
+  double render_catch = 0.998;       // a wrong tile fails its 16-pixel spot check (it differs in a third of its pixels or more)
+  double matmul_catch = 0.999;       // Freivalds with 10 rounds: 1 - 2^-10
+  double render_check_cost = 0.002;  // the coordinator's time per check, as a share of the task's compute
+  double matmul_check_cost = 0.006;
+  double exec_spot_check = 0;        // the batch job's --spot-check: least share of its results replicated (none by default)
 };
 
 // One device identity (slot s, identity k: a replacement is a new identity).

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace poolsim {
 
@@ -30,7 +31,8 @@ class Policy {
 
 class OurScheduler final : public Policy {
  public:
-  explicit OurScheduler(std::uint64_t seed) : s_({}, seed) {}
+  // `checked`: the workloads the simulated coordinator checks by computation (no replica wait).
+  OurScheduler(std::uint64_t seed, std::vector<std::string> checked) : s_(config(std::move(checked)), seed) {}
   std::string name() const override { return "ours"; }
   void device_joined(const sch::DeviceProfile& d, double now) override { s_.device_joined(d, now); }
   void device_left(const std::string& d, double now) override { s_.device_left(d, now); }
@@ -38,6 +40,11 @@ class OurScheduler final : public Policy {
   void task_finished(const sch::TaskEnd& e, double now) override { s_.task_finished(e, now); }
   void verdict(const std::string& d, bool valid) override { s_.verdict(d, valid); }
   void verification(const std::string& d, double p) override { s_.set_verification(d, p); }
+  static sch::SchedulerConfig config(std::vector<std::string> checked) {
+    sch::SchedulerConfig c;
+    c.checked_by_computation = std::move(checked);
+    return c;
+  }
   sch::Decision decide(const std::string& d, std::span<const sch::PendingJob> jobs, double now) override {
     return s_.decide(d, jobs, now);
   }

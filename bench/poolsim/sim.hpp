@@ -34,6 +34,8 @@ struct Metrics {
   std::int64_t tasks = 0, backups = 0, lost_runs = 0, failed_runs = 0, replicas = 0, known_answer_tasks = 0;
   std::int64_t tie_breaks = 0, audits = 0;
   double replica_s = 0, known_answer_s = 0, tie_break_s = 0, audit_s = 0;  // verification_s by kind
+  double check_s = 0;             //   and the coordinator's checks by computation (render pixels, Freivalds)
+  std::int64_t wrong_accepted_by_workload[kWorkloads] = {};
   std::int64_t wrong_returned = 0, wrong_caught = 0, wrong_accepted = 0;
   // The same for devices that had no record when they started cheating (new ones).
   std::int64_t new_wrong_returned = 0, new_wrong_accepted = 0;

@@ -61,7 +61,9 @@ Metrics Sim::collect() {
     if (!jobs_[q.job].spec.measured) continue;
     double stop = a.fate == Fate::running ? now_ : a.stop;
     double busy = std::max(0.0, stop - a.start);
-    m.total_s += busy;
+    m.total_s += busy + a.check_s;
+    m.verification_s += a.check_s;
+    m.check_s += a.check_s;
     m.cost += busy * a.price / 3600.0;
     m.backups += a.backup;
     if (a.fate == Fate::lost) m.lost_runs += 1;
@@ -99,6 +101,7 @@ Metrics Sim::collect() {
     }
     if (t.accepted && t.value != 0) {
       m.wrong_accepted += 1;
+      m.wrong_accepted_by_workload[jobs_[t.job].spec.workload] += 1;
       // The accepted wrong value came from the result that holds it.
       for (const auto& r : t.results)
         if (r.value == t.value) {

@@ -88,6 +88,7 @@ struct Job {
 struct Attempt {
   int request = 0, device = 0;
   double start = 0, end = 0, stop = 0, price = 0;
+  double check_s = 0;  // the coordinator's check of its result, in device-seconds of its cost
   bool fails = false, valid = false, backup = false;
   std::uint64_t value = 0;
   Purpose purpose = Purpose::primary;
@@ -133,7 +134,9 @@ class Sim {
   void resolve(int task);
   void judge(int device, Result* result, Verdict v);
   void accept(int task, std::uint64_t value);
-  int new_request(int task, Purpose p, std::vector<int> producers);
+  int new_request(int task, Purpose p, std::vector<int> producers, bool rerun = false);
+  // A result the coordinator checks by computation (render, matmul): true when handled.
+  bool check_by_computation(int request, int attempt);
   bool eligible(int d, const Request& r) const;
   Metrics collect();
   void trace();

@@ -34,7 +34,7 @@ void Sim::requeue(int r) {
   else job.verify.push_back(r);
 }
 
-int Sim::new_request(int t, Purpose p, std::vector<int> producers) {
+int Sim::new_request(int t, Purpose p, std::vector<int> producers, bool rerun) {
   auto& task = tasks_[t];
   auto& job = jobs_[task.job];
   Request q;
@@ -44,9 +44,10 @@ int Sim::new_request(int t, Purpose p, std::vector<int> producers) {
   q.producers = std::move(producers);
   q.work = task.work;
   int seq = task.seq++;
-  q.id = job.spec.id + ":" + std::to_string(task.index) + (p == Purpose::primary ? "" : "/v" + std::to_string(seq));
+  q.id = job.spec.id + ":" + std::to_string(task.index) +
+         (rerun ? "/r" + std::to_string(seq) : p == Purpose::primary ? "" : "/v" + std::to_string(seq));
   q.key = mix(c_.seed, 0x4e9, static_cast<std::uint64_t>(task.job) * 1000003ULL + task.index,
-              p == Purpose::primary ? 0 : seq + 1);
+              p == Purpose::primary && !rerun ? 0 : seq + 1);
   requests_.push_back(std::move(q));
   int id = static_cast<int>(requests_.size() - 1);
   request_by_id_[requests_.back().id] = id;
@@ -66,7 +67,12 @@ void Sim::deliver(int r, int attempt) {
   }
   tasks_[ti].results.push_back({device, attempt, value});
   if (purpose == Purpose::primary) {
-    if (trust_.replicate(devices_[device].spec.id)) {
+    if (check_by_computation(r, attempt)) return;
+    // The batch job asks for a spot check of a share of its results (--spot-check).
+    const auto& job = jobs_[tasks_[ti].job];
+    const bool spot = job.spec.workload == kExec && c_.exec_spot_check > 0 &&
+                      unit(mix(c_.seed, 0x5c07, static_cast<std::uint64_t>(attempt))) < c_.exec_spot_check;
+    if (trust_.replicate(devices_[device].spec.id) || spot) {
       tasks_[ti].open += 1;
       int req = new_request(ti, Purpose::replica, {device});
       jobs_[tasks_[ti].job].verify.push_back(req);
@@ -82,10 +88,41 @@ void Sim::deliver(int r, int attempt) {
   resolve(ti);
 }
 
+bool Sim::check_by_computation(int r, int attempt) {
+  const int ti = requests_[r].task;
+  const Workload w = jobs_[tasks_[ti].job].spec.workload;
+  if (!(w == kRender && c_.render_checks) && !(w == kMatmul && c_.matmul_checks)) return false;
+  auto& a = attempts_[attempt];
+  a.check_s = (a.stop - a.start) * (w == kRender ? c_.render_check_cost : c_.matmul_check_cost);
+  const double catch_p = w == kRender ? c_.render_catch : c_.matmul_catch;
+  const int device = a.device;
+  const std::uint64_t value = a.value;
+  auto& res = tasks_[ti].results.back();
+  if (value != 0 && unit(mix(c_.seed, 0xc4ec, static_cast<std::uint64_t>(attempt))) < catch_p) {
+    // Caught: never accepted nor paid, a failed check for its device, and the task runs again.
+    judge(device, &tasks_[ti].results.back(), Verdict::invalid);
+    auto& job = jobs_[tasks_[ti].job];
+    if (!job.done) job.queue.push_front(new_request(ti, Purpose::primary, {}, true));
+    return true;
+  }
+  judge(device, &res, Verdict::valid);  // a check passed (wrongly, for a wrong result that slipped through)
+  accept(ti, value);
+  return true;
+}
+
 void Sim::resolve(int ti) {
   auto& t = tasks_[ti];
   auto rs = t.results;  // judging may exclude devices and touch tasks_, keep a copy of what to judge
   auto q = sch::quorum(rs.size(), 2, [&](std::size_t i, std::size_t j) { return rs[i].value == rs[j].value; });
+  if (q.decided) {
+    // Independent parties only, as the coordinator counts them: one network
+    // counts once (replicas are placed on other networks, so this holds
+    // unless a copy was adopted from the same one).
+    std::vector<int> nets = {devices_[rs[q.winner].device].network};
+    for (std::size_t i : q.agreeing) nets.push_back(devices_[rs[i].device].network);
+    std::sort(nets.begin(), nets.end());
+    if (std::unique(nets.begin(), nets.end()) - nets.begin() < 2) q.decided = false;
+  }
   if (!q.decided) {
     std::vector<int> producers;
     for (const auto& r : rs) producers.push_back(r.device);

@@ -6,6 +6,7 @@
 #include "cli/gpu_arg.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/pool_dashboard.hpp"
+#include "cli/pool_links.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
@@ -73,29 +74,10 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 }
 
 struct ServeArgs {
-  std::string db, listen = "0.0.0.0:0", starting_credits = "0", lease = "30", http, scheduler = "learned", give_up_after = "60";
+  std::string db, listen, starting_credits, lease = "30", http, scheduler = "learned", max_price, give_up_after = "60",
+              independent_wait;
   bool json = false;
 };
-
-Result<std::string> make_link(Database& db, const Identity& id, const Provider& provider, const char* service,
-                              const char* label, std::string& grant_id) {
-  Grant grant;
-  grant.id = new_grant_id();
-  std::string secret = new_secret();
-  grant.key = derive_grant_key(secret);
-  grant.created = std::chrono::system_clock::now();
-  grant.services.insert(service);
-  grant.label = label;
-  GrantStore grants(db);
-  if (auto r = grants.create(grant); !r) return r.error();
-  Link link;
-  link.candidates = provider.candidates();
-  link.provider = id.peer_id();
-  link.grant_id = grant.id;
-  link.secret = secret;
-  grant_id = grant.id;
-  return format_link(link);
-}
 
 void log_error(std::exception_ptr e) {
   if (!e) return;
@@ -107,10 +89,11 @@ void log_error(std::exception_ptr e) {
 }
 
 int serve(const ServeArgs& args) {
+  if (!args.starting_credits.empty())
+    return report("--starting-credits is gone: a new identity gets no credits (any number of fresh keys could mint "
+                  "them). Grant credits explicitly: `runsnack pool grant PEER N`, or hand out a submit link that "
+                  "carries them: `runsnack pool link --credits N`");
   pool::PoolPolicy policy;
-  auto credits = pool::parse_credits(args.starting_credits);
-  if (!credits) return report(credits.error());
-  policy.starting_credits = *credits;
   try {
     policy.lease_ms = static_cast<std::int64_t>(std::stod(args.lease) * 1000);
   } catch (const std::exception&) {
@@ -123,6 +106,24 @@ int serve(const ServeArgs& args) {
     return report("bad --give-up-after '" + args.give_up_after + "': seconds, e.g. 60");
   }
   if (policy.give_up_ms < 1000) return report("--give-up-after must be at least 1 s");
+  // A shard's copy waiting for an independent device must settle before the
+  // job is given up as stuck: by default half the give-up time, at most 20 s.
+  policy.independent_wait_ms = std::min<std::int64_t>(policy.independent_wait_ms, policy.give_up_ms / 2);
+  if (!args.independent_wait.empty()) {
+    try {
+      policy.independent_wait_ms = static_cast<std::int64_t>(std::stod(args.independent_wait) * 1000);
+    } catch (const std::exception&) {
+      return report("bad --independent-wait '" + args.independent_wait + "': seconds, e.g. 20");
+    }
+    if (policy.independent_wait_ms < 0 || policy.independent_wait_ms >= policy.give_up_ms)
+      return report("--independent-wait must be 0 or more and less than --give-up-after (" + args.give_up_after +
+                    " s): a job waiting that long is given up");
+  }
+  if (!args.max_price.empty()) {
+    auto most = pool::parse_credits(args.max_price);
+    if (!most || *most <= 0) return report("bad --max-price '" + args.max_price + "': credits per device-hour, e.g. 20");
+    policy.max_price = static_cast<double>(*most) / static_cast<double>(pool::kMicroPerCredit);
+  }
   std::string db_shown;
   auto store = open_pool_store(args.db, policy, db_shown, false);
   if (!store) return report(store.error());
@@ -130,16 +131,23 @@ int serve(const ServeArgs& args) {
   if (!identity) return report(identity.error());
   auto db = open_database();
   if (!db) return report(db.error());
+  // The address and links of the last run, unless --listen says otherwise:
+  // workers and submitters holding the old links reconnect by themselves.
+  auto saved = load_pool_serve_state();
+  if (!saved) return report(saved.error());
+  PoolServeState state = saved->value_or(PoolServeState{});
+  const bool reuse = args.listen.empty() && !state.listen.empty();
+  const std::string listen = !args.listen.empty() ? args.listen : reuse ? state.listen : "0.0.0.0:0";
 
   ProviderOptions options;
-  auto colon = args.listen.rfind(':');
-  options.listen_address = args.listen.substr(0, colon);
+  auto colon = listen.rfind(':');
+  options.listen_address = listen.substr(0, colon);
   std::uint16_t port = 0;
   if (colon != std::string::npos) {
     try {
-      port = static_cast<std::uint16_t>(std::stoul(args.listen.substr(colon + 1)));
+      port = static_cast<std::uint16_t>(std::stoul(listen.substr(colon + 1)));
     } catch (const std::exception&) {
-      return report("bad --listen '" + args.listen + "': expected ADDR:PORT");
+      return report("bad --listen '" + listen + "': expected ADDR:PORT");
     }
   }
   options.ports = {port, port};
@@ -169,16 +177,26 @@ int serve(const ServeArgs& args) {
   ServiceRouter router = default_services();
   coordinator.add_services(router);
   Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
-  if (auto r = provider.listen(); !r) return report(r.error());
-  std::string join_grant, submit_grant;
-  auto join = make_link(*db, *identity, provider, pool::kServiceWorker, "pool join", join_grant);
-  if (!join) return report(join.error());
-  auto submit = make_link(*db, *identity, provider, pool::kServiceClient, "pool submit", submit_grant);
-  if (!submit) return report(submit.error());
+  if (auto r = provider.listen(); !r) {
+    if (reuse)
+      return report("cannot listen on " + listen + ", the address this coordinator's links name (from its last run): " +
+                    r.error().what() + "; stop what holds it, or give --listen ADDR:PORT (its links then change)");
+    return report(r.error());
+  }
+  state.listen = options.listen_address + ":" + std::to_string(provider.local_endpoint().port());
+  auto join_link = reuse_or_make_grant(*db, state.join, pool::kServiceWorker, "pool join");
+  if (!join_link) return report(join_link.error());
+  auto submit_link = reuse_or_make_grant(*db, state.submit, pool::kServiceClient, "pool submit");
+  if (!submit_link) return report(submit_link.error());
+  if (auto r = save_pool_serve_state(state); !r) return report(r.error());
+  const std::string join_grant = join_link->grant, submit_grant = submit_link->grant;
+  const auto candidates = provider.candidates();
+  const auto join = std::make_optional(pool_link_text(*identity, candidates, *join_link));
+  const auto submit = std::make_optional(pool_link_text(*identity, candidates, *submit_link));
   if (args.json) {
     print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", dashboard.url()},
                 {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
-                {"db", db_shown}});
+                {"db", db_shown}, {"listen", state.listen}});
   } else {
     std::cout << "join:   " << *join << "\nsubmit: " << *submit << std::endl;
     if (dashboard.server()) std::cout << "http:   " << dashboard.server()->url() << std::endl;
@@ -286,12 +304,18 @@ asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_client(Session& session) {
   StreamHeader header;
   header.service = pool::kServiceClient;
-  co_return co_await session.open(header);
+  auto stream = co_await session.open(header);
+  if (!stream && stream.error().what().find("does not allow") != std::string::npos)  // the join link, most likely
+    co_return fail(errc::refused,
+                   "this link does not let you submit or ask the pool: it is the pool's join link (for `pool join`). "
+                   "Use the submit link, the \"submit:\" line `pool serve` printed (or one from `pool link`)");
+  co_return stream;
 }
 
 struct SubmitArgs {
   std::string link, workload, budget = "0", out, prefer;
-  bool wait = false, json = false;
+  bool wait = false, json = false, allow_failures = false;
+  int retries = 0;
   pool::SubmitOptions options;
   // Set once submitted: a reconnect after a lost session carries on waiting
   // for this job instead of submitting again (copies share it).
@@ -336,12 +360,21 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
     json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
                     {"budget", *budget}};
     if (!args.prefer.empty()) request["prefer"] = args.prefer;
+    if (args.retries > 0) request["retries"] = args.retries;
+    if (args.allow_failures) request["allow_failures"] = true;
     auto r = co_await call(**stream, request);
     if (!r) co_return report(r.error());
     *args.job = (*r)["job"].get<std::string>();
     std::int64_t tasks = int_or(*r, "tasks", std::int64_t{0});
-    if (args.json) print_json({{"event", "submitted"}, {"job", *args.job}, {"tasks", tasks}});
-    else std::cerr << "job " << *args.job << " submitted (" << tasks << " tasks)" << std::endl;
+    const bool free_only = bool_or(*r, "free_only", false);
+    if (args.json) {
+      json ev = {{"event", "submitted"}, {"job", *args.job}, {"tasks", tasks}, {"free_only", free_only}};
+      if (r->contains("note")) ev["note"] = (*r)["note"];
+      print_json(ev);
+    } else {
+      std::cerr << "job " << *args.job << " submitted (" << tasks << " tasks)" << std::endl;
+      if (free_only) std::cerr << "note: " << string_or(*r, "note") << std::endl;
+    }
     if (!args.wait) {
       if (!args.json) std::cout << *args.job << std::endl;
       co_return 0;
@@ -400,7 +433,13 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   json done = {{"event", "done"},          {"job", job},     {"state", state},
                {"tasks", status["tasks"]}, {"failed", status["failed"]},
                {"credits_spent", status["credits_spent"]}, {"out", fs::absolute(out).string()},
-               {"reason", status["reason"]}, {"verification", status["verification"]}};
+               {"reason", status["reason"]}, {"verification", status["verification"]},
+               {"failures", field_or(status, "failures", json::array())}};
+  const json& verification = status["verification"];
+  if (int_or(verification, "unverified", 0) > 0)
+    done["note"] = std::to_string(int_or(verification, "unverified", 0)) +
+                   " shard(s) unverified: no quorum of independent parties (copies on different networks and "
+                   "PeerIds) could be formed";
   if (state == "done") {
     auto merged = workload->merge(*spec, int_or(status, "tasks", std::int64_t{0}), shards, out);
     if (!merged) co_return report(merged.error());
@@ -410,11 +449,16 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   if (args.json) print_json(done);
   else {
     std::cout << "job " << job << " " << state << "; outputs in " << out.string() << std::endl;
+    if (!string_or(status, "reason").empty()) std::cout << "reason: " << string_or(status, "reason") << std::endl;
+    for (const auto& f : done["failures"])
+      std::cout << "shard " << int_or(f, "shard", -1) << " failed with exit code " << int_or(f, "exit_code", 0)
+                << (string_or(f, "stderr").empty() ? "" : ", stderr:\n" + string_or(f, "stderr")) << std::endl;
     const json& v = status["verification"];
     if (v.is_object() && string_or(v, "method", "none") != "none")
-      std::cout << "verified by " << string_or(v, "method") << ": " << int_or(v, "checked", 0) << " checked, "
+      std::cout << "checked by " << string_or(v, "method") << ": " << int_or(v, "checked", 0) << " checked, "
                 << int_or(v, "rejected", 0) << " rejected, cost " << number_or(v, "cost_fraction", 0.0) * 100
                 << "% of compute" << std::endl;
+    if (done.contains("note")) std::cout << "NOT verified: " << done["note"].get<std::string>() << std::endl;
   }
   co_return state == "done" ? 0 : kExitFailure;
 }
@@ -439,7 +483,8 @@ int audit_ledger(const std::string& db, bool as_json) {
   json out = {{"ok", r->ok}, {"transactions", r->transactions}, {"entries", r->entries},
               {"minted", pool::format_credits(r->minted)}, {"problems", r->problems},
               {"checks", {"every transaction sums to zero", "no balance is negative (mint excepted)",
-                          "every payment is tied to a done task, paid once, to its finisher"}}};
+                          "every payment is tied to a done task, paid once, to its finisher",
+                          "every payment within its lease's terms (price and measured score when leased, run time)"}}};
   if (as_json) print_json(out);
   else {
     std::cout << (r->ok ? "ledger OK" : "ledger BROKEN") << ": " << r->transactions << " transactions, " << r->entries
@@ -458,12 +503,21 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   auto sa = std::make_shared<ServeArgs>();
   auto* serve_cmd = pool->add_subcommand("serve", "Run a coordinator; prints a join link and a submit link");
   serve_cmd->add_option("--db", sa->db, "sqlite:PATH or postgres://... (default: pool.db in the state folder)");
-  serve_cmd->add_option("--listen", sa->listen, "ADDR:PORT to listen on (default 0.0.0.0:0)");
-  serve_cmd->add_option("--starting-credits", sa->starting_credits, "Credits minted for each new participant");
+  serve_cmd->add_option("--listen", sa->listen,
+                        "ADDR:PORT to listen on (default: the address of the last run, so its links stay valid; "
+                        "0.0.0.0 and a free port the first time)");
+  serve_cmd->add_option("--starting-credits", sa->starting_credits)
+      ->group("");  // gone (Sybil minting): refused with what to do instead
+  serve_cmd->add_option("--max-price", sa->max_price,
+                        "Refuse workers that ask more than this many credits per device-hour (default: any)");
   serve_cmd->add_option("--lease", sa->lease, "Task lease in seconds, renewed by heartbeats (default 30)");
   serve_cmd->add_option("--give-up-after", sa->give_up_after,
                         "Fail a job when no online worker may run any of its remaining tasks (e.g. a quorum copy "
                         "every online worker is barred from) for this many seconds, saying why (default 60)");
+  serve_cmd->add_option("--independent-wait", sa->independent_wait,
+                        "Seconds a replicated shard whose copies disagree (or agree only from one network) waits for "
+                        "a worker on another network before it is delivered unverified (default 20, at most half of "
+                        "--give-up-after)");
   serve_cmd->add_option("--scheduler", sa->scheduler,
                         "learned: the multi-objective scheduler that learns each device's speed, price and "
                         "reliability and follows each job's --prefer (default; docs/SCHEDULER.md); fastest: part 1's "
@@ -497,7 +551,14 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)");
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
   submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop")->required();
-  submit_cmd->add_option("--budget", su->budget, "Credits to escrow for the job");
+  submit_cmd->add_option("--budget", su->budget,
+                         "Credits to escrow for the job; workers are paid from it at the price their lease was given "
+                         "at. Without one the job runs on free workers (price 0) only");
+  submit_cmd->add_option("--retries", su->retries,
+                         "Run a shard whose command exits non-zero again on another worker, up to N times (default 0)")
+      ->check(CLI::Range(0, 100));
+  submit_cmd->add_flag("--allow-failures", su->allow_failures,
+                       "Failed shards do not fail the job: it ends done, with the failures reported");
   submit_cmd->add_option("--prefer", su->prefer, "fast | cheap | balanced: what the learned scheduler optimises")
       ->check(CLI::IsMember({"fast", "cheap", "balanced"}));
   submit_cmd->add_flag("--wait", su->wait, "Wait for the job and collect its outputs (reconnecting if the coordinator goes away)");
@@ -561,6 +622,8 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   add_client("jobs", "Your jobs", "jobs", false);
   add_client("cancel", "Cancel one of your jobs", "cancel", true);
   add_client("credits", "Your balance and ledger entries", "credits", false);
+
+  add_pool_bank_commands(*pool, status);
 
   auto aa = std::make_shared<std::pair<std::string, bool>>();
   auto* audit_cmd = pool->add_subcommand("audit-ledger", "Check the ledger's invariants (on the coordinator)");

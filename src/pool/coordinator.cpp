@@ -25,6 +25,10 @@ namespace {
 json refuse(const std::string& why) { return {{"ok", false}, {"error", why}}; }
 json refuse(const Error& e) { return refuse(e.what()); }
 
+std::string format_price(double credits_per_hour) {
+  return format_credits(static_cast<Micro>(std::llround(credits_per_hour * static_cast<double>(kMicroPerCredit))));
+}
+
 // Handlers read a peer's JSON with accessors that do not throw; should one
 // throw all the same (a bug of ours, not the peer's), the peer gets a refusal
 // and its stream stays open, rather than the stream ending with no answer.
@@ -114,7 +118,7 @@ std::variant<Coordinator::LearnedChoice, json> Coordinator::learned_choice(const
                                                                             const std::string& peer) {
   // Only what this device may run: a job whose pending tasks are all copies
   // of shards its peer ran would otherwise keep it waiting for them.
-  auto rows = store_.pending_jobs(64, 100'000, peer);
+  auto rows = store_.pending_jobs(64, 100'000, peer, device);
   if (!rows) return refuse(rows.error());
   std::vector<scheduling::PendingJob> jobs;
   for (const auto& r : *rows) {
@@ -163,6 +167,7 @@ asio::awaitable<void> Coordinator::run_maintenance() {
     auto n = store_.expire_leases(now_ms());
     if (!n) spdlog::warn("pool: lease expiry: {}", n.error().what());
     else if (*n > 0) on_event_({{"event", "leases_expired"}, {"count", *n}});
+    replication_.tick(now_ms(), {});  // shards no independent device can check any more
     if (ticks_ % 4 == 0) give_up_stuck_jobs();  // every ~1 s
   }
 }
@@ -286,7 +291,9 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
   --workers_online_;
   if (!device.empty()) waiting_.erase(device), found_nothing_.erase(device);
   if (learned_ && !device.empty()) learned_->device_left(device, now_s());
+  if (!device.empty()) calibrations_.erase(device);
   known_answers_.forget_peer(peer);
+  replication_.worker_left(peer);
   if (!device.empty()) networks_.erase(device);
   auto released = store_.release_worker(peer, now_ms());
   on_event_({{"event", "worker_gone"}, {"peer", peer}, {"reason", why},
@@ -309,21 +316,25 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     const json d = field_or(req, "device");
     if (!d.is_object()) return refuse("bad device");
     std::string kind = string_or(d, "kind", "cpu"), name = string_or(d, "name", "cpu");
-    double score = number_or(d, "score", 0.0), price = number_or(d, "price", 0.0);
-    if ((kind != "cpu" && kind != "gpu") || name.size() > 200 || !(score >= 0 && score < 1e15) ||
+    double hint = number_or(d, "score", 0.0), price = number_or(d, "price", 0.0);
+    if ((kind != "cpu" && kind != "gpu") || name.size() > 200 || !(hint >= 0 && hint < 1e15) ||
         !(price >= 0 && price < 1e9))
       return refuse("bad device");
-    auto id = store_.register_device(peer, kind, name, score, price, now);
+    if (const double most = store_.policy().max_price; most > 0 && price > most)
+      return refuse("this pool pays at most " + format_price(most) + " credits per device-hour: join with --price " +
+                    format_price(most) + " or less");
+    auto id = store_.register_device(peer, kind, name, price, now);
     if (!id) return refuse(id.error());
+    if (!device.empty() && device != *id) calibrations_.erase(device);
     device = *id;
     const std::string network = scheduling::network_of(ctx.address);
     networks_[device] = network;
     replication_.worker_network(peer, network);
     known_answers_.forget_peer(peer);  // a known-answer task it held before is void
-    if (learned_) learned_->device_joined({device, peer, network, std::max(score, 1.0), price}, now_s());
     // Leases this worker holds but does not know of (a coordinator that died
     // between granting a claim and answering it) would otherwise be renewed
     // by its heartbeats forever: requeue all but the ones it has results for.
+    // The ones it keeps keep the terms they were leased at.
     std::vector<std::string> holding;
     if (req.contains("holding") && req["holding"].is_array())
       for (const auto& t : req["holding"])
@@ -331,13 +342,39 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     auto stale = store_.release_stale_leases(peer, holding, now);
     if (!stale) return refuse(stale.error());
     if (*stale > 0) on_event_({{"event", "stale_leases_released"}, {"peer", peer}, {"count", *stale}});
-    on_event_({{"event", "device_registered"}, {"device", device}, {"score", score}, {"price", price},
-               {"network", network}});
-    return {{"ok", true}, {"device", device}, {"lease_ms", store_.policy().lease_ms}};
+    // Its score is what we measure (pool/calibration.hpp): no claims before the answer.
+    auto challenge = make_challenge(hint, challenge_rng_());
+    calibrations_[device] = {challenge, hint, price, std::chrono::steady_clock::now()};
+    return {{"ok", true}, {"device", device}, {"lease_ms", store_.policy().lease_ms},
+            {"calibrate", {{"seed", challenge.seed}, {"iterations", challenge.iterations}}}};
+  }
+  if (op == "calibrated") {
+    auto c = calibrations_.find(device);
+    if (c == calibrations_.end()) return refuse("no calibration was asked of this device");
+    const auto pending = c->second;
+    calibrations_.erase(c);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pending.issued).count();
+    std::vector<std::string> answer;
+    if (req.contains("checkpoints") && req["checkpoints"].is_array() &&
+        req["checkpoints"].size() == static_cast<std::size_t>(kCalibrationSegments))
+      for (const auto& v : req["checkpoints"]) answer.push_back(v.is_string() ? v.get<std::string>() : "");
+    std::uniform_int_distribution<int> pick(0, kCalibrationSegments - 1);
+    const int a = pick(challenge_rng_), b = (a + 1 + pick(challenge_rng_) % (kCalibrationSegments - 1)) % kCalibrationSegments;
+    if (!check_answer(pending.challenge, answer, a, b)) {
+      if (ctx.audit) ctx.audit("pool_calibration", "refuse", "wrong calibration answer", {{"device", device}});
+      return refuse("the calibration answer is wrong");
+    }
+    const double score = measured_score(pending.challenge, seconds, pending.hint);
+    if (auto r = store_.set_device_score(device, score); !r) return refuse(r.error());
+    if (learned_) learned_->device_joined({device, peer, networks_[device], std::max(score, 1.0), pending.price}, now_s());
+    on_event_({{"event", "device_registered"}, {"device", device}, {"score", score}, {"hint", pending.hint},
+               {"price", pending.price}, {"network", networks_[device]}});
+    return {{"ok", true}, {"score", score}};
   }
   if (device.empty()) return refuse("register first");
   if (op == "heartbeat") return {{"ok", true}};
   if (op == "claim") {
+    if (calibrations_.count(device)) return refuse("answer the calibration first");
     if (auto excluded = store_.exclusion(device); excluded && *excluded)
       return refuse("this device is excluded from the pool: " + **excluded);
     if (auto kat = known_answer_claim(device, peer)) return *kat;
@@ -489,6 +526,15 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
       if (!bad.empty()) return {{"ok", true}, {"accepted", false}, {"why", bad}};
       return known_answer_result(*kat, task, peer, *result, ctx, now);
     }
+    // Exit status is a result: a run that exited non-zero is a failed shard
+    // (its exit code and stderr kept for the submitter, never paid, run
+    // elsewhere while the job's --retries allow). A replicated job's runs
+    // are compared first: its quorum decides whether the shard failed.
+    if (bad.empty() && result->exit_code != 0) {
+      auto ref = store_.task_ref(task);
+      if (ref && *ref && !replication_.replicates((*ref)->job))
+        return shard_failed(task, attempt, peer, device, *result, now);
+    }
     std::optional<Verdict> verdict;
     if (bad.empty()) {
       verdict = verify(task, *result);
@@ -543,16 +589,26 @@ std::optional<json> Coordinator::known_answer_claim(const std::string& device, c
   // One at a time, and no other work meanwhile: an unproven device shows
   // what its results are worth before they count in a job.
   if (known_answers_.outstanding(device)) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
-  if (known_answers_.known() == 0 || proven_.count(device)) return std::nullopt;
-  auto valid = store_.valid_results(device);
-  if (!valid) return refuse(valid.error());
-  if (*valid > 0) {
-    proven_.insert(device);
-    return std::nullopt;
+  if (known_answers_.known() == 0) return std::nullopt;
+  std::optional<LeasedTask> t;
+  bool tiebreak = false;
+  if (!proven_.count(device)) {
+    auto valid = store_.valid_results(device);
+    if (!valid) return refuse(valid.error());
+    if (*valid > 0) proven_.insert(device);
+    else t = known_answers_.issue(device, peer);
   }
-  auto t = known_answers_.issue(device, peer);
+  // A disputed known answer goes to a device with a proven record,
+  // independent of the answer's producers and of the disputer, before
+  // anyone is judged by it.
+  if (!t && proven_.count(device) && known_answers_.open_disputes() > 0) {
+    auto valid = store_.valid_results(device);
+    if (!valid) return refuse(valid.error());
+    if (*valid >= kProvenChecks) t = known_answers_.issue_tiebreak(device, peer, networks_[device]), tiebreak = true;
+  }
   if (!t) return std::nullopt;
-  on_event_({{"event", "known_answer_issued"}, {"device", device}, {"peer", peer}, {"task", t->id}, {"attempt", t->attempt}});
+  on_event_({{"event", tiebreak ? "known_answer_tiebreak_issued" : "known_answer_issued"}, {"device", device},
+             {"peer", peer}, {"task", t->id}, {"attempt", t->attempt}});
   json task = {{"id", t->id}, {"job", t->job}, {"shard", t->shard}, {"shards", t->shards}, {"attempt", t->attempt},
                {"workload", t->workload}, {"spec", t->spec}};
   return json{{"ok", true}, {"tasks", json::array({task})}};
@@ -560,20 +616,49 @@ std::optional<json> Coordinator::known_answer_claim(const std::string& device, c
 
 json Coordinator::known_answer_result(const KnownAnswers::Issued& issued, const std::string& task, const std::string& peer,
                                       const TaskResult& result, const ServiceContext& ctx, std::int64_t now) {
-  // Judged like a quorum's losing copy, but nothing reaches the job: its
-  // task was completed and paid once already (docs/SCHEDULER.md).
-  const bool right = same_result(issued.answer, result);
-  const std::string why = right ? "" : "verification failed: the result differs from this task's verified result";
-  record_check(issued.device, task, peer, right, why, ctx, now);
-  if (auto r = store_.record_verification(issued.job, right, 0, 0); !r) spdlog::warn("pool: {}", r.error().what());
-  if (learned_) learned_->verdict(issued.device, right);
-  on_event_({{"event", "known_answer_checked"}, {"device", issued.device}, {"peer", peer}, {"task", task},
-             {"valid", right}});
-  if (!right) {
-    on_event_({{"event", "result_rejected"}, {"task", task}, {"peer", peer}, {"reason", why}});
-    return {{"ok", true}, {"accepted", false}, {"why", why}};
+  // Judged like a quorum's copy, but nothing reaches the job: its task was
+  // completed and paid once already (docs/SCHEDULER.md).
+  const json held = {{"ok", true}, {"accepted", false}, {"held", true}, {"why", "held until it is checked again"}};
+  if (issued.tiebreak) {
+    auto r = known_answers_.resolve(task, result);
+    const std::string why = "verification failed: a trusted independent re-run contradicts this result";
+    for (const auto& p : r.wrong)
+      if (!p.device.empty()) record_check(p.device, task, p.peer, false, why, ctx, now);
+    for (const auto& p : r.right) record_check(p.device, task, p.peer, true, "", ctx, now);
+    if (r.tiebreak_valid) record_check(issued.device, task, peer, true, "", ctx, now);
+    if (learned_ && r.tiebreak_valid) learned_->verdict(issued.device, true);
+    on_event_({{"event", "known_answer_tiebreak"}, {"device", issued.device}, {"peer", peer}, {"task", task},
+               {"wrong", r.wrong.size()}, {"right", r.right.size()}, {"answer_dropped", r.answer_dropped}});
+    return {{"ok", true}, {"accepted", true}, {"why", ""}, {"paid", format_credits(0)}};
   }
+  const bool right = same_result(issued.answer, result);
+  if (!right) {
+    // Not a verdict yet: the known answer could be the wrong one. A trusted
+    // independent device re-runs it first; this one never gets it again.
+    known_answers_.dispute(task, {peer, issued.device, networks_[issued.device]}, result);
+    on_event_({{"event", "known_answer_disputed"}, {"device", issued.device}, {"peer", peer}, {"task", task}});
+    return held;
+  }
+  record_check(issued.device, task, peer, true, "", ctx, now);
+  if (auto r = store_.record_verification(issued.job, true, 0, 0); !r) spdlog::warn("pool: {}", r.error().what());
+  if (learned_) learned_->verdict(issued.device, true);
+  on_event_({{"event", "known_answer_checked"}, {"device", issued.device}, {"peer", peer}, {"task", task},
+             {"valid", true}});
   return {{"ok", true}, {"accepted", true}, {"why", ""}, {"paid", format_credits(0)}};
+}
+
+json Coordinator::shard_failed(const std::string& task, std::int64_t attempt, const std::string& peer,
+                               const std::string& device, const TaskResult& result, std::int64_t now) {
+  learned_finished(task, device, scheduling::Outcome::failed);
+  auto f = store_.shard_failed(task, attempt, peer, result.exit_code, result.stderr_tail, false, now);
+  if (!f) return refuse(f.error());
+  if (!f->recorded) return {{"ok", true}, {"accepted", false}, {"why", "lease is no longer yours"}};
+  const std::string why = "exit code " + std::to_string(result.exit_code);
+  on_event_({{"event", "task_failed"}, {"task", task}, {"peer", peer}, {"exit_code", result.exit_code},
+             {"stderr", valid_utf8(result.stderr_tail.substr(0, 200))}, {"retried", f->retried}});
+  if (f->job_finished) forget_job(task);
+  return {{"ok", true}, {"accepted", false}, {"failed", true},
+          {"why", why + (f->retried ? "; the shard runs again on another peer" : "")}};
 }
 
 std::vector<std::string> Coordinator::free_networks(const std::string& device) const {
@@ -672,7 +757,17 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
   const std::string peer = ctx.consumer.str();
   const std::string op = string_or(req, "op");
   auto now = now_ms();
-  if (auto r = store_.ensure_peer(peer, now); !r) return refuse(r.error());
+  // Credits this session's link carries (`pool link --credits N`): minted
+  // once, for the first peer that uses it. No credit for just showing up.
+  if (!grants_without_credits_.count(ctx.grant.id)) {
+    auto minted = store_.claim_link_credits(ctx.grant.id, peer, now);
+    if (!minted) return refuse(minted.error());
+    if (*minted > 0)
+      on_event_({{"event", "link_credits_granted"}, {"peer", peer}, {"grant", ctx.grant.id},
+                 {"credits", format_credits(*minted)}});
+    if (grants_without_credits_.size() > 100'000) grants_without_credits_.clear();
+    grants_without_credits_.insert(ctx.grant.id);
+  }
   if (op == "submit") {
     std::string name = string_or(req, "workload");
     const Workload* workload = find_workload(name);
@@ -688,13 +783,29 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
       plan->info["prefer"] = prefer;
     }
     std::int64_t budget = req.contains("budget") && req["budget"].is_number_integer() ? req["budget"].get<std::int64_t>() : 0;
-    auto job = store_.create_job(peer, name, spec, input, plan->info, plan->tasks, budget, now);
+    JobRules rules;
+    rules.retries = static_cast<int>(int_or(req, "retries", 0));
+    rules.allow_failures = bool_or(req, "allow_failures", false);
+    if (rules.retries < 0 || rules.retries > 100) return refuse("retries must be 0..100");
+    // No work without pay: a job without a budget goes to free workers
+    // only. Refused when none is online but priced ones are, saying so.
+    if (budget <= 0) {
+      auto prices = store_.online_prices();
+      if (!prices) return refuse(prices.error());
+      if (prices->free == 0 && prices->priced > 0)
+        return refuse("without --budget a job runs on free workers (price 0) only, and none is online; the " +
+                      std::to_string(prices->priced) + " online worker(s) charge from " + format_price(prices->cheapest) +
+                      " credits per device-hour: give --budget CREDITS");
+    }
+    auto job = store_.create_job(peer, name, spec, input, plan->info, plan->tasks, budget, now, rules);
     if (!job) return refuse(job.error());
     json event = {{"event", "job_submitted"}, {"job", *job}, {"owner", peer}, {"workload", name},
                   {"tasks", plan->tasks}, {"budget", format_credits(budget)}};
     for (const auto& [k, v] : plan->info.items()) event[k] = v;
     on_event_(event);
-    return {{"ok", true}, {"job", *job}, {"tasks", plan->tasks}};
+    json answer = {{"ok", true}, {"job", *job}, {"tasks", plan->tasks}, {"free_only", budget <= 0}};
+    if (budget <= 0) answer["note"] = "no --budget: only free workers (price 0) take this job's tasks";
+    return answer;
   }
   if (op == "status" || op == "jobs") {
     std::optional<std::string> owner;
@@ -708,8 +819,19 @@ json Coordinator::handle_client(const json& req, const ServiceContext& ctx) {
         if (string_or(method, "method") == "replication" || string_or(method, "method") == "spot-check") {
           method["copies"] = replication_.copies(j.id);
           if (auto n = replication_.networks(j.id)) method["networks"] = *n;
+          // Verified only by quorums of independent parties: a shard the pool
+          // could not check so is delivered, and counted, as unverified.
+          method["unverified"] = j.unverified;
+          method["verified"] = j.unverified == 0 && j.state == "done";
         }
-        out["jobs"].push_back(job_json(j, method));
+        json row = job_json(j, method);
+        auto failures = store_.failures(j.id, kMaxFailuresShown);
+        if (!failures) return refuse(failures.error());
+        row["failures"] = json::array();
+        for (const auto& f : *failures)
+          row["failures"].push_back({{"shard", f.shard}, {"attempt", f.attempt}, {"exit_code", f.exit_code},
+                                     {"stderr", valid_utf8(f.stderr_tail)}, {"peer", f.peer}});
+        out["jobs"].push_back(std::move(row));
       }
     if (op == "status") {
       auto devs = store_.devices();

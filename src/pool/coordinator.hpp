@@ -14,6 +14,7 @@
 //
 // Threading: one executor, like Provider. Must outlive the Provider using it.
 
+#include "pool/calibration.hpp"
 #include "pool/known_answers.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/replication.hpp"
@@ -32,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <variant>
 #include <vector>
@@ -50,6 +52,8 @@ inline constexpr std::chrono::milliseconds kStarvedAfter{2000};
 // Pending tasks of a job the stall watch looks at (past these it assumes
 // one of them can run: a false "stuck" would fail a job that could finish).
 inline constexpr std::int64_t kStallScan = 256;
+// Failed attempts a job's status lists (the oldest first).
+inline constexpr std::int64_t kMaxFailuresShown = 20;
 
 class Coordinator {
  public:
@@ -99,6 +103,9 @@ class Coordinator {
   // The answer to a known-answer task, judged against the known one.
   nlohmann::json known_answer_result(const KnownAnswers::Issued& issued, const std::string& task, const std::string& peer,
                                      const TaskResult& result, const ServiceContext& ctx, std::int64_t now);
+  // A run that exited non-zero: a failed shard (PoolStore::shard_failed).
+  nlohmann::json shard_failed(const std::string& task, std::int64_t attempt, const std::string& peer,
+                              const std::string& device, const TaskResult& result, std::int64_t now);
   // A checked result of `device` (right or wrong): reputation, exclusion, audit.
   void record_check(const std::string& device, const std::string& task, const std::string& peer, bool valid,
                     const std::string& why, const ServiceContext& ctx, std::int64_t now);
@@ -145,6 +152,15 @@ class Coordinator {
   std::map<std::string, std::chrono::steady_clock::time_point> job_progress_;  // job -> its last lease (or first sight)
   std::map<std::string, std::string> networks_;  // device -> network of its worker's session
   std::set<std::string> proven_;                 // devices with a valid checked result on record
+  // Devices registered on this coordinator whose calibration answer is still due.
+  struct PendingCalibration {
+    CalibrationChallenge challenge;
+    double hint = 0, price = 0;
+    std::chrono::steady_clock::time_point issued;
+  };
+  std::map<std::string, PendingCalibration> calibrations_;
+  std::mt19937_64 challenge_rng_{std::random_device{}()};
+  std::set<std::string> grants_without_credits_;  // link grants seen that carry no (more) credits
   StallWatch stalls_;
   KnownAnswers known_answers_;                   // hidden known-answer tasks for unproven devices
   Replication replication_;  // exec --replicas / --spot-check (after on_event_, which it copies)

@@ -79,7 +79,7 @@ namespace {
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// Reads what is there; false once the pipe is closed.
+// Reads what is there, keeping the first `keep` bytes; false once the pipe is closed.
 bool drain(int fd, std::string& into, std::size_t keep, bool& over) {
   char buf[65536];
   while (true) {
@@ -88,6 +88,18 @@ bool drain(int fd, std::string& into, std::size_t keep, bool& over) {
     if (n < 0) return errno == EAGAIN || errno == EINTR;
     if (into.size() + static_cast<std::size_t>(n) > keep) over = true;
     into.append(buf, std::min(static_cast<std::size_t>(n), keep - std::min(keep, into.size())));
+  }
+}
+
+// The same, keeping the last `keep` bytes (a failed command's stderr ends with why).
+bool drain_tail(int fd, std::string& into, std::size_t keep) {
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    into.append(buf, static_cast<std::size_t>(n));
+    if (into.size() > keep) into.erase(0, into.size() - keep);
   }
 }
 
@@ -137,14 +149,14 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
   const auto start = std::chrono::steady_clock::now();
   auto last_tick = start;
   std::string stdout_data, stderr_tail;
-  bool out_open = true, err_open = true, stdout_over = false, stderr_over = false, timed_out = false;
+  bool out_open = true, err_open = true, stdout_over = false, timed_out = false;
   while (out_open || err_open) {
     timer.expires_after(std::chrono::milliseconds(250));
     if (out_open && err_open) co_await (out.async_wait(rd, tok) || err.async_wait(rd, tok) || timer.async_wait(tok));
     else if (out_open) co_await (out.async_wait(rd, tok) || timer.async_wait(tok));
     else co_await (err.async_wait(rd, tok) || timer.async_wait(tok));
     if (out_open) out_open = drain(out.native_handle(), stdout_data, kMaxStdoutBytes, stdout_over);
-    if (err_open) err_open = drain(err.native_handle(), stderr_tail, 4096, stderr_over);
+    if (err_open) err_open = drain_tail(err.native_handle(), stderr_tail, kMaxStderrTailBytes);
     auto now = std::chrono::steady_clock::now();
     if (now - start > req.timeout && !timed_out) {
       timed_out = true;  // the command and all it started, then the pipes close
@@ -163,6 +175,7 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
   TaskOutput result;
   result.exit_code = exit.status;
   result.stdout_data = std::move(stdout_data);
+  if (exit.status != 0) result.stderr_tail = std::move(stderr_tail);  // exit status is a result: why, for the submitter
   auto files = collect_out(ws / "out");
   if (!files) co_return files.error();
   result.files = std::move(*files);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace runsnack::pool {
@@ -43,7 +44,8 @@ Micro task_charge(double price_per_hour, double score, std::chrono::milliseconds
   return std::min(charge, escrow_left);
 }
 
-AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher) {
+AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher,
+                         const std::map<std::string, PaidTerms>& terms) {
   AuditReport r;
   std::map<std::int64_t, Micro> txn_sum;
   std::map<std::string, Micro> balance;
@@ -65,7 +67,25 @@ AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<st
         r.problems.push_back("txn " + std::to_string(e.txn) + ": payment for task " + *e.task + " to " + e.account +
                              ", not to its finisher " + it->second);
       if (!paid.insert(*e.task).second) r.problems.push_back("task " + *e.task + " paid more than once");
+      if (auto t = terms.find(*e.task); t != terms.end()) {
+        const Micro most = task_charge(t->second.price_per_hour, t->second.score, t->second.run_time,
+                                       std::numeric_limits<Micro>::max());
+        if (e.amount > most)
+          r.problems.push_back("txn " + std::to_string(e.txn) + ": task " + *e.task + " paid " + format_credits(e.amount) +
+                               ", more than its lease's terms allow (" + format_credits(most) + ")");
+      }
     }
+  }
+  // A device is paid for any moment once.
+  std::map<std::string, std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, std::string>>> spans;
+  for (const auto& [task, t] : terms)
+    if (t.paid_span && t.paid_span->second > t.paid_span->first) spans[t.device].push_back({*t.paid_span, task});
+  for (auto& [device, list] : spans) {
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i)
+      if (list[i].first.first < list[i - 1].first.second)
+        r.problems.push_back("device " + device + " was paid twice for the same time: tasks " + list[i - 1].second +
+                             " and " + list[i].second);
   }
   r.transactions = static_cast<std::int64_t>(txn_sum.size());
   for (const auto& [txn, sum] : txn_sum)

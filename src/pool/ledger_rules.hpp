@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace runsnack::pool {
@@ -59,8 +60,22 @@ struct AuditReport {
   std::vector<std::string> problems;  // empty when ok
 };
 
+// The terms an accepted attempt was leased at, and how long it ran.
+struct PaidTerms {
+  double price_per_hour = 0;  // the device's price when the lease was given
+  double score = 0;           // its measured score then
+  std::chrono::milliseconds run_time{0};  // the time it is paid for (lease start to the accepted result before)
+  // The device and the span of its time the result was paid for (results
+  // accepted since payments stopped overlapping: none before).
+  std::string device;
+  std::optional<std::pair<std::int64_t, std::int64_t>> paid_span;
+};
+
 // Checks every invariant. `task_finisher` maps each done task to the PeerId
-// whose result was accepted: a payment must go to exactly that peer, once.
-AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher);
+// whose result was accepted: a payment must go to exactly that peer, once,
+// and (for tasks in `terms`) never more than task_charge() of its lease's
+// terms for its run time; a device's paid spans never overlap.
+AuditReport audit_ledger(std::span<const LedgerEntry> entries, const std::map<std::string, std::string>& task_finisher,
+                         const std::map<std::string, PaidTerms>& terms = {});
 
 }  // namespace runsnack::pool

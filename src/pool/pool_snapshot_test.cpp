@@ -1,6 +1,8 @@
 // The dashboard snapshot over a store on SQLite :memory:.
 #include "pool/pool_snapshot.hpp"
 
+#include "pool/test_store.hpp"
+
 #include <gtest/gtest.h>
 
 namespace runsnack::pool {
@@ -12,10 +14,10 @@ class Snapshot : public ::testing::Test {
  protected:
   void SetUp() override {
     PoolPolicy policy;
-    policy.starting_credits = 100 * kMicroPerCredit;
     store.emplace(PoolStore::open(":memory:", policy).value());
-    dev_a = store->register_device("alice", "cpu", "cpu-a", kReferenceScore, 3600, now).value();
-    dev_b = store->register_device("bob", "cpu", "cpu-b", kReferenceScore / 2, 3600, now).value();
+    store->grant_credits("carol", 100 * kMicroPerCredit, 1).value();
+    dev_a = registered(*store, "alice", "cpu", "cpu-a", kReferenceScore, 3600, now).value();
+    dev_b = registered(*store, "bob", "cpu", "cpu-b", kReferenceScore / 2, 3600, now).value();
   }
   std::optional<PoolStore> store;
   std::int64_t now = 1'800'000'000'000;

@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <map>
 #include <utility>
@@ -137,6 +138,46 @@ CREATE TABLE copies (
 ) STRICT;
 CREATE INDEX copies_by_shard ON copies (job, of_shard);
 )sql"},
+    {7, R"sql(
+-- Terms fixed when work is handed out (issue 16): a lease records the price
+-- and the measured score it was given at; the accepted attempt's terms stay
+-- with its result, so audit-ledger checks each payment against them.
+ALTER TABLE tasks ADD COLUMN lease_price INTEGER;                   -- milli-credits per device-hour
+ALTER TABLE tasks ADD COLUMN lease_score INTEGER;                   -- measured calibration steps/s
+ALTER TABLE tasks ADD COLUMN exit_failures INTEGER NOT NULL DEFAULT 0;  -- attempts that exited non-zero
+ALTER TABLE results ADD COLUMN lease_price INTEGER;
+ALTER TABLE results ADD COLUMN lease_score INTEGER;
+ALTER TABLE results ADD COLUMN lease_start INTEGER;
+ALTER TABLE jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;         -- runs elsewhere after a non-zero exit
+ALTER TABLE jobs ADD COLUMN allow_failures INTEGER NOT NULL DEFAULT 0;  -- failed shards do not fail the job
+ALTER TABLE jobs ADD COLUMN unverified INTEGER NOT NULL DEFAULT 0;      -- shards delivered without an independent quorum
+-- Attempts whose command exited non-zero: the exit code and stderr's tail, for the submitter.
+CREATE TABLE failures (
+  task       TEXT NOT NULL REFERENCES tasks(id),
+  job        TEXT NOT NULL,
+  shard      INTEGER NOT NULL,
+  attempt    INTEGER NOT NULL,
+  peer       TEXT NOT NULL,
+  exit_code  INTEGER NOT NULL,
+  stderr     BLOB NOT NULL,
+  time       INTEGER NOT NULL
+) STRICT;
+CREATE INDEX failures_by_job ON failures (job, time);
+-- Credits a submit link carries (`pool link --credits N`): granted once, to the first peer that uses it.
+CREATE TABLE link_credits (
+  grant_id    TEXT PRIMARY KEY,
+  amount      INTEGER NOT NULL CHECK (amount > 0),
+  claimed_by  TEXT,
+  claimed_at  INTEGER
+) STRICT;
+)sql"},
+    {8, R"sql(
+-- A device is paid for time once (issue 16): results record the time they
+-- were paid for, which never overlaps another of the device's.
+ALTER TABLE devices ADD COLUMN paid_until INTEGER NOT NULL DEFAULT 0;  -- end of its last paid result, unix ms
+ALTER TABLE results ADD COLUMN paid_from INTEGER;
+ALTER TABLE results ADD COLUMN paid_to INTEGER;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -257,6 +298,39 @@ CREATE TABLE copies (
 );
 CREATE INDEX copies_by_shard ON copies (job, of_shard);
 )sql"},
+    {7, R"sql(
+ALTER TABLE tasks ADD COLUMN lease_price BIGINT;
+ALTER TABLE tasks ADD COLUMN lease_score BIGINT;
+ALTER TABLE tasks ADD COLUMN exit_failures BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE results ADD COLUMN lease_price BIGINT;
+ALTER TABLE results ADD COLUMN lease_score BIGINT;
+ALTER TABLE results ADD COLUMN lease_start BIGINT;
+ALTER TABLE jobs ADD COLUMN retries BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN allow_failures BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN unverified BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE failures (
+  task       TEXT NOT NULL REFERENCES tasks(id),
+  job        TEXT NOT NULL,
+  shard      BIGINT NOT NULL,
+  attempt    BIGINT NOT NULL,
+  peer       TEXT NOT NULL,
+  exit_code  BIGINT NOT NULL,
+  stderr     BYTEA NOT NULL,
+  time       BIGINT NOT NULL
+);
+CREATE INDEX failures_by_job ON failures (job, time);
+CREATE TABLE link_credits (
+  grant_id    TEXT PRIMARY KEY,
+  amount      BIGINT NOT NULL CHECK (amount > 0),
+  claimed_by  TEXT,
+  claimed_at  BIGINT
+);
+)sql"},
+    {8, R"sql(
+ALTER TABLE devices ADD COLUMN paid_until BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE results ADD COLUMN paid_from BIGINT;
+ALTER TABLE results ADD COLUMN paid_to BIGINT;
+)sql"},
 };
 
 std::string hex(std::span<const std::uint8_t> bytes) {
@@ -277,6 +351,14 @@ std::string new_id(const char* prefix) { return std::string(prefix) + new_grant_
 
 // Cache bounds (PoolStore's caches of facts that never change).
 constexpr std::size_t kMaxCachedRefs = 8192, kMaxCachedJobs = 256;
+
+// No work without pay: a job `j` whose tasks the device (an SQL parameter)
+// may take: any job for a free device (price 0), for a priced one only a job
+// whose escrow holds credit (a job without a budget goes to free devices only).
+std::string payable_by_device(const std::string& device_param) {
+  return "(COALESCE((SELECT d.price FROM devices d WHERE d.id = " + device_param + "), 0) = 0 OR "
+         "COALESCE((SELECT b.amount FROM balances b WHERE b.account = 'escrow:' || j.id), 0) > 0)";
+}
 
 // "?F, ?F+1, ..." : n numbered parameters from F (SQLite and PostgreSQL alike).
 std::string param_list(std::size_t n, std::size_t first = 1) {
@@ -308,6 +390,7 @@ std::vector<std::uint8_t> result_signing_bytes(const std::string& task, std::int
   text += task + "\n" + std::to_string(attempt) + "\n" + std::to_string(r.exit_code) + "\n" + sha256_hex(r.stdout_data) + "\n" +
           sha256_hex(r.files.dump());
   for (const auto& f : r.frames) text.append(1, '\n').append(sha256_hex(f));
+  if (!r.stderr_tail.empty()) text += "\nstderr " + sha256_hex(r.stderr_tail);  // only failed runs carry one
   return {text.begin(), text.end()};
 }
 
@@ -372,37 +455,21 @@ Result<std::vector<LedgerEntry>> PoolStore::entries_for(const std::string& accou
   return out;
 }
 
-Result<void> PoolStore::ensure_peer(const std::string& peer, std::int64_t now_ms) {
-  if (policy_.starting_credits <= 0) return {};
-  auto tx = db_.begin();
-  if (!tx) return tx.error();
-  auto st = db_.prepare("SELECT 1 FROM ledger WHERE account = ? AND kind = 'mint' LIMIT 1");
-  if (!st) return st.error();
-  st->bind(1, std::string_view(peer_account(peer)));
-  auto row = st->step();
-  if (!row) return row.error();
-  if (*row) return {};
-  auto txn = new_txn("mint", now_ms);
-  if (!txn) return txn.error();
-  if (auto r = entry(*txn, kMintAccount, -policy_.starting_credits, "mint", std::nullopt, ""); !r) return r;
-  if (auto r = entry(*txn, peer_account(peer), policy_.starting_credits, "mint", std::nullopt, ""); !r) return r;
-  return tx->commit();
-}
-
 Result<std::string> PoolStore::register_device(const std::string& peer, const std::string& kind,
-                                               const std::string& name, double score, double price,
-                                               std::int64_t now_ms) {
+                                               const std::string& name, double price, std::int64_t now_ms) {
   std::string id = peer + "/" + kind;
   auto st = db_.prepare(
       "INSERT INTO devices (id, peer, kind, name, score, price, registered, last_seen, online) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 1) ON CONFLICT (id) DO UPDATE SET name = ?4, score = ?5, "
-      "price = ?6, last_seen = ?7, online = 1");
+      "VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, 1) ON CONFLICT (id) DO UPDATE SET name = ?4, score = 0, "
+      "price = ?5, last_seen = ?6, online = 1");
+  // The score is the coordinator's measurement (set_device_score), never the
+  // worker's word: none until it is measured. Leases already held keep the
+  // terms they were given at (tasks.lease_price / lease_score).
   if (!st) return st.error();
-  // Statement binds integers only: the score in whole ops/s, the price in
-  // milli-credits per hour (read back the same way in devices()/complete()).
+  // Statement binds integers only: the price in milli-credits per hour (read
+  // back the same way in devices()/complete()).
   st->bind(1, std::string_view(id)).bind(2, std::string_view(peer)).bind(3, std::string_view(kind)).bind(4, std::string_view(name));
-  st->bind(5, static_cast<std::int64_t>(score)).bind(6, static_cast<std::int64_t>(price * 1000));
-  st->bind(7, now_ms);
+  st->bind(5, static_cast<std::int64_t>(price * 1000)).bind(6, now_ms);
   if (auto r = st->run(); !r) return r.error();
   return id;
 }
@@ -468,10 +535,10 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
 Result<std::string> PoolStore::create_job(const std::string& owner, const std::string& workload,
                                           const nlohmann::json& spec, const nlohmann::json& input,
                                           const nlohmann::json& info, std::int64_t shards, Micro budget,
-                                          std::int64_t now_ms) {
+                                          std::int64_t now_ms, const JobRules& rules) {
   if (shards <= 0) return fail(errc::invalid_argument, "a job needs at least one shard");
   if (budget < 0) return fail(errc::invalid_argument, "a negative budget");
-  if (auto r = ensure_peer(owner, now_ms); !r) return r.error();
+  if (rules.retries < 0 || rules.retries > 100) return fail(errc::invalid_argument, "retries must be 0..100");
   auto tx = db_.begin();
   if (!tx) return tx.error();
   auto have = balance(peer_account(owner));
@@ -481,11 +548,12 @@ Result<std::string> PoolStore::create_job(const std::string& owner, const std::s
                                    format_credits(budget));
   std::string job = new_id("j");
   auto st = db_.prepare(
-      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created, info) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)");
+      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created, info, retries, allow_failures) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
   if (!st) return st.error();
   st->bind(1, std::string_view(job)).bind(2, std::string_view(owner)).bind(3, std::string_view(workload)).bind(4, std::string_view(spec.dump())).bind(5, std::string_view(input.dump()));
-  if (auto r = st->bind(6, shards).bind(7, budget).bind(8, now_ms).bind(9, std::string_view(info.is_object() ? info.dump() : "{}")).run(); !r)
+  st->bind(6, shards).bind(7, budget).bind(8, now_ms).bind(9, std::string_view(info.is_object() ? info.dump() : "{}"));
+  if (auto r = st->bind(10, std::int64_t{rules.retries}).bind(11, std::int64_t{rules.allow_failures}).run(); !r)
     return r.error();
   // Every task in one statement (not a round trip per shard): ids "<job>.<shard>".
   auto ins = db_.prepare(
@@ -525,15 +593,15 @@ Result<std::int64_t> PoolStore::pending_count(std::int64_t at_most) {
 }
 
 Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit,
-                                                                     const std::string& peer) {
+                                                                     const std::string& peer, const std::string& device) {
   auto st = db_.prepare(
       "SELECT j.id, j.workload, j.info, (SELECT COUNT(*) FROM (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
       "AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?3) "
-      "LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t "
-      "WHERE t.state = 'pending' AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id "
-      "AND x.peer = ?3)) ORDER BY j.created LIMIT ?1");
+      "LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND " + payable_by_device("?4") + " AND EXISTS "
+      "(SELECT 1 FROM tasks t WHERE t.state = 'pending' AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x "
+      "WHERE x.task = t.id AND x.peer = ?3)) ORDER BY j.created LIMIT ?1");
   if (!st) return st.error();
-  st->bind(1, limit).bind(2, count_limit).bind(3, std::string_view(peer));
+  st->bind(1, limit).bind(2, count_limit).bind(3, std::string_view(peer)).bind(4, std::string_view(device));
   std::vector<PendingJobRow> out;
   while (true) {
     auto row = st->step();
@@ -565,19 +633,24 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
   // take, then that job's lowest pending shards: two index walks (jobs by
   // (state, created), tasks by (state, job, shard)), never a sort of every
   // pending task. A job with fewer pending tasks than wanted: the next job.
-  const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
+  // The lease records the device's price and measured score now: the terms
+  // it is paid at, whatever the device registers later.
   // The pick is a MATERIALIZED CTE, run once: as `id IN (SELECT ... LIMIT n
   // FOR UPDATE SKIP LOCKED)` PostgreSQL may plan it as a subquery re-run for
   // every pending row, each run skipping the rows this statement already
   // updated, so a claim for one task leased every pending task of the job.
+  const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
+  const std::string payable = payable_by_device("?1");
   const std::string sql =
       "WITH picked AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
-      (only_job ? std::string("(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running')")
-                : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND EXISTS (SELECT 1 FROM tasks t WHERE "
-                  "t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
+      (only_job ? "(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running' AND " + payable + ")"
+                : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND " + payable + " AND EXISTS (SELECT 1 FROM "
+                  "tasks t WHERE t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
       " AND " + not_rejected + " ORDER BY t.shard LIMIT ?5" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
       ") UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
-      "lease_deadline = ?4 WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING id, job, shard, attempts";
+      "lease_deadline = ?4, lease_price = (SELECT d.price FROM devices d WHERE d.id = ?1), "
+      "lease_score = (SELECT d.score FROM devices d WHERE d.id = ?1) "
+      "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING id, job, shard, attempts";
   while (static_cast<std::int64_t>(out.size()) < max) {
     auto st = db_.prepare(sql);
     if (!st) return st.error();
@@ -651,8 +724,9 @@ Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) 
 }
 
 Result<CompleteOutcome> PoolStore::complete(const std::string& task, std::int64_t attempt, const std::string& peer,
-                                            const TaskResult& result, std::int64_t now_ms) {
-  const Completion one{task, attempt, &result};
+                                            const TaskResult& result, std::int64_t now_ms,
+                                            std::int64_t arrived_ms) {
+  const Completion one{task, attempt, &result, arrived_ms};
   auto out = complete_many(peer, {&one, 1}, now_ms);
   if (!out) return out.error();
   return std::move(out->front());
@@ -668,23 +742,26 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
 
   // 1. Every named task's lease, job and device, in one read.
   struct Lease {
-    std::string state, worker, job, job_state;
+    std::string state, worker, job, job_state, device;
     std::int64_t attempts = 0, lease_start = 0, shard = 0;
-    double score = 0, price = 0;
+    std::int64_t paid_from = 0, paid_to = 0;  // the device time this result is paid for
+    double score = 0, price = 0;  // the lease's terms, fixed when it was given
     Micro escrow = 0;           // what the job's escrow holds
     bool job_pending = false;   // the job has pending tasks (so cannot finish in this batch)
   };
   std::unordered_map<std::string, Lease> leases;
+  std::map<std::string, std::int64_t> paid_until;  // device -> end of its last paid result
   {
     std::vector<std::string> ids;
     for (const auto& r : results)
       if (std::find(ids.begin(), ids.end(), r.task) == ids.end()) ids.push_back(r.task);
     auto st = db_.prepare(
-        "SELECT t.id, t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, CAST(d.score AS BIGINT), "
-        "CAST(d.price AS BIGINT), t.shard, (SELECT b.amount FROM balances b WHERE b.account = ?1 || t.job), "
-        "CASE WHEN EXISTS (SELECT 1 FROM tasks p WHERE p.state = 'pending' AND p.job = t.job) THEN 1 ELSE 0 END "
-        "FROM tasks t JOIN jobs j ON j.id = t.job LEFT JOIN devices d ON d.id = t.device WHERE t.id IN (" +
-        param_list(ids.size(), 2) + ")");
+        "SELECT t.id, t.state, t.attempts, t.worker, t.lease_start, t.job, j.state, "
+        "CAST(COALESCE(t.lease_score, 0) AS BIGINT), CAST(COALESCE(t.lease_price, 0) AS BIGINT), t.shard, "
+        "(SELECT b.amount FROM balances b WHERE b.account = ?1 || t.job), "
+        "CASE WHEN EXISTS (SELECT 1 FROM tasks p WHERE p.state = 'pending' AND p.job = t.job) THEN 1 ELSE 0 END, "
+        "t.device, (SELECT d.paid_until FROM devices d WHERE d.id = t.device) "
+        "FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.id IN (" + param_list(ids.size(), 2) + ")");
     if (!st) return st.error();
     st->bind(1, std::string_view(escrow_account("")));
     for (std::size_t i = 0; i < ids.size(); ++i) st->bind(static_cast<int>(i + 2), std::string_view(ids[i]));
@@ -700,6 +777,9 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
       l.shard = st->column_int64(9);
       l.escrow = st->column_int64(10);
       l.job_pending = st->column_int64(11) != 0;
+      l.device = st->column_optional_text(12).value_or("");
+      if (l.device.empty()) l.device = "peer:" + l.worker;
+      paid_until.emplace(l.device, st->column_optional_int64(13).value_or(0));
       leases.emplace(st->column_text(0), std::move(l));
     }
   }
@@ -720,6 +800,19 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
   }
   if (accepted.empty()) return out;
 
+  // The device time each is paid for: from the later of its lease's start and
+  // the end of the device's last paid result, to the result's arrival. Tasks
+  // leased together and returned together are not each paid the batch's
+  // whole time; a result held for a quorum is not paid for the wait.
+  for (std::size_t i : accepted) {
+    Lease& l = leases[results[i].task];
+    std::int64_t& until = paid_until[l.device];
+    const std::int64_t arrived = results[i].arrived_ms > 0 ? std::min(results[i].arrived_ms, now_ms) : now_ms;
+    l.paid_to = std::max(arrived, l.lease_start);
+    l.paid_from = std::min(std::max(l.lease_start, until), l.paid_to);
+    until = std::max(until, l.paid_to);
+  }
+
   // 3. The tasks done and their results.
   {
     auto up = db_.prepare("UPDATE tasks SET state = 'done' WHERE id IN (" + param_list(accepted.size()) +
@@ -734,18 +827,31 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
       ++changed;
     }
     if (changed != accepted.size()) return fail(errc::internal, "a result's task changed while it was accepted");
-    auto ins = db_.prepare("INSERT INTO results (task, worker, exit_code, stdout, files, signature, received) VALUES " +
-                           value_rows(accepted.size(), 7));
+    // With the terms the attempt was leased at: audit-ledger checks its payment against them.
+    auto ins = db_.prepare(
+        "INSERT INTO results (task, worker, exit_code, stdout, files, signature, received, lease_price, lease_score, "
+        "lease_start, paid_from, paid_to) VALUES " + value_rows(accepted.size(), 12));
     if (!ins) return ins.error();
     for (std::size_t k = 0; k < accepted.size(); ++k) {
       const Completion& c = results[accepted[k]];
       const TaskResult& r = *c.result;
-      const int p = static_cast<int>(k * 7);
+      const Lease& l = leases[c.task];
+      const int p = static_cast<int>(k * 12);
       ins->bind(p + 1, std::string_view(c.task)).bind(p + 2, std::string_view(peer)).bind(p + 3, r.exit_code);
       ins->bind_blob(p + 4, {reinterpret_cast<const std::uint8_t*>(r.stdout_data.data()), r.stdout_data.size()});
       ins->bind(p + 5, std::string_view(r.files.dump())).bind(p + 6, std::string_view(r.signature)).bind(p + 7, now_ms);
+      ins->bind(p + 8, static_cast<std::int64_t>(std::llround(l.price * 1000))).bind(p + 9, static_cast<std::int64_t>(l.score));
+      ins->bind(p + 10, l.lease_start).bind(p + 11, l.paid_from).bind(p + 12, l.paid_to);
     }
     if (auto r = ins->run(); !r) return r.error();
+    auto mark = db_.prepare("UPDATE devices SET paid_until = ?1 WHERE id = ?2 AND paid_until < ?1");
+    if (!mark) return mark.error();
+    for (const auto& [device, until] : paid_until) {
+      if (device.starts_with("peer:")) continue;
+      mark->reset();
+      mark->bind(1, until).bind(2, std::string_view(device));
+      if (auto r = mark->run(); !r) return r.error();
+    }
   }
 
   // 4. Each payment out of its job's escrow, in order (never more than is left).
@@ -765,7 +871,7 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
   for (std::size_t i : accepted) {
     const Lease& l = leases[results[i].task];
     Micro& have = left[escrow_account(l.job)];
-    Micro charge = task_charge(l.price, l.score, std::chrono::milliseconds(now_ms - l.lease_start), have);
+    Micro charge = task_charge(l.price, l.score, std::chrono::milliseconds(l.paid_to - l.paid_from), have);
     have -= charge;
     out[i].paid = charge;
     if (charge > 0) {
@@ -821,11 +927,27 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
 
   // 6. A job whose last task this was ends (its unused escrow returns). One
   // that had pending tasks still has them: claims wait for this transaction.
+  // One whose escrow these payments emptied with work left fails: no priced
+  // device would take its tasks, and none may work for nothing.
   for (const auto& job : jobs) {
     const bool had_pending = std::any_of(accepted.begin(), accepted.end(), [&](std::size_t i) {
       const Lease& l = leases[results[i].task];
       return l.job == job && l.job_pending;
     });
+    if (left.count(escrow_account(job)) && left[escrow_account(job)] <= 0 && moved.count(escrow_account(job))) {
+      auto open = maybe_finish(job, now_ms);  // done when this was its last task
+      if (!open) return open.error();
+      if (!*open) {
+        if (auto r = finish_job(job, "failed", "its budget is spent with tasks left: submit them again with a larger --budget", now_ms); !r)
+          return r.error();
+      }
+      for (auto k = accepted.rbegin(); k != accepted.rend(); ++k)
+        if (leases[results[*k].task].job == job) {
+          out[*k].job_finished = true;
+          break;
+        }
+      continue;
+    }
     if (had_pending) continue;
     auto finished = maybe_finish(job, now_ms);
     if (!finished) return finished.error();
@@ -846,11 +968,12 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
 }
 
 Result<bool> PoolStore::maybe_finish(const std::string& job, std::int64_t now_ms) {
-  // Index lookups on (state, job): not a count over the job's tasks.
+  // Index lookups on (state, job): not a count over the job's tasks. A
+  // running job holds failed tasks only when it allows failures (a failed
+  // task fails any other job with it): those are finished too.
   auto st = db_.prepare(
       "SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND job = ?1) OR "
-      "EXISTS (SELECT 1 FROM tasks WHERE state = 'leased' AND job = ?1) OR "
-      "EXISTS (SELECT 1 FROM tasks WHERE state = 'failed' AND job = ?1) THEN 1 ELSE 0 END");
+      "EXISTS (SELECT 1 FROM tasks WHERE state = 'leased' AND job = ?1) THEN 1 ELSE 0 END");
   if (!st) return st.error();
   st->bind(1, std::string_view(job));
   if (auto row = st->step(); !row) return row.error();
@@ -886,7 +1009,18 @@ Result<void> PoolStore::finish_job(const std::string& job, const std::string& st
 
 Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::string& job, std::int64_t attempts,
                                         const std::string& reason, std::int64_t now_ms) {
-  if (after_lost_attempt(static_cast<int>(attempts), policy_.max_attempts) == RetryDecision::requeue) {
+  // Only lost attempts count against max_attempts here: runs that exited
+  // non-zero follow the job's --retries (shard_failed()).
+  auto q = db_.prepare("SELECT t.exit_failures, j.allow_failures FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.id = ?");
+  if (!q) return q.error();
+  q->bind(1, std::string_view(task));
+  auto row = q->step();
+  if (!row) return row.error();
+  const std::int64_t exit_failures = *row ? q->column_int64(0) : 0;
+  const bool allow_failures = *row && q->column_int64(1) != 0;
+  if (*row)
+    if (auto more = q->step(); !more) return more.error();
+  if (after_lost_attempt(static_cast<int>(attempts - exit_failures), policy_.max_attempts) == RetryDecision::requeue) {
     auto st = db_.prepare(
         "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ? "
         "WHERE id = ? AND state = 'leased'");
@@ -896,6 +1030,11 @@ Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::stri
   auto st = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE id = ? AND state = 'leased'");
   if (!st) return st.error();
   if (auto r = st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run(); !r) return r;
+  if (allow_failures) {
+    auto finished = maybe_finish(job, now_ms);
+    if (!finished) return finished.error();
+    return {};
+  }
   return finish_job(job, "failed",
                     "task " + task + " failed " + std::to_string(attempts) + " times; last: " + reason, now_ms);
 }
@@ -1002,6 +1141,8 @@ JobStatus read_job(SqlStmt& st) {
   j.info = nlohmann::json::parse(st.column_text(12), nullptr, false);
   j.verified = st.column_int64(13), j.rejected = st.column_int64(14);
   j.verify_us = st.column_int64(15), j.compute_us = st.column_int64(16);
+  j.rules.retries = static_cast<int>(st.column_int64(17)), j.rules.allow_failures = st.column_int64(18) != 0;
+  j.unverified = st.column_int64(19);
   return j;
 }
 constexpr const char* kJobColumns =
@@ -1011,7 +1152,7 @@ constexpr const char* kJobColumns =
     "j.shards + (SELECT COUNT(*) FROM copies c WHERE c.job = j.id), "
     "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.id AND t.state = 'failed'), "
     "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.job = j.id AND l.kind = 'payment' AND l.amount > 0), "
-    "j.info, j.verified, j.rejected, j.verify_us, j.compute_us "
+    "j.info, j.verified, j.rejected, j.verify_us, j.compute_us, j.retries, j.allow_failures, j.unverified "
     "FROM jobs j ";
 }  // namespace
 
@@ -1153,15 +1294,25 @@ Result<AuditReport> PoolStore::audit() {
                        st->column_optional_text(4)});
   }
   std::map<std::string, std::string> finisher;
-  auto ts = db_.prepare("SELECT r.task, r.worker FROM results r JOIN tasks t ON t.id = r.task WHERE t.state = 'done'");
+  std::map<std::string, PaidTerms> terms;  // results accepted since leases record their terms
+  auto ts = db_.prepare(
+      "SELECT r.task, r.worker, r.lease_price, r.lease_score, r.lease_start, r.received, r.paid_from, r.paid_to, "
+      "t.device FROM results r JOIN tasks t ON t.id = r.task WHERE t.state = 'done'");
   if (!ts) return ts.error();
   while (true) {
     auto row = ts->step();
     if (!row) return row.error();
     if (!*row) break;
     finisher[ts->column_text(0)] = ts->column_text(1);
+    auto price = ts->column_optional_int64(2), score = ts->column_optional_int64(3), start = ts->column_optional_int64(4);
+    if (!price || !score || !start) continue;
+    PaidTerms t{static_cast<double>(*price) / 1000.0, static_cast<double>(*score),
+                std::chrono::milliseconds(ts->column_int64(5) - *start), ts->column_optional_text(8).value_or(""), {}};
+    auto from = ts->column_optional_int64(6), to = ts->column_optional_int64(7);
+    if (from && to) t.run_time = std::chrono::milliseconds(*to - *from), t.paid_span = std::pair{*from, *to};
+    terms[ts->column_text(0)] = std::move(t);
   }
-  AuditReport report = audit_ledger(entries, finisher);
+  AuditReport report = audit_ledger(entries, finisher, terms);
   // The kept balances must be the ledger's sums.
   std::map<std::string, Micro> sums;
   for (const auto& e : entries) sums[e.account] += e.amount;

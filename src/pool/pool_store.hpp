@@ -32,11 +32,39 @@
 namespace runsnack::pool {
 
 struct PoolPolicy {
-  int max_attempts = 3;                      // leases per task before it fails the job
+  int max_attempts = 3;                      // leases lost (worker gone, lease expired) before a task fails
   std::int64_t lease_ms = 30'000;            // renewed by every message from the worker
-  Micro starting_credits = 0;                // minted for a peer the first time it is seen
   std::int64_t exclude_after = 3;            // wrong results before a device gets no more work
+  double max_price = 0;                      // credits per device-hour a worker may ask (0: any)
   std::int64_t give_up_ms = 60'000;          // a job no online worker may serve fails after this (stall_watch.hpp)
+  // A shard whose copies want a device on another network (or another peer)
+  // waits this long for one to come online before it is delivered unverified.
+  std::int64_t independent_wait_ms = 20'000;
+};
+
+// How a job treats shards whose command exits non-zero (`pool submit --retries N --allow-failures`).
+struct JobRules {
+  int retries = 0;              // runs on other peers after a non-zero exit
+  bool allow_failures = false;  // failed shards do not fail the job: it ends done with them reported
+};
+
+// An attempt whose command exited non-zero.
+struct ShardFailure {
+  std::int64_t shard = 0, attempt = 0, exit_code = 0, time_ms = 0;
+  std::string peer, stderr_tail;
+};
+
+// What shard_failed() did with the failed attempt.
+struct FailOutcome {
+  bool recorded = false;      // the attempt was the peer's live lease (else nothing changed)
+  bool retried = false;       // the shard runs again on another peer
+  bool job_finished = false;  // the job ended (failed, or done with failures)
+};
+
+// The online devices by price, for telling a submitter without a budget what it would get.
+struct OnlinePrices {
+  std::int64_t free = 0, priced = 0;
+  double cheapest = 0;  // of the priced ones, credits per device-hour
 };
 
 struct DeviceInfo {
@@ -72,6 +100,8 @@ struct JobStatus {
   Micro budget = 0, spent = 0;
   nlohmann::json info = nlohmann::json::object();  // what the workload shows with the job
   std::int64_t verified = 0, rejected = 0, verify_us = 0, compute_us = 0;  // checks by computation
+  JobRules rules;
+  std::int64_t unverified = 0;  // shards delivered without a quorum of independent parties
 };
 
 // Read-only views for the dashboard (pool/pool_snapshot.hpp).
@@ -93,6 +123,7 @@ struct Completion {
   std::string task;
   std::int64_t attempt = 0;
   const TaskResult* result = nullptr;
+  std::int64_t arrived_ms = 0;  // when the result came (0: now); a result held for a quorum is paid up to then
 };
 
 struct CompleteOutcome {
@@ -111,29 +142,43 @@ class PoolStore {
   static Result<PoolStore> open_postgres(const std::string& url, PoolPolicy policy);
   const PoolPolicy& policy() const { return policy_; }
 
-  // Mints the starting credits once per peer (no-op when zero or done before).
-  Result<void> ensure_peer(const std::string& peer, std::int64_t now_ms);
   Result<Micro> balance(const std::string& account);
+  // Credits are minted only explicitly (pool_store_bank.cpp): by the
+  // coordinator's operator (`pool grant PEER N`) ...
+  Result<void> grant_credits(const std::string& peer, Micro amount, std::int64_t now_ms);
+  // ... or carried by a submit link (`pool link --credits N`): offered with
+  // the link's grant, minted once, to the first peer whose session uses it.
+  Result<void> offer_link_credits(const std::string& grant_id, Micro amount);
+  // The credits minted for `peer` now (0: none offered, or claimed before).
+  Result<Micro> claim_link_credits(const std::string& grant_id, const std::string& peer, std::int64_t now_ms);
   // One transaction around several operations (their own transactions
   // become savepoints): a claim of several tasks, a batch of results.
   // shared: claims only (PostgreSQL's shared lock).
   Result<SqlTxn> batch(bool shared) { return db_.begin(shared); }
   Result<std::vector<LedgerEntry>> entries_for(const std::string& account);
 
+  // A worker's device, online, at its price (credits per device-hour); its
+  // score is 0 until set_device_score().
   Result<std::string> register_device(const std::string& peer, const std::string& kind, const std::string& name,
-                                      double score, double price, std::int64_t now_ms);
+                                      double price, std::int64_t now_ms);
   Result<void> set_device_online(const std::string& peer, bool online);
+  // The score the coordinator measured (pool/calibration.hpp); a registered
+  // device has none (0) until then and may not claim.
+  Result<void> set_device_score(const std::string& device, double score);
   Result<std::vector<DeviceInfo>> devices();
   Result<double> device_score(const std::string& device);
+  Result<OnlinePrices> online_prices();
   // The learned scheduler's saved state (pool/scheduling/), if any.
   Result<void> save_scheduler_state(const nlohmann::json& state);
   Result<std::optional<nlohmann::json>> scheduler_state();
 
   // Escrows `budget` from the owner's balance; refused (with the balance in
-  // the message) when it is too small.
+  // the message) when it is too small. A job without a budget goes only to
+  // free devices (price 0); a priced device takes tasks only of jobs whose
+  // escrow holds credit, and a job whose escrow runs dry with work left fails.
   Result<std::string> create_job(const std::string& owner, const std::string& workload, const nlohmann::json& spec,
                                  const nlohmann::json& input, const nlohmann::json& info, std::int64_t shards,
-                                 Micro budget, std::int64_t now_ms);
+                                 Micro budget, std::int64_t now_ms, const JobRules& rules = {});
   Result<nlohmann::json> job_input(const std::string& job);
   Result<JobDefinition> job_definition(const std::string& job);
   Result<std::optional<TaskRef>> task_ref(const std::string& task);
@@ -170,16 +215,22 @@ class PoolStore {
     std::int64_t pending = 0;
     nlohmann::json info;
   };
-  // Only tasks `peer` may run count (a copy is not for the peers of the
-  // shard's other copies, a task not for a peer that got it wrong).
-  Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit, const std::string& peer);
+  // Only tasks `device` of `peer` may run count (a copy is not for the peers
+  // of the shard's other copies, a task not for a peer that got it wrong, a
+  // job without credit not for a priced device).
+  Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit, const std::string& peer,
+                                                  const std::string& device);
   // Renews the deadlines of the leases `peer` holds that have less than
   // three quarters of a lease left (the others need no write yet).
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
   // Accepts a result for (task, attempt) from `peer` when that lease is the
   // live one; pays the worker once and ends the job when it was the last.
+  // A device is paid for time once: from the later of the lease's start and
+  // the end of its last paid result, to the result's arrival (`arrived_ms`,
+  // 0: now), at the lease's terms; tasks leased together are not each paid
+  // the batch's whole time.
   Result<CompleteOutcome> complete(const std::string& task, std::int64_t attempt, const std::string& peer,
-                                   const TaskResult& result, std::int64_t now_ms);
+                                   const TaskResult& result, std::int64_t now_ms, std::int64_t arrived_ms = 0);
   // complete() for several results of `peer` in one transaction with a fixed
   // number of statements (set-based, not one round of statements per
   // result): the outcomes, in order, are those of completing them one after
@@ -187,7 +238,18 @@ class PoolStore {
   // of the escrow in order, the job's last result finishes it).
   Result<std::vector<CompleteOutcome>> complete_many(const std::string& peer, std::span<const Completion> results,
                                                      std::int64_t now_ms);
-  // The attempt failed (bad result, command error, lost worker): requeue or fail.
+  // The attempt's command exited non-zero (pool_store_failures.cpp): the
+  // failure is recorded for the submitter (exit code, stderr's tail), never
+  // paid; the shard runs again on another peer while the job's retries
+  // allow (not when `final`: a quorum decided the failure), else it fails,
+  // and with it the job unless the job allows failures.
+  Result<FailOutcome> shard_failed(const std::string& task, std::int64_t attempt, const std::string& peer,
+                                   std::int64_t exit_code, const std::string& stderr_tail, bool final,
+                                   std::int64_t now_ms);
+  Result<std::vector<ShardFailure>> failures(const std::string& job, std::int64_t limit);
+  // One more shard of the job was delivered without an independent quorum.
+  Result<void> record_unverified(const std::string& job);
+  // The attempt failed (bad result, worker error, lost worker): requeue or fail.
   Result<void> fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                             const std::string& reason, std::int64_t now_ms);
   // Gives back a lease just made by a claim, as if it had not been made.

@@ -9,6 +9,8 @@
 #include "pool/workload.hpp"
 #include "pool/matmul/matrix.hpp"
 
+#include "pool/test_store.hpp"
+
 #include <gtest/gtest.h>
 
 namespace runsnack::pool {
@@ -101,10 +103,10 @@ class Store : public ::testing::Test {
     PoolPolicy policy;
     policy.max_attempts = 2;
     policy.lease_ms = 1000;
-    policy.starting_credits = 100 * kMicroPerCredit;
     store.emplace(PoolStore::open(":memory:", policy).value());
-    dev_a = store->register_device("alice", "cpu", "cpu", kReferenceScore, 3600, now).value();
-    dev_b = store->register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    store->grant_credits("carol", 100 * kMicroPerCredit, 1).value();
+    dev_a = registered(*store, "alice", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    dev_b = registered(*store, "bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
   }
   void expect_audit_ok() {
     auto r = store->audit().value();
@@ -186,6 +188,140 @@ TEST_F(Store, ReRegisteringWorkerKeepsOnlyLeasesItHasResultsFor) {
   expect_audit_ok();
 }
 
+TEST_F(Store, ALeaseKeepsThePriceAndScoreItWasGivenAt) {
+  // Bait and switch: cheap at the claim, dear (and "fast") once the task is held.
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 1, 20 * kMicroPerCredit, now).value();
+  auto t = store->claim(dev_a, "alice", now).value();
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(store->register_device("alice", "cpu", "cpu", 9.9e8, now + 10));
+  ASSERT_TRUE(store->set_device_score(dev_a, 9.9e14));
+  auto c = store->complete(t->id, t->attempt, "alice", ok_result, now + 1000).value();
+  ASSERT_TRUE(c.accepted);
+  EXPECT_EQ(c.paid, 1 * kMicroPerCredit);  // 3600 credits/h at the reference score, for 1 s
+  EXPECT_EQ(store->job_status(job).value().spent, 1 * kMicroPerCredit);
+  expect_audit_ok();
+}
+
+TEST_F(Store, AJobWithoutABudgetGoesToFreeDevicesOnly) {
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 2, 0, now).value();
+  EXPECT_FALSE(store->claim(dev_a, "alice", now).value());  // alice charges
+  EXPECT_TRUE(store->pending_jobs(10, 10, "alice", dev_a).value().empty());
+  auto free_dev = registered(*store, "dora", "cpu", "cpu", kReferenceScore, 0, now).value();
+  EXPECT_EQ(store->pending_jobs(10, 10, "dora", free_dev).value().size(), 1u);
+  auto t = store->claim(free_dev, "dora", now).value();
+  ASSERT_TRUE(t);
+  auto c = store->complete(t->id, t->attempt, "dora", ok_result, now + 1000).value();
+  EXPECT_TRUE(c.accepted);
+  EXPECT_EQ(c.paid, 0);
+  EXPECT_EQ(store->job_status(job).value().spent, 0);
+  auto prices = store->online_prices().value();
+  EXPECT_EQ(prices.free, 1);
+  EXPECT_EQ(prices.priced, 2);
+  EXPECT_DOUBLE_EQ(prices.cheapest, 3600);
+  expect_audit_ok();
+}
+
+TEST_F(Store, AJobWhoseBudgetRunsOutFailsAndNoPricedDeviceWorksOnForNothing) {
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 3, kMicroPerCredit / 2, now).value();
+  auto t = store->claim(dev_a, "alice", now).value();
+  ASSERT_TRUE(t);
+  auto c = store->complete(t->id, t->attempt, "alice", ok_result, now + 1000).value();  // worth 1, half left
+  EXPECT_EQ(c.paid, kMicroPerCredit / 2);
+  EXPECT_TRUE(c.job_finished);
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.state, "failed");
+  EXPECT_NE(st.reason.find("budget is spent"), std::string::npos) << st.reason;
+  EXPECT_FALSE(store->claim(dev_b, "bob", now).value());
+  expect_audit_ok();
+}
+
+TEST_F(Store, ANonZeroExitIsRecordedUnpaidAndRetriedElsewhere) {
+  JobRules rules;
+  rules.retries = 1;
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 1, 5 * kMicroPerCredit, now, rules).value();
+  auto t = store->claim(dev_a, "alice", now).value();
+  ASSERT_TRUE(t);
+  EXPECT_FALSE(store->shard_failed(t->id, t->attempt, "bob", 3, "not mine", false, now).value().recorded);
+  auto f = store->shard_failed(t->id, t->attempt, "alice", 3, "err\n", false, now + 100).value();
+  EXPECT_TRUE(f.recorded && f.retried && !f.job_finished);
+  EXPECT_FALSE(store->claim(dev_a, "alice", now).value());  // elsewhere: not on alice again
+  auto again = store->claim(dev_b, "bob", now + 200).value();
+  ASSERT_TRUE(again);
+  auto g = store->shard_failed(again->id, again->attempt, "bob", 4, "err2\n", false, now + 300).value();
+  EXPECT_TRUE(g.recorded && !g.retried && g.job_finished);  // its one retry used
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.failed, 1);
+  EXPECT_EQ(st.state, "failed");
+  EXPECT_NE(st.reason.find("exit code 4: err2"), std::string::npos) << st.reason;
+  auto failures = store->failures(job, 10).value();
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[0].peer, "alice");
+  EXPECT_EQ(failures[0].exit_code, 3);
+  EXPECT_EQ(failures[0].stderr_tail, "err\n");
+  EXPECT_EQ(failures[1].peer, "bob");
+  EXPECT_EQ(store->balance(peer_account("alice")).value() + store->balance(peer_account("bob")).value(), 0);
+  EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit);  // all refunded
+  expect_audit_ok();
+}
+
+TEST_F(Store, WithAllowFailuresTheJobEndsDoneWithItsFailedShards) {
+  JobRules rules;
+  rules.allow_failures = true;
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 2, 5 * kMicroPerCredit, now, rules).value();
+  auto t0 = store->claim(dev_a, "alice", now).value();
+  auto t1 = store->claim(dev_b, "bob", now).value();
+  ASSERT_TRUE(t0 && t1);
+  auto f = store->shard_failed(t0->id, t0->attempt, "alice", 3, "", false, now + 10).value();
+  EXPECT_FALSE(f.job_finished);
+  EXPECT_EQ(store->job_status(job).value().state, "running");
+  EXPECT_TRUE(store->complete(t1->id, t1->attempt, "bob", ok_result, now + 1000).value().job_finished);
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.state, "done");
+  EXPECT_EQ(st.failed, 1);
+  EXPECT_EQ(st.done, 1);
+  expect_audit_ok();
+}
+
+TEST_F(Store, CreditsAreMintedOnlyByAGrantOrOnceByALink) {
+  EXPECT_EQ(store->balance(peer_account("newcomer")).value(), 0);  // showing up mints nothing
+  EXPECT_FALSE(store->grant_credits("newcomer", 0, now));
+  ASSERT_TRUE(store->grant_credits("newcomer", 5 * kMicroPerCredit, now));
+  EXPECT_EQ(store->balance(peer_account("newcomer")).value(), 5 * kMicroPerCredit);
+  ASSERT_TRUE(store->offer_link_credits("grant1", 30 * kMicroPerCredit));
+  EXPECT_EQ(store->claim_link_credits("nolink", "x", now).value(), 0);
+  EXPECT_EQ(store->claim_link_credits("grant1", "first", now).value(), 30 * kMicroPerCredit);
+  EXPECT_EQ(store->claim_link_credits("grant1", "first", now).value(), 0);   // once
+  EXPECT_EQ(store->claim_link_credits("grant1", "second", now).value(), 0);  // for one peer
+  EXPECT_EQ(store->balance(peer_account("first")).value(), 30 * kMicroPerCredit);
+  auto r = store->audit().value();
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.minted, 135 * kMicroPerCredit);  // carol's 100, 5 and 30
+}
+
+TEST(Ledger, TheAuditChecksEachPaymentAgainstItsLeasesTerms) {
+  std::vector<LedgerEntry> entries = {
+      {1, "mint", -10 * kMicroPerCredit, "mint", std::nullopt}, {1, "peer:carol", 10 * kMicroPerCredit, "mint", std::nullopt},
+      {2, "peer:carol", -10 * kMicroPerCredit, "escrow", std::nullopt}, {2, "escrow:j", 10 * kMicroPerCredit, "escrow", std::nullopt},
+      {3, "escrow:j", -2 * kMicroPerCredit, "payment", "j.0"}, {3, "peer:bob", 2 * kMicroPerCredit, "payment", "j.0"}};
+  std::map<std::string, std::string> fin = {{"j.0", "bob"}};
+  // 3600 credits/h at the reference score for 2 s: 2 credits, as paid.
+  std::map<std::string, PaidTerms> fair = {{"j.0", {3600, kReferenceScore, std::chrono::milliseconds(2000), "", {}}}};
+  EXPECT_TRUE(audit_ledger(entries, fin, fair).ok);
+  std::map<std::string, PaidTerms> cheap = {{"j.0", {0.001, kReferenceScore, std::chrono::milliseconds(2000), "", {}}}};
+  auto r = audit_ledger(entries, fin, cheap);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.problems[0].find("more than its lease's terms allow"), std::string::npos) << r.problems[0];
+  // Two results of one device paid for the same second.
+  std::map<std::string, PaidTerms> twice = {
+      {"j.0", {3600, kReferenceScore, std::chrono::milliseconds(2000), "bob/cpu", std::pair{0, 2000}}},
+      {"j.1", {3600, kReferenceScore, std::chrono::milliseconds(2000), "bob/cpu", std::pair{1000, 3000}}}};
+  r = audit_ledger(entries, fin, twice);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.problems.back().find("paid twice for the same time"), std::string::npos) << r.problems.back();
+  twice["j.1"].paid_span = std::pair{2000, 4000};  // back to back
+  EXPECT_TRUE(audit_ledger(entries, fin, twice).ok);
+}
+
 TEST_F(Store, CancelReturnsTheEscrow) {
   auto job = store->create_job("carol", "exec", {}, {}, {}, 3, 5 * kMicroPerCredit, now).value();
   EXPECT_FALSE(store->cancel_job(job, "mallory", now));
@@ -197,8 +333,9 @@ TEST_F(Store, CancelReturnsTheEscrow) {
 }
 
 TEST_F(Store, ClaimManyLeasesLowestShardsOldestJobFirst) {
-  auto a = store->create_job("carol", "exec", {{"argv", {"a"}}}, {}, {}, 2, 0, now).value();
-  auto b = store->create_job("carol", "noop", {{"shards", 3}}, {}, {}, 3, 0, now + 1).value();
+  // With budgets: a job without one would go to free devices only, and alice and bob charge.
+  auto a = store->create_job("carol", "exec", {{"argv", {"a"}}}, {}, {}, 2, kMicroPerCredit, now).value();
+  auto b = store->create_job("carol", "noop", {{"shards", 3}}, {}, {}, 3, kMicroPerCredit, now + 1).value();
   auto got = store->claim_many(dev_a, "alice", now, 4).value();
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0].id, a + ".0");
@@ -218,8 +355,11 @@ TEST_F(Store, ClaimManyLeasesLowestShardsOldestJobFirst) {
 }
 
 TEST_F(Store, CompleteManySettlesExactlyAsOneAtATime) {
-  // 3.5 credits of escrow, 1 credit per task (1 s at 3600/h, reference score):
-  // the fourth accepted task gets the last half credit, the fifth nothing.
+  // 3.5 credits of escrow, 1 credit per second of alice's device (3600/h,
+  // reference score). Her batch of three results, leased together and in at
+  // 1 s, is paid her first second once; her last result, at 3.5 s, the 2.5 s
+  // since, which is the escrow's last 2.5 credits: the budget is spent, so
+  // the job fails and the fifth task is not run for nothing.
   auto job = store->create_job("carol", "exec", {}, {}, {}, 5, 3'500'000, now).value();
   auto mine = store->claim_many(dev_a, "alice", now, 4).value();
   auto last = store->claim_many(dev_b, "bob", now, 4).value();
@@ -241,27 +381,58 @@ TEST_F(Store, CompleteManySettlesExactlyAsOneAtATime) {
   EXPECT_FALSE(out[2].accepted);
   EXPECT_EQ(out[2].why, "lease is no longer yours");
   EXPECT_TRUE(out[3].accepted && out[4].accepted);
-  EXPECT_EQ(out[4].paid, kMicroPerCredit);
+  EXPECT_EQ(out[3].paid, 1);  // the least a result is paid: alice's second is paid for already
+  EXPECT_EQ(out[4].paid, 1);
   EXPECT_FALSE(out[5].accepted);
   EXPECT_EQ(out[5].why, "no such task");
   for (const auto& o : out) EXPECT_FALSE(o.job_finished);
   EXPECT_FALSE(store->complete_many("bob", batch, now + 1000).value()[3].accepted);  // not bob's lease
-  auto one = store->complete(mine[1].id, mine[1].attempt, "alice", ok_result, now + 1000).value();
-  EXPECT_EQ(one.paid, 500'000);
+  auto one = store->complete(mine[1].id, mine[1].attempt, "alice", ok_result, now + 4000).value();
+  EXPECT_EQ(one.paid, 2'499'998);  // 3 s since her last paid result, capped by what the escrow holds
+  EXPECT_TRUE(one.job_finished);
   const std::vector<Completion> final_one = {{last[0].id, last[0].attempt, &ok_result}};
   auto fin = store->complete_many("bob", final_one, now + 1000).value();
-  EXPECT_TRUE(fin[0].accepted);
-  EXPECT_EQ(fin[0].paid, 0);  // the escrow is spent
-  EXPECT_TRUE(fin[0].job_finished);
+  EXPECT_FALSE(fin[0].accepted);
+  EXPECT_EQ(fin[0].why, "job is failed");
+  EXPECT_EQ(fin[0].paid, 0);
   auto st = store->job_status(job).value();
-  EXPECT_EQ(st.state, "done");
-  EXPECT_EQ(st.done, 5);
+  EXPECT_EQ(st.state, "failed");
+  EXPECT_NE(st.reason.find("budget is spent"), std::string::npos) << st.reason;
+  EXPECT_EQ(st.done, 4);
   EXPECT_EQ(st.spent, 3'500'000);
   EXPECT_EQ(store->balance(peer_account("alice")).value(), 3'500'000);
   EXPECT_EQ(store->balance(peer_account("bob")).value(), 0);
   EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit - 3'500'000);
   EXPECT_EQ(store->balance(escrow_account(job)).value(), 0);
   EXPECT_EQ(store->entries_for(peer_account("alice")).value().size(), 4u);  // one payment entry per paid task
+  expect_audit_ok();
+}
+
+TEST_F(Store, ADeviceIsPaidForItsTimeOnceNotPerTaskOfABatch) {
+  // A worker that asks for many short tasks at once, runs them one after
+  // another and returns them together earns its device time, not that time
+  // once per task (it was 4x here before).
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 6, 50 * kMicroPerCredit, now).value();
+  auto four = store->claim_many(dev_a, "alice", now, 4).value();
+  ASSERT_EQ(four.size(), 4u);
+  std::vector<Completion> batch;
+  for (const auto& t : four) batch.push_back({t.id, t.attempt, &ok_result});
+  Micro paid = 0;
+  for (const auto& o : store->complete_many("alice", batch, now + 2000).value()) {
+    EXPECT_TRUE(o.accepted);
+    paid += o.paid;
+  }
+  EXPECT_EQ(paid, 2 * kMicroPerCredit + 3);  // 2 s of her device, once (and the least, 1, for each other task)
+  // A result held for a quorum is paid up to its arrival, not for the wait.
+  auto held = store->claim(dev_a, "alice", now + 2000).value();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(store->complete(held->id, held->attempt, "alice", ok_result, now + 30'000, now + 3000).value().paid,
+            kMicroPerCredit);
+  // Bob's time is his own: his lease overlaps alice's and is paid in full.
+  auto bobs = store->claim(dev_b, "bob", now).value();
+  ASSERT_TRUE(bobs);
+  EXPECT_EQ(store->complete(bobs->id, bobs->attempt, "bob", ok_result, now + 3000).value().paid, 3 * kMicroPerCredit);
+  EXPECT_EQ(store->job_status(job).value().spent, 6 * kMicroPerCredit + 3);
   expect_audit_ok();
 }
 
@@ -292,10 +463,10 @@ namespace {
 
 TEST(Ledger, KeptBalancesMatchTheEntriesAndTheAuditChecksThem) {
   PoolPolicy policy;
-  policy.starting_credits = 100 * kMicroPerCredit;
   auto store = PoolStore::open(":memory:", policy).value();
+  store.grant_credits("carol", 100 * kMicroPerCredit, 1).value();
   std::int64_t now = 1'800'000'000'000;
-  auto dev = store.register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  auto dev = registered(store, "bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
   auto job = store.create_job("carol", "exec", {}, {}, {}, 3, 5 * kMicroPerCredit, now).value();
   for (int i = 0; i < 3; ++i) {
     auto t = store.claim(dev, "bob", now).value();
@@ -312,10 +483,10 @@ TEST(Ledger, KeptBalancesMatchTheEntriesAndTheAuditChecksThem) {
 
 TEST(Batch, InnerPartsCommitOrUndoOnTheirOwnInsideOneTransaction) {
   PoolPolicy policy;
-  policy.starting_credits = 10 * kMicroPerCredit;
   auto store = PoolStore::open(":memory:", policy).value();
+  store.grant_credits("carol", 10 * kMicroPerCredit, 1).value();
   std::int64_t now = 1'800'000'000'000;
-  auto dev = store.register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  auto dev = registered(store, "bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
   {
     auto batch = store.batch(false).value();
     EXPECT_FALSE(store.create_job("carol", "exec", {}, {}, {}, 2, 50 * kMicroPerCredit, now));  // refused: undone alone
@@ -338,11 +509,11 @@ TEST(Reputation, WrongResultsGoElsewhereAndExcludeTheDevice) {
   PoolPolicy policy;
   policy.lease_ms = 1000;
   policy.max_attempts = 5;
-  policy.starting_credits = 100 * kMicroPerCredit;
   auto store = PoolStore::open(":memory:", policy).value();
+  store.grant_credits("carol", 100 * kMicroPerCredit, 1).value();
   std::int64_t now = 1'800'000'000'000;
-  auto cheat = store.register_device("mallory", "cpu", "cpu", kReferenceScore, 3600, now).value();
-  auto honest = store.register_device("bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  auto cheat = registered(store, "mallory", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  auto honest = registered(store, "bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
   store.create_job("carol", "matmul", {}, {}, {}, 4, 5 * kMicroPerCredit, now).value();
   for (int i = 0; i < 3; ++i) {
     auto t = store.claim(cheat, "mallory", now).value();

@@ -10,6 +10,12 @@ namespace runsnack::pool {
 
 using json = nlohmann::json;
 
+namespace {
+json refuse(const Error& e) { return {{"ok", false}, {"error", e.what()}}; }
+const json kHeld = {{"ok", true}, {"accepted", false}, {"held", true},
+                    {"why", "held until a quorum of independent copies is decided"}};
+}  // namespace
+
 bool same_result(const TaskResult& a, const TaskResult& b) {
   return a.exit_code == b.exit_code && a.stdout_data == b.stdout_data && a.files == b.files;
 }
@@ -18,7 +24,17 @@ Replication::Replication(PoolStore& store, std::function<void(const json&)> on_e
                          KnownAnswers& known)
     : store_(store), on_event_(std::move(on_event)), trust_({}, seed), rng_(seed ^ 0x5107c4ecULL), known_(known) {}
 
-void Replication::worker_network(const std::string& peer, const std::string& network) { networks_[peer] = network; }
+void Replication::worker_network(const std::string& peer, const std::string& network) {
+  networks_[peer] = network;
+  online_[peer] = network;
+}
+
+void Replication::worker_left(const std::string& peer) {
+  online_.erase(peer);
+  for (auto& [job, groups] : groups_)
+    for (auto& [shard, g] : groups)
+      std::erase_if(g.claimed, [&](const auto& c) { return c.second == peer; });
+}
 
 std::string Replication::network(const std::string& peer) const {
   auto it = networks_.find(peer);
@@ -49,6 +65,45 @@ std::optional<Replication::JobRule> Replication::rule(const std::string& job) {
   return rules_[job] = r;
 }
 
+bool Replication::replicates(const std::string& job) { return rule(job).has_value(); }
+
+std::set<std::string> Replication::used_networks(const Group& g, const std::string& except_copy) const {
+  std::set<std::string> used;
+  for (const auto& h : g.held) used.insert(network(h.peer));
+  for (const auto& [copy, holder] : g.claimed)
+    if (copy != except_copy) used.insert(network(holder));
+  return used;
+}
+
+bool Replication::independent_device_online(const Group& g) const {
+  std::set<std::string> peers;
+  for (const auto& h : g.held) peers.insert(h.peer);
+  for (const auto& [copy, holder] : g.claimed) peers.insert(holder);
+  const auto nets = used_networks(g);
+  return std::any_of(online_.begin(), online_.end(),
+                     [&](const auto& o) { return !peers.count(o.first) && !nets.count(o.second); });
+}
+
+std::vector<Replication::Tally> Replication::tally(const Group& g) const {
+  std::vector<Tally> out;
+  for (std::size_t i = 0; i < g.held.size(); ++i) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const Tally& t) { return same_result(g.held[t.first].result, g.held[i].result); });
+    if (it == out.end()) it = out.insert(out.end(), Tally{i, {}, {}});
+    it->peers.insert(g.held[i].peer);
+    it->networks.insert(network(g.held[i].peer));
+  }
+  return out;
+}
+
+std::size_t Replication::settle_by_peers(const Group& g) const {
+  const auto tallies = tally(g);
+  const Tally* best = &tallies.front();
+  for (const auto& t : tallies)
+    if (t.peers.size() > best->peers.size()) best = &t;
+  return best->first;
+}
+
 Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, std::int64_t now_ms,
                                      const std::vector<std::string>& free_networks) {
   auto r = rule(task.job);
@@ -74,11 +129,12 @@ Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, 
   if (auto g = groups_.find(task.job); g != groups_.end())
     if (auto it = g->second.find(shard); it != g->second.end()) {
       Group& group = it->second;
-      std::vector<std::string> used;
-      for (const auto& h : group.held) used.push_back(network(h.peer));
-      for (const auto& [copy, holder] : group.claimed)
-        if (copy != task.id) used.push_back(network(holder));
-      if (scheduling::leave_copy_for_another_network(network(peer), used, free_networks)) return false;
+      const auto used = used_networks(group, task.id);
+      // A copy asked for because no two independent networks agreed is only
+      // for a device on a network none of the shard's copies used.
+      if (task.id == group.extra_copy && group.extra_needs_network && used.count(network(peer))) return false;
+      if (scheduling::leave_copy_for_another_network(network(peer), {used.begin(), used.end()}, free_networks))
+        return false;
       group.claimed[task.id] = peer;
     }
   auto siblings = store_.copies_of(task.job, shard);
@@ -91,19 +147,31 @@ Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, 
 }
 
 void Replication::quorum_decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards) {
-  std::vector<std::string> nets, peers;
-  for (const auto& h : g.held) nets.push_back(network(h.peer)), peers.push_back(h.peer);
-  for (const auto& [copy, holder] : g.claimed) peers.push_back(holder);
+  std::vector<std::string> nets;
+  for (const auto& h : g.held) nets.push_back(network(h.peer));
   const auto n = static_cast<std::int64_t>(scheduling::distinct_networks(nets));
   auto [it, fresh] = job_networks_.emplace(job, n);
   if (!fresh) it->second = std::min(it->second, n);
   if (n < static_cast<std::int64_t>(g.held.size()))
     on_event_({{"event", "quorum_not_network_diverse"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
                {"networks", n}});
-  // The shard's original task, handed out again later as a known-answer
-  // task: the next attempt after the last one seen.
+  // A known answer only from independent parties who all had a proven record
+  // before this quorum: a Sybil pair, or newcomers, cannot plant one.
+  if (!g.verified) return;
+  std::vector<KnownAnswers::Party> producers;
+  for (const auto& h : g.held) {
+    if (!same_result(*g.decided, h.result)) continue;
+    auto valid = store_.valid_results(h.device);
+    if (!valid || *valid < kProvenChecks) return;
+    producers.push_back({h.peer, h.device, network(h.peer)});
+  }
+  for (const auto& h : g.held)  // peers that ran it otherwise never get it either
+    if (!same_result(*g.decided, h.result)) producers.push_back({h.peer, "", network(h.peer)});
+  for (const auto& [copy, holder] : g.claimed) producers.push_back({holder, "", network(holder)});
   auto def = store_.job_definition(job);
   if (!def) return;
+  // The shard's original task, handed out again later as a known-answer
+  // task: the next attempt after the last one seen.
   LeasedTask t;
   t.id = job + "." + std::to_string(shard);
   t.job = job, t.shard = shard, t.shards = shards, t.workload = def->workload, t.spec = def->spec;
@@ -111,7 +179,7 @@ void Replication::quorum_decided(const std::string& job, std::int64_t shard, con
   for (const auto& h : g.held)
     if (h.task == t.id) t.attempt = std::max(t.attempt, h.attempt);
   t.attempt += 1;
-  known_.learn(t, *g.decided, std::move(peers));
+  known_.learn(t, *g.decided, std::move(producers));
 }
 
 std::optional<json> Replication::on_result(const std::string& task, std::int64_t attempt, const std::string& peer,
@@ -128,7 +196,7 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
     if (!of || !*of) return std::nullopt;
     shard = **of;
   }
-  trust_.device_seen(device, {peer, ""});
+  trust_.device_seen(device, {peer, network(peer)});
   auto& groups = groups_[job];
   auto it = groups.find(shard);
   if (it == groups.end()) {
@@ -141,87 +209,208 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
       trust_.record(device, scheduling::Verdict::unchecked);
       return std::nullopt;
     }
-    it = groups.emplace(shard, Group{needed, {}, std::nullopt, {}}).first;
+    it = groups.emplace(shard, Group{}).first;
+    it->second.needed = needed;
     for (int i = 1; i < needed; ++i)
-      if (auto c = store_.add_copy(job, shard, {peer}, now_ms); !c) return json{{"ok", false}, {"error", c.error().what()}};
+      if (auto c = store_.add_copy(job, shard, {peer}, now_ms); !c) return refuse(c.error());
     on_event_({{"event", "copies_made"}, {"job", job}, {"shard", shard}, {"copies", needed - 1}});
   }
   Group& g = it->second;
-  Held h{task, peer, device, attempt, result};
-  if (g.decided) return finish(job, h, same_result(*g.decided, result), now_ms, audit);
+  Held h{task, peer, device, attempt, result, now_ms};
+  if (g.decided) return finish(job, h, same_result(*g.decided, result), g.verified, now_ms, audit);
+  g.claimed.erase(task);
+  if (task == g.extra_copy) g.extra_copy.clear();
   g.held.push_back(std::move(h));
-  // The largest set of agreeing copies decides once it is a majority of
-  // those asked for (at least two).
-  // Agreeing copies count once per peer.
-  std::size_t best = 0, best_count = 0;
-  for (std::size_t i = 0; i < g.held.size(); ++i) {
-    std::vector<std::string> peers;
-    for (const auto& o : g.held)
-      if (same_result(g.held[i].result, o.result) && std::find(peers.begin(), peers.end(), o.peer) == peers.end())
-        peers.push_back(o.peer);
-    if (peers.size() > best_count) best = i, best_count = peers.size();
-  }
+  // Independent parties only: a value's support is the networks agreeing on
+  // it (one network counts once, whatever its keys); it is verified with a
+  // majority of those asked for (at least two) and more than any other value.
+  const auto tallies = tally(g);
+  const Tally* best = &tallies.front();
+  for (const auto& t : tallies)
+    if (t.networks.size() > best->networks.size() ||
+        (t.networks.size() == best->networks.size() && t.peers.size() > best->peers.size()))
+      best = &t;
+  const bool unique = std::none_of(tallies.begin(), tallies.end(), [&](const Tally& t) {
+    return &t != best && t.networks.size() >= best->networks.size();
+  });
   const std::size_t quorum = std::max<std::size_t>(2, static_cast<std::size_t>(g.needed) / 2 + 1);
-  if (best_count >= quorum) {
-    g.decided = g.held[best].result;
-    quorum_decided(job, shard, g, r->shards);
-    const TaskResult decided = *g.decided;
-    if (auto rp = store_.retire_pending_copies(job, shard, "not needed: the shard's value is decided", now_ms); !rp)
-      return json{{"ok", false}, {"error", rp.error().what()}};
-    auto held = std::exchange(g.held, {});
-    json mine;
-    for (const auto& one : held) {  // finishing the job's last task forgets its groups: `g` is not used after this
-      json answer = finish(job, one, same_result(decided, one.result), now_ms, audit);
-      if (one.task == task && one.attempt == attempt) mine = answer;
-    }
-    return mine;
-  }
-  if (g.held.size() >= static_cast<std::size_t>(g.needed)) {
-    // No majority among the copies asked for: one more, on a peer none of them ran on.
-    g.needed += 1;
-    std::vector<std::string> peers;
-    for (const auto& one : g.held) peers.push_back(one.peer);
-    if (auto c = store_.add_copy(job, shard, peers, now_ms); !c) return json{{"ok", false}, {"error", c.error().what()}};
-    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()}});
-  }
-  return json{{"ok", true}, {"accepted", false}, {"held", true}, {"why", "held until a quorum of independent copies agrees"}};
+  if (unique && best->networks.size() >= quorum) return decide(job, shard, g, best->first, true, task, attempt, now_ms, audit);
+  if (g.held.size() >= static_cast<std::size_t>(g.needed))
+    if (auto answer = extend_or_settle(job, shard, g, task, attempt, now_ms, audit)) return answer;
+  return kHeld;
 }
 
-json Replication::finish(const std::string& job, const Held& h, bool agrees, std::int64_t now_ms, const Audit& audit) {
+std::optional<json> Replication::extend_or_settle(const std::string& job, std::int64_t shard, Group& g,
+                                                  const std::string& task, std::int64_t attempt, std::int64_t now_ms,
+                                                  const Audit& audit) {
+  std::vector<std::string> avoid;
+  for (const auto& one : g.held) avoid.push_back(one.peer);
+  for (const auto& [copy, holder] : g.claimed) avoid.push_back(holder);
+  if (g.extra < kMaxExtraCopies && independent_device_online(g)) {
+    // One more copy, for a device on a network none of the copies used (the
+    // online peers on used networks may not take it).
+    const auto used = used_networks(g);
+    for (const auto& [p, net] : online_)
+      if (used.count(net)) avoid.push_back(p);
+    auto c = store_.add_copy(job, shard, avoid, now_ms);
+    if (!c) return refuse(c.error());
+    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = true;
+    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+               {"wants", "a copy on another network"}});
+    return std::nullopt;
+  }
+  // Nobody independent to ask: the pool cannot verify this shard.
+  const auto tallies = tally(g);
+  std::size_t top = 0, tied = 0;
+  for (const auto& t : tallies) top = std::max(top, t.peers.size());
+  for (const auto& t : tallies) tied += t.peers.size() == top;
+  const bool another_peer = std::any_of(online_.begin(), online_.end(), [&](const auto& o) {
+    return std::find(avoid.begin(), avoid.end(), o.first) == avoid.end();
+  });
+  if (tied > 1 && g.extra < kMaxExtraCopies && another_peer) {  // a tie among peers: one more peer breaks it
+    auto c = store_.add_copy(job, shard, avoid, now_ms);
+    if (!c) return refuse(c.error());
+    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = false;
+    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+               {"wants", "a copy on another peer"}});
+    return std::nullopt;
+  }
+  if (g.extra < kMaxExtraCopies && store_.policy().independent_wait_ms > 0) {
+    // Nobody independent online now, but one may be on its way (a worker
+    // still starting, reconnecting): the copy waits for one, and the
+    // maintenance tick delivers the shard unverified if none comes in time.
+    const auto used = used_networks(g);
+    for (const auto& [p, net] : online_)
+      if (used.count(net)) avoid.push_back(p);
+    auto c = store_.add_copy(job, shard, avoid, now_ms);
+    if (!c) return refuse(c.error());
+    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = true, g.untaken_since = now_ms;
+    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+               {"wants", "a copy on another network"},
+               {"waits_s", store_.policy().independent_wait_ms / 1000.0}});
+    return std::nullopt;
+  }
+  return decide(job, shard, g, settle_by_peers(g), false, task, attempt, now_ms, audit);
+}
+
+json Replication::decide(const std::string& job, std::int64_t shard, Group& g, std::size_t winner, bool verified,
+                         const std::string& task, std::int64_t attempt, std::int64_t now_ms, const Audit& audit) {
+  g.decided = g.held[winner].result;
+  g.verified = verified;
+  const TaskResult decided = *g.decided;
+  quorum_decided(job, shard, g, rules_[job] ? rules_[job]->shards : 0);
+  if (!verified) {
+    if (auto u = store_.record_unverified(job); !u) return refuse(u.error());
+    std::set<std::string> peers;
+    for (const auto& h : g.held) peers.insert(h.peer);
+    on_event_({{"event", "quorum_unverified"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+               {"peers", peers.size()}, {"networks", used_networks(g).size()}});
+  }
+  if (auto rp = store_.retire_pending_copies(job, shard, "not needed: the shard's value is decided", now_ms); !rp)
+    return refuse(rp.error());
+  auto held = std::exchange(g.held, {});
+  json mine = kHeld;
+  for (const auto& one : held) {  // finishing the job's last task forgets its groups: `g` is not used after this
+    json answer = finish(job, one, same_result(decided, one.result), verified, now_ms, audit);
+    if (one.task == task && one.attempt == attempt) mine = answer;
+  }
+  return mine;
+}
+
+void Replication::tick(std::int64_t now_ms, const Audit& audit) {
+  // A copy asked for that nobody online may take, for the policy's wait:
+  // settle unverified.
+  std::vector<std::pair<std::string, std::int64_t>> stuck;
+  for (auto& [job, groups] : groups_)
+    for (auto& [shard, g] : groups) {
+      if (g.decided || g.extra_copy.empty() || g.claimed.count(g.extra_copy) || g.held.empty()) continue;
+      bool takers = false;
+      if (g.extra_needs_network) {
+        takers = independent_device_online(g);
+      } else {
+        std::set<std::string> peers;
+        for (const auto& h : g.held) peers.insert(h.peer);
+        takers = std::any_of(online_.begin(), online_.end(), [&](const auto& o) { return !peers.count(o.first); });
+      }
+      if (takers) {
+        g.untaken_since = 0;
+        continue;
+      }
+      if (g.untaken_since == 0) g.untaken_since = now_ms;
+      if (now_ms - g.untaken_since >= store_.policy().independent_wait_ms) stuck.emplace_back(job, shard);
+    }
+  for (const auto& [job, shard] : stuck) {
+    auto gi = groups_.find(job);
+    if (gi == groups_.end()) continue;
+    auto it = gi->second.find(shard);
+    if (it == gi->second.end() || it->second.decided) continue;
+    it->second.extra_copy.clear();
+    decide(job, shard, it->second, settle_by_peers(it->second), false, "", 0, now_ms, audit);
+  }
+}
+
+json Replication::finish(const std::string& job, const Held& h, bool agrees, bool verified, std::int64_t now_ms,
+                         const Audit& audit) {
   const std::int64_t exclude_after = store_.policy().exclude_after;
+  auto is_copy = store_.copy_of(h.task);
+  if (!is_copy) return refuse(is_copy.error());
   if (agrees) {
-    if (auto c = store_.record_check(h.device, h.task, h.peer, true, "", exclude_after, now_ms); !c)
-      return {{"ok", false}, {"error", c.error().what()}};
-    trust_.record(h.device, scheduling::Verdict::valid);
-    (void)store_.record_verification(job, true, 0, 0);
-    auto outcome = store_.complete(h.task, h.attempt, h.peer, h.result, now_ms);
-    if (!outcome) return {{"ok", false}, {"error", outcome.error().what()}};
+    if (verified) {
+      if (auto c = store_.record_check(h.device, h.task, h.peer, true, "", exclude_after, now_ms); !c) return refuse(c.error());
+      trust_.record(h.device, scheduling::Verdict::valid);
+      (void)store_.record_verification(job, true, 0, 0);
+    }
+    if (h.result.exit_code != 0) {
+      // Exit status is a result: the shard's decided value is a failure. Not paid.
+      const std::string why = "exit code " + std::to_string(h.result.exit_code);
+      bool finished = false;
+      if (*is_copy) {
+        auto retired = store_.retire_copy(h.task, "the shard's decided result is " + why, now_ms);
+        if (!retired) return refuse(retired.error());
+        finished = *retired;
+      } else {
+        auto f = store_.shard_failed(h.task, h.attempt, h.peer, h.result.exit_code, h.result.stderr_tail, true, now_ms);
+        if (!f) return refuse(f.error());
+        finished = f->job_finished;
+        on_event_({{"event", "task_failed"}, {"task", h.task}, {"peer", h.peer}, {"exit_code", h.result.exit_code},
+                   {"reason", why}});
+      }
+      if (finished) rules_.erase(job), groups_.erase(job);
+      return {{"ok", true}, {"accepted", false}, {"failed", true}, {"why", why}};
+    }
+    auto outcome = store_.complete(h.task, h.attempt, h.peer, h.result, now_ms, h.arrived_ms);
+    if (!outcome) return refuse(outcome.error());
     if (outcome->job_finished) rules_.erase(job), groups_.erase(job);
     on_event_({{"event", outcome->accepted ? "task_done" : "result_ignored"}, {"task", h.task}, {"peer", h.peer},
-               {"paid", format_credits(outcome->paid)}, {"why", outcome->why}, {"verified", "replication"}});
+               {"paid", format_credits(outcome->paid)}, {"why", outcome->why},
+               {"verified", verified ? "replication" : "unverified"}});
     return {{"ok", true}, {"accepted", outcome->accepted}, {"why", outcome->why}, {"paid", format_credits(outcome->paid)}};
   }
-  const std::string why = "verification failed: the result differs from the one a majority of independent copies agree on";
-  auto excluded = store_.record_check(h.device, h.task, h.peer, false, why, exclude_after, now_ms);
-  if (!excluded) return {{"ok", false}, {"error", excluded.error().what()}};
-  trust_.record(h.device, scheduling::Verdict::invalid);
-  (void)store_.record_verification(job, false, 0, 0);
-  if (audit) audit("pool_result", why, {{"task", h.task}, {"device", h.device}});
-  if (*excluded) {
-    on_event_({{"event", "device_excluded"}, {"device", h.device}, {"peer", h.peer}, {"reason", **excluded}});
-    if (audit) audit("pool_device_excluded", **excluded, {{"device", h.device}});
+  std::string why;
+  if (verified) {
+    why = "verification failed: the result differs from the one a majority of independent copies agree on";
+    auto excluded = store_.record_check(h.device, h.task, h.peer, false, why, exclude_after, now_ms);
+    if (!excluded) return refuse(excluded.error());
+    trust_.record(h.device, scheduling::Verdict::invalid);
+    (void)store_.record_verification(job, false, 0, 0);
+    if (audit) audit("pool_result", why, {{"task", h.task}, {"device", h.device}});
+    if (*excluded) {
+      on_event_({{"event", "device_excluded"}, {"device", h.device}, {"peer", h.peer}, {"reason", **excluded}});
+      if (audit) audit("pool_device_excluded", **excluded, {{"device", h.device}});
+    }
+  } else {
+    // Not a verdict on anyone: the value kept has no independent quorum either.
+    why = "the result differs from the one kept for the shard (unverified: no quorum of independent copies)";
+    if (auto a = store_.avoid_peer(h.task, h.peer, why, now_ms); !a) return refuse(a.error());
   }
   // A losing copy is retired (the shard's value is decided); the original
-  // shard's row, whose result the submitter reads, runs again on another
-  // peer (record_check keeps this one off it).
-  auto is_copy = store_.copy_of(h.task);
-  if (!is_copy) return {{"ok", false}, {"error", is_copy.error().what()}};
+  // shard's row, whose result the submitter reads, runs again on another peer.
   if (*is_copy) {
     auto retired = store_.retire_copy(h.task, why, now_ms);
-    if (!retired) return {{"ok", false}, {"error", retired.error().what()}};
+    if (!retired) return refuse(retired.error());
     if (*retired) rules_.erase(job), groups_.erase(job);
   } else if (auto f = store_.fail_attempt(h.task, h.attempt, h.peer, why, now_ms); !f) {
-    return {{"ok", false}, {"error", f.error().what()}};
+    return refuse(f.error());
   }
   on_event_({{"event", "result_rejected"}, {"task", h.task}, {"peer", h.peer}, {"reason", why}});
   return {{"ok", true}, {"accepted", false}, {"why", why}};

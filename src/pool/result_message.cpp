@@ -57,6 +57,13 @@ Result<TaskResult> parse_result(const json& req, std::vector<std::string> frames
   if (!out) return out.error();
   if (out->size() > kMaxStdoutBytes) return fail(errc::too_large, "stdout over the limit");
   r.stdout_data = std::move(*out);
+  if (req.contains("stderr")) {  // a failed command's stderr tail
+    if (!req["stderr"].is_string()) return fail(errc::malformed, "bad stderr");
+    auto err = base64_decode(req["stderr"].get_ref<const std::string&>());
+    if (!err) return err.error();
+    if (err->size() > kMaxStderrTailBytes) return fail(errc::too_large, "stderr tail over the limit");
+    r.stderr_tail = std::move(*err);
+  }
   std::size_t total = 0;
   std::vector<bool> named(frames.size(), false);
   for (const auto& f : req["files"]) {

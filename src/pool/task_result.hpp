@@ -13,6 +13,7 @@ namespace runsnack::pool {
 struct TaskResult {
   std::int64_t exit_code = 0;
   std::string stdout_data;    // bounded by the caller
+  std::string stderr_tail;    // the end of stderr when the command exited non-zero (kMaxStderrTailBytes); not compared
   nlohmann::json files;       // [{"path":..,"data":base64} or {"path":..,"frame":i}]
   std::string signature;      // hex Ed25519 signature over result_signing_bytes()
   std::vector<std::string> frames;  // raw bytes of the files with "frame" (wire.hpp); stored as base64

@@ -139,3 +139,32 @@ Result<std::string> hex_decode(std::string_view text) {
 }
 
 }  // namespace runsnack::pool
+
+namespace runsnack::pool {
+
+std::string valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= bytes.size();
+    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(bytes[i + k]) >> 6) == 0x2;
+    if (ok && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      std::uint32_t cp = c & (0x7f >> n);
+      for (std::size_t k = 1; k < n; ++k) cp = cp << 6 | (static_cast<unsigned char>(bytes[i + k]) & 0x3f);
+      ok = cp >= (n == 2 ? 0x80u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+    }
+    if (ok) {
+      out.append(bytes.substr(i, n));
+      i += n;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace runsnack::pool

@@ -19,6 +19,7 @@ namespace runsnack::pool {
 
 inline constexpr std::uint32_t kMaxPoolMessageBytes = 12 * 1024 * 1024;
 inline constexpr std::size_t kMaxStdoutBytes = 1024 * 1024;       // per task; more is an error
+inline constexpr std::size_t kMaxStderrTailBytes = 4096;          // the end of a failed command's stderr
 inline constexpr std::size_t kMaxOutFilesBytes = 5 * 1024 * 1024;  // per task, under out/ (a 1024x1024 float32 tile is 4 MiB)
 inline constexpr std::size_t kMaxInputBytes = 4 * 1024 * 1024;     // per job, sent once per worker
 inline constexpr std::int64_t kMaxShards = 100'000;
@@ -47,6 +48,9 @@ Result<std::string> base64_decode(std::string_view text);
 // knows it (a matmul tile) saves an allocation and a copy of megabytes.
 Result<void> base64_decode_into(std::string_view text, std::span<char> out);
 std::string hex_encode(std::string_view bytes);
+// `bytes` as valid UTF-8 (each invalid byte becomes U+FFFD): a command's
+// stderr may hold anything, a JSON message may not.
+std::string valid_utf8(std::string_view bytes);
 Result<std::string> hex_decode(std::string_view text);
 
 }  // namespace runsnack::pool

@@ -23,19 +23,6 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-double calibrate_cpu() {
-  auto start = std::chrono::steady_clock::now();
-  std::uint64_t x = 88172645463325252ull, ops = 0;
-  volatile std::uint64_t sink = 0;
-  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
-    for (int i = 0; i < 100000; ++i) x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    ops += 100000;
-    sink = sink + x;
-  }
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(ops) / s;
-}
-
 namespace {
 
 asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
@@ -109,9 +96,11 @@ void flip_bits(TaskOutput& out) {
 
 Unsent sign_result(const Worker& w, const json& task, TaskOutput out) {
   if (w.opt.fault == "flip-bits") flip_bits(out);
+  if (w.opt.fault == "exit-3") out = TaskOutput{3, "", "fault: exit-3 (a saboteur's failure)\n", json::array(), {}};
   TaskResult r;
   r.exit_code = out.exit_code;
   r.stdout_data = out.stdout_data;
+  r.stderr_tail = out.stderr_tail;
   r.files = out.files;
   r.frames = std::move(out.frames);
   std::string id = task["id"];
@@ -124,6 +113,7 @@ Unsent sign_result(const Worker& w, const json& task, TaskOutput out) {
               {"exit_code", out.exit_code}, {"stdout", base64_encode(out.stdout_data)},
               {"files", out.files}, {"signature", sig_hex}};
   if (!r.frames.empty()) msg["frames"] = r.frames.size();
+  if (!r.stderr_tail.empty()) msg["stderr"] = base64_encode(r.stderr_tail);
   if (w.opt.fault == "malformed") msg.erase("exit_code");
   return {std::move(msg), std::move(r.frames)};
 }
@@ -135,6 +125,13 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
   header.service = kServiceWorker;
   auto opened = co_await session.open(header);
   if (!opened) {
+    if (opened.error().what().find("does not allow") != std::string::npos) {  // a link for something else: final
+      std::cerr << "runsnack: this link does not let a worker join the pool: it is the pool's submit link (for "
+                   "`pool submit`, `status`, `jobs`, `credits`). Give `pool join` the join link, the \"join:\" line "
+                   "`pool serve` printed."
+                << std::endl;
+      co_return 1;
+    }
     spdlog::warn("pool: {}", opened.error().what());
     co_return std::optional<int>{};
   }
@@ -146,11 +143,28 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
               {"holding", json::array()}};
   for (const auto& u : w.unsent) reg["holding"].push_back(u.message["task"]);  // the leases we still answer for
   auto r = co_await call(stream, reg);
+  if (r && r->contains("calibrate")) {
+    // The coordinator times this and re-walks part of it: the score it pays
+    // by is what it measured, ours is only a hint (pool/calibration.hpp).
+    const json c = (*r)["calibrate"];
+    const CalibrationChallenge challenge{string_or(c, "seed"), int_or(c, "iterations", 0)};
+    const json answer = {{"op", "calibrated"}, {"checkpoints", answer_challenge(challenge)}};
+    auto measured = co_await call(stream, answer);
+    if (!measured) r = measured.error();
+    else (*r)["score"] = (*measured)["score"];
+  }
+  if (!r && r.error().is(errc::refused)) {  // the pool will not have this device (price, calibration): final
+    std::cerr << "runsnack: the pool refused this worker: " << r.error().what() << std::endl;
+    co_return 1;
+  }
   if (!r) {
     spdlog::warn("pool: register: {}", r.error().what());
     co_return std::optional<int>{};
   }
-  std::cout << json{{"event", "registered"}, {"device", (*r)["device"]}, {"score", w.score}}.dump() << std::endl;
+  std::cout << json{{"event", "registered"}, {"device", (*r)["device"]}, {"score", field_or(*r, "score", json(w.score))},
+                    {"hint", w.score}}
+                   .dump()
+            << std::endl;
   if (w.opt.fault == "mistyped") {  // fields of the wrong type: each must be refused, the stream kept
     const json odd[] = {{{"op", json::array({"heartbeat"})}},
                         {{"op", "failed"}, {"task", 7}, {"reason", json::array({1})}},

@@ -9,11 +9,14 @@
 // Test-only faults: RUNSNACK_POOL_FAULT=bad-signature|malformed makes every
 // result invalid, so tests can check the coordinator refuses it;
 // flip-bits signs wrong results (a cheater), for the verification tests;
+// exit-3 reports every task as exited with code 3 without running it (a
+// saboteur: it must earn nothing and its shards run elsewhere);
 // mistyped first sends messages with fields of the wrong type, each of which
 // the coordinator must refuse without closing the stream.
 
 #include "consumer/consumer.hpp"
 #include "crypto/identity.hpp"
+#include "pool/calibration.hpp"
 #include "link/link.hpp"
 #include "pool/workload.hpp"
 
@@ -36,9 +39,6 @@ struct WorkerOptions {
   std::string device_kind = "cpu", device_name = "cpu";
   double score = 0;             // 0: calibrate at start
 };
-
-// ops/s of a fixed integer loop, about 0.2 s.
-double calibrate_cpu();
 
 // Returns the process exit code.
 boost::asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, WorkerOptions options);

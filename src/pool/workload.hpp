@@ -53,6 +53,7 @@ struct TaskWork {
 struct TaskOutput {
   int exit_code = 0;
   std::string stdout_data;
+  std::string stderr_tail;  // when exit_code != 0: the end of stderr (kMaxStderrTailBytes)
   nlohmann::json files = nlohmann::json::array();  // [{"path","data" (base64)} or {"path","frame": i}]
   std::vector<std::string> frames;  // bulk files raw: sent as binary frames, not base64 (wire.hpp)
 };

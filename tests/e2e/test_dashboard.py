@@ -92,7 +92,7 @@ class DashboardBrowserTest(E2ETestCase):
         port = free_port()
         chome = self.new_home("coordinator")
         coord = self.start(chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", "--http",
-                           "127.0.0.1:%d" % port, "--starting-credits", "100", name="coordinator")
+                           "127.0.0.1:%d" % port, name="coordinator")
         ready = coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
         url = "http://127.0.0.1:%d/" % port
         self.assertEqual(ready["http"], url)
@@ -114,6 +114,7 @@ class DashboardBrowserTest(E2ETestCase):
             self.assertIsNotNone(ready_line, "the page did not show the devices")
             self.assertEqual(ready_line["stage"], "ready", ready_line)
             user = self.new_home("user")
+            self.ok(chome, "pool", "grant", self.peer_id(user), "100")  # credits are granted explicitly
             sub = self.start(user, "pool", "submit", ready["submit"], "exec", "--shards", str(SHARDS), "--budget",
                              "10", "--wait", "--json", "--out", os.path.join(self.tmp, "out"), "--", "sh", "-c",
                              "sleep %s; echo {shard}" % SHARD_SECONDS, name="submit")
@@ -197,11 +198,13 @@ class DashboardSnapshotPostgresTest(E2ETestCase):
         port = free_port()
         chome = self.new_home("coordinator")
         coord = self.start(chome, "pool", "serve", "--json", "--db", self.db, "--listen", "127.0.0.1:0", "--http",
-                           "127.0.0.1:%d" % port, "--starting-credits", "100", name="coordinator")
+                           "127.0.0.1:%d" % port, name="coordinator")
         ready = coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
         w = self.start(self.new_home("worker"), "pool", "join", ready["join"], "--cpu", name="worker")
         w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration")
-        cp = self.ok(self.new_home("user"), "pool", "submit", ready["submit"], "exec", "--shards", "3", "--budget", "5",
+        user = self.new_home("user")
+        self.ok(chome, "pool", "grant", self.peer_id(user), "100", "--db", self.db)  # credits are granted explicitly
+        cp = self.ok(user, "pool", "submit", ready["submit"], "exec", "--shards", "3", "--budget", "5",
                      "--wait", "--json", "--out", os.path.join(self.tmp, "out"), "--", "echo", "hi")
         self.assertEqual(json.loads(cp.stdout.splitlines()[-1])["state"], "done", cp.stdout)
         with urllib.request.urlopen(ready["http"] + "api/snapshot", timeout=10) as r:

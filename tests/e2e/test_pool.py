@@ -10,19 +10,35 @@ from harness import E2ETestCase, READY_DEADLINE, free_port
 
 
 class PoolBase(E2ETestCase):
-    def start_pool(self, *extra, listen="127.0.0.1:0"):
-        self.chome = self.new_home("coordinator")
-        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, *extra,
-                                name="coordinator")
+    db_url = None  # a PostgreSQL URL in the PostgreSQL variants; SQLite in the coordinator's home otherwise
+
+    def db_args(self):
+        return ["--db", self.db_url] if self.db_url else []
+
+    def start_pool(self, *extra, listen="127.0.0.1:0", home=None, name="coordinator"):
+        """`pool serve` in the coordinator's home (a new one unless given); listen=None: as stored."""
+        self.chome = home or self.new_home("coordinator")
+        args = ["pool", "serve", "--json"] + (["--listen", listen] if listen else []) + self.db_args() + list(extra)
+        self.coord = self.start(self.chome, *args, name=name)
         self.ready = self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
         self.assertIsNone(self.ready["http"])
         return self.ready
 
-    def start_worker(self, name, *extra, env_extra=None):
+    def start_worker(self, name, *extra, env_extra=None, link=None):
         home = self.new_home(name)
-        w = self.start(home, "pool", "join", self.ready["join"], "--cpu", *extra, name=name, env_extra=env_extra)
+        w = self.start(home, "pool", "join", link or self.ready["join"], "--cpu", *extra, name=name, env_extra=env_extra)
         w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of " + name)
         return w
+
+    def grant(self, home, amount):
+        """Credits for the installation at `home`, granted explicitly on the coordinator."""
+        self.ok(self.chome, "pool", "grant", self.peer_id(home), str(amount), *self.db_args())
+
+    def user(self, name="user", credits=100):
+        home = self.new_home(name)
+        if credits:
+            self.grant(home, credits)
+        return home
 
     def submit(self, home, *args, timeout=240):
         if "--out" not in args:  # never write into the source tree
@@ -33,7 +49,7 @@ class PoolBase(E2ETestCase):
         return cp, lines
 
     def audit_ok(self):
-        cp = self.ok(self.chome, "pool", "audit-ledger", "--json")
+        cp = self.ok(self.chome, "pool", "audit-ledger", "--json", *self.db_args())
         report = json.loads(cp.stdout.strip().splitlines()[-1])
         self.assertTrue(report["ok"], report)
         return report
@@ -42,12 +58,19 @@ class PoolBase(E2ETestCase):
         cp = self.ok(home, "pool", "credits", self.ready["submit"], "--json")
         return json.loads(cp.stdout.strip().splitlines()[-1])
 
+    def pool_status(self, home):
+        cp = self.ok(home, "pool", "status", self.ready["submit"], "--json")
+        return json.loads(cp.stdout.strip().splitlines()[-1])
+
+    def payments(self, home):
+        return [e for e in self.credits(home)["entries"] if e["kind"] == "payment"]
+
 
 class PoolTest(PoolBase):
     def test_job_across_workers_every_shard_present(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         workers = [self.start_worker("worker%d" % i) for i in range(4)]
-        user = self.new_home("user")
+        user = self.user()
         out = os.path.join(self.tmp, "out")
         shards = 200
         cp, lines = self.submit(user, "--shards", str(shards), "--budget", "10", "--out", out, "--",
@@ -73,14 +96,15 @@ class PoolTest(PoolBase):
         fake = os.environ.get("RUNSNACK_FAKE_NVML")
         if not fake:
             self.skipTest("RUNSNACK_FAKE_NVML (the stand-in NVML built with gpu_test) is not set")
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         home = self.new_home("gpuworker")
         w = self.start(home, "pool", "join", self.ready["join"], "--gpu", "1", name="gpuworker",
                        env_extra={"RUNSNACK_NVML_LIBRARY": fake})
         w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration")
-        user = self.new_home("user")
+        user = self.user()
         out = os.path.join(self.tmp, "out")
-        cp, lines = self.submit(user, "--shards", "2", "--out", out, "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+        cp, lines = self.submit(user, "--shards", "2", "--budget", "5", "--out", out, "--", "sh", "-c",
+                                "echo $CUDA_VISIBLE_DEVICES")
         self.assertEqual(cp.returncode, 0, cp.stderr)
         for i in range(2):
             with open(os.path.join(out, "shard-%d" % i, "stdout")) as f:
@@ -92,11 +116,11 @@ class PoolTest(PoolBase):
                    env_extra={"RUNSNACK_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
 
     def test_task_time_limit_stops_the_shard_and_fails_the_job_with_the_reason(self):
-        self.start_pool("--starting-credits", "100", "--lease", "5")
+        self.start_pool("--lease", "5")
         self.start_worker("w", "--task-timeout", "1s")
-        user = self.new_home("user")
+        user = self.user()
         started = time.monotonic()
-        cp, lines = self.submit(user, "--shards", "1", "--", "sleep", "60")
+        cp, lines = self.submit(user, "--shards", "1", "--budget", "5", "--", "sleep", "60")
         self.assertNotEqual(cp.returncode, 0)
         done = lines[-1]
         self.assertEqual(done["state"], "failed", done)
@@ -104,9 +128,9 @@ class PoolTest(PoolBase):
         self.assertLess(time.monotonic() - started, 50, "three 1 s attempts, not a 60 s sleep")
 
     def test_learned_scheduler_runs_jobs_to_completion(self):
-        self.start_pool("--starting-credits", "100")  # the learned scheduler is the default
+        self.start_pool()  # the learned scheduler is the default
         workers = [self.start_worker("w%d" % i) for i in range(3)]
-        user = self.new_home("user")
+        user = self.user()
         out = os.path.join(self.tmp, "out")
         shards = 40
         cp, lines = self.submit(user, "--shards", str(shards), "--prefer", "fast", "--budget", "10", "--out", out,
@@ -153,25 +177,29 @@ class PoolTest(PoolBase):
                 self.assertAlmostEqual(after[device][workload]["success"], e["success"], places=9)
 
     def test_fastest_first_scheduler_still_runs_jobs(self):
-        self.start_pool("--starting-credits", "100", "--scheduler", "fastest")
+        self.start_pool("--scheduler", "fastest")
         self.start_worker("w")
-        user = self.new_home("user")
-        cp, lines = self.submit(user, "--shards", "3", "--prefer", "cheap", "--", "sh", "-c", "echo s{shard}")
+        user = self.user()
+        cp, lines = self.submit(user, "--shards", "3", "--prefer", "cheap", "--budget", "5", "--", "sh", "-c",
+                                "echo s{shard}")
         self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", 3, 0))
 
+class PoolFaultTest(PoolBase):
+    """Refusals, faulty and vanishing workers, a killed coordinator (its own ctest entry, e2e_pool_faults)."""
+
     def test_too_little_credit_refused_with_balance(self):
-        self.start_pool("--starting-credits", "5")
-        user = self.new_home("user")
+        self.start_pool()
+        user = self.user(credits=5)
         line = self.fails(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "2", "--budget", "50",
                           "--", "true", contains="balance 5")
         self.assertIn("not enough credit", line)
         self.audit_ok()
 
     def test_bad_signature_is_refused_and_not_paid(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         self.start_worker("liar", env_extra={"RUNSNACK_POOL_FAULT": "bad-signature"})
-        user = self.new_home("user")
+        user = self.user()
         cp, lines = self.submit(user, "--shards", "1", "--budget", "1", "--", "echo", "hi")
         self.assertEqual(lines[-1]["state"], "failed", lines)
         self.assertEqual(lines[-1]["credits_spent"], "0")
@@ -181,14 +209,14 @@ class PoolTest(PoolBase):
         self.audit_ok()
 
     def test_mistyped_fields_are_refused_and_the_worker_stays(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         w = self.start_worker("odd", env_extra={"RUNSNACK_POOL_FAULT": "mistyped"})
         refused = w.wait_for(lambda e: e.get("event") == "mistyped_refused" and "job" in e["why"], READY_DEADLINE,
                              "the last mistyped message refused")
         self.assertNotIn("malformed message", refused["why"])  # refused by the handler, not the safety net
         self.assertEqual(len([e for e in w.events() if e.get("event") == "mistyped_refused"]), 3)
         # The same stream then runs a job: it was never closed.
-        user = self.new_home("user")
+        user = self.user()
         cp, lines = self.submit(user, "--shards", "2", "--budget", "2", "--", "echo", "hi")
         self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertEqual((lines[-1]["state"], lines[-1]["tasks"], lines[-1]["failed"]), ("done", 2, 0))
@@ -196,9 +224,9 @@ class PoolTest(PoolBase):
         self.assertEqual(len([e for e in w.events() if e.get("event") == "registered"]), 1)  # no reconnect either
 
     def test_malformed_result_is_refused(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         self.start_worker("broken", env_extra={"RUNSNACK_POOL_FAULT": "malformed"})
-        user = self.new_home("user")
+        user = self.user()
         cp, lines = self.submit(user, "--shards", "1", "--budget", "1", "--", "echo", "hi")
         self.assertEqual(lines[-1]["state"], "failed", lines)
         rejected = [e for e in self.coord.events() if e.get("event") == "result_rejected"]
@@ -206,9 +234,9 @@ class PoolTest(PoolBase):
         self.audit_ok()
 
     def test_killed_worker_task_finishes_elsewhere(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         doomed = self.start_worker("doomed")
-        user = self.new_home("user")
+        user = self.user()
         sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "1", "--budget", "5",
                          "--wait", "--json", "--out", os.path.join(self.tmp, "o"), "--", "sh", "-c",
                          "sleep 2; echo finished", name="submit")
@@ -220,9 +248,9 @@ class PoolTest(PoolBase):
         self.assertEqual(done["state"], "done", done)
         peers = {e["peer"] for e in self.coord.events() if e.get("event") == "task_done"}
         self.assertEqual(peers, {self.peer_id(self.tmp + "/finisher")})
-        # (asking for one's credits mints the starting 100 for a new peer)
-        self.assertEqual(float(self.credits(self.tmp + "/doomed")["balance"]), 100)
-        self.assertGreater(float(self.credits(self.tmp + "/finisher")["balance"]), 100)
+        # (a peer gets no credits for showing up: only what it earned)
+        self.assertEqual(float(self.credits(self.tmp + "/doomed")["balance"]), 0)
+        self.assertGreater(float(self.credits(self.tmp + "/finisher")["balance"]), 0)
         self.audit_ok()
 
     def test_revoked_join_link_drops_workers(self):
@@ -245,17 +273,19 @@ class PoolTest(PoolBase):
     def test_coordinator_killed_and_restarted_job_completes(self):
         port = free_port()
         listen = "127.0.0.1:%d" % port
-        self.start_pool("--starting-credits", "100", listen=listen)
+        self.start_pool(listen=listen)
         submit_link = self.ready["submit"]
         names = ["w%d" % i for i in range(3)]
         workers = [self.start_worker(n) for n in names]
-        user = self.new_home("user")
+        # Both users get their credits before the job starts: each grant is two runs of the
+        # binary, long enough for 3 workers to finish the whole job before the kill.
+        user = self.user()
+        waiter_home = self.user("waiter")
         shards = 40
         cp = self.ok(user, "pool", "submit", submit_link, "exec", "--shards", str(shards), "--budget", "10", "--json",
                      "--", "sh", "-c", "sleep 0.3; echo shard {shard}")
         job = json.loads(cp.stdout.strip().splitlines()[-1])["job"]
         # A second user waits for a small job across the restart: --wait reconnects by itself.
-        waiter_home = self.new_home("waiter")
         waiter = self.start(waiter_home, "pool", "submit", submit_link, "exec", "--shards", "6", "--budget", "5",
                             "--wait", "--json", "--out", os.path.join(self.tmp, "waiter-out"), "--",
                             "sh", "-c", "sleep 0.5; echo w{shard}", name="waiter")
@@ -268,8 +298,7 @@ class PoolTest(PoolBase):
         self.assertLess(len([e for e in self.coord.events() if e.get("event") == "task_done"]), shards,
                         "the coordinator should die mid-job")
         # Same home, same database, same port: the workers' join link and the submit link still work.
-        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, "--starting-credits", "100",
-                                name="coordinator2")
+        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, name="coordinator2")
         self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready after restart")
         deadline = time.time() + 120
         while True:
@@ -293,7 +322,7 @@ class PoolTest(PoolBase):
         # No credit lost or doubled: what the user paid is exactly what the workers earned.
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
         spent += float(waited[0]["credits_spent"])
-        earned = sum(float(self.credits(self.tmp + "/" + n)["balance"]) - 100 for n in names)
+        earned = sum(float(self.credits(self.tmp + "/" + n)["balance"]) for n in names)
         self.assertAlmostEqual(earned, spent, places=5)
         accepted = sum(len([e for e in w.events() if e.get("event") == "result_accepted"]) for w in workers)
         self.assertLessEqual(accepted, shards + 6)  # both jobs, each task at most once
@@ -301,10 +330,10 @@ class PoolTest(PoolBase):
         self.assertEqual(report["problems"], [])
 
     def test_worker_that_never_returns_lease_expires(self):
-        self.start_pool("--starting-credits", "100", "--lease", "3")
+        self.start_pool("--lease", "3")
         frozen = self.start_worker("frozen")
         self.addCleanup(lambda: frozen.popen.poll() is None and frozen.signal(signal.SIGCONT))
-        user = self.new_home("user")
+        user = self.user()
         sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "1", "--budget", "5",
                          "--wait", "--json", "--out", os.path.join(self.tmp, "o"), "--", "sh", "-c",
                          "sleep 1; echo finished", name="submit")
@@ -324,8 +353,8 @@ class PoolTest(PoolBase):
         late = frozen.wait_for(lambda e: e.get("event") in ("result_refused", "result_accepted"), 30,
                                "the late result")
         self.assertEqual(late["event"], "result_refused", late)
-        self.assertEqual(float(self.credits(self.tmp + "/frozen")["balance"]), 100)
-        self.assertGreater(float(self.credits(self.tmp + "/finisher")["balance"]), 100)
+        self.assertEqual(float(self.credits(self.tmp + "/frozen")["balance"]), 0)
+        self.assertGreater(float(self.credits(self.tmp + "/finisher")["balance"]), 0)
         self.assertTrue(finisher)
         self.audit_ok()
 

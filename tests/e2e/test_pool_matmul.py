@@ -58,12 +58,12 @@ class PoolMatmulTest(PoolBase):
                 self.assertAlmostEqual(c[i * p + j], want, delta=1e-3, msg="C[%d,%d]" % (i, j))
 
     def test_product_of_files_is_correct_and_every_tile_checked(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         self.start_worker("w1")
         self.start_worker("w2")
         m, k, p = 70, 50, 45  # tiles of 32 with ragged edges
         a, b = self.files(m, k, p)
-        user = self.new_home("user")
+        user = self.user()
         cp, lines, out = self.matmul(user, "--a", os.path.join(self.tmp, "A.npy"), "--b",
                                      os.path.join(self.tmp, "B.npy"), "--block", "32", "--rounds", "12", "--budget", "5")
         self.assertEqual(cp.returncode, 0, cp.stderr)
@@ -77,14 +77,14 @@ class PoolMatmulTest(PoolBase):
         self.audit_ok()
 
     def test_cheater_is_caught_and_not_paid_and_the_product_is_right(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         cheater_home = self.new_home("cheater")
         cheater = self.start(cheater_home, "pool", "join", self.ready["join"], "--cpu", name="cheater",
                              env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
         cheater.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of the cheater")
         m = k = p = 64
         a, b = self.files(m, k, p)
-        user = self.new_home("user")
+        user = self.user()
         out = os.path.join(self.tmp, "out-user")
         # The cheater is alone at first: every tile it returns is checked and refused, and the
         # third wrong one excludes it. Then an honest worker does the job.
@@ -116,13 +116,13 @@ class PoolMatmulTest(PoolBase):
 
     def test_seeded_product_matches_a_second_run(self):
         # Same seed, different tiling: the same C, so the seed fully defines A and B.
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         self.start_worker("w1")
-        user = self.new_home("user")
-        cp1, l1, out1 = self.matmul(user, "--n", "96", "--block", "48", "--seed", "5")
+        user = self.user()
+        cp1, l1, out1 = self.matmul(user, "--n", "96", "--block", "48", "--seed", "5", "--budget", "5")
         self.assertEqual(cp1.returncode, 0, cp1.stderr)
-        user2 = self.new_home("user2")
-        cp2, l2, out2 = self.matmul(user2, "--n", "96", "--block", "32", "--seed", "5")
+        user2 = self.user("user2")
+        cp2, l2, out2 = self.matmul(user2, "--n", "96", "--block", "32", "--seed", "5", "--budget", "5")
         self.assertEqual(cp2.returncode, 0, cp2.stderr)
         _, _, c1 = read_npy(os.path.join(out1, "C.npy"))
         _, _, c2 = read_npy(os.path.join(out2, "C.npy"))
@@ -132,8 +132,8 @@ class PoolMatmulTest(PoolBase):
         self.assertEqual(l1[-1]["verification"]["checked"], 4)
 
     def test_bad_submissions_get_clear_errors(self):
-        self.start_pool("--starting-credits", "100")
-        user = self.new_home("user")
+        self.start_pool()
+        user = self.user()
         write_npy(os.path.join(self.tmp, "A.npy"), 4, 3, [0.0] * 12)
         write_npy(os.path.join(self.tmp, "B.npy"), 4, 3, [0.0] * 12)
         line = self.fails(user, "pool", "submit", self.ready["submit"], "matmul", "--a", os.path.join(self.tmp, "A.npy"),

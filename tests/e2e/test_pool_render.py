@@ -12,14 +12,15 @@ SCENE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ex
 class PoolRenderTest(PoolBase):
     def render(self, home, out, *args):
         cp = self.run_cli(home, "pool", "submit", self.ready["submit"], "render", "--scene", SCENE, "--wait", "--json",
-                          "--out", out, "--width", "96", "--height", "64", "--spp", "4", *args, timeout=300)
+                          "--out", out, "--width", "96", "--height", "64", "--spp", "4", "--budget", "5", *args,
+                          timeout=300)
         lines = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
         return cp, lines
 
     def test_tiled_across_workers_equals_the_whole_render(self):
-        self.start_pool("--starting-credits", "100")
+        self.start_pool()
         workers = [self.start_worker("w%d" % i) for i in range(3)]
-        user = self.new_home("user")
+        user = self.user()
         whole, tiled = os.path.join(self.tmp, "whole.png"), os.path.join(self.tmp, "tiled.png")
         cp, lines = self.render(user, whole, "--tile", "128")  # one tile: the whole image
         self.assertEqual(cp.returncode, 0, cp.stderr)
@@ -49,8 +50,8 @@ class PoolRenderTest(PoolBase):
         self.assertNotIn("png", tiles[0], "the log notes tiles; only the dashboard gets the pixels")
 
     def test_bad_scene_and_settings_get_clear_errors(self):
-        self.start_pool("--starting-credits", "100")
-        user = self.new_home("user")
+        self.start_pool()
+        user = self.user()
         bad = os.path.join(self.tmp, "bad.json")
         with open(bad, "w") as f:
             f.write('{"camera": {"position": [0, 0, 0]}, "objects": [{"type": "cube"}]}')

@@ -59,6 +59,7 @@ class Estimator {
   std::uint32_t add_workload(std::string_view name, double typical_work, double mean_log_score);
   std::optional<std::uint32_t> find_workload(std::string_view name) const;
   std::size_t workloads() const { return workloads_.size(); }
+  const std::string& workload_name(std::uint32_t w) const { return workloads_[w].name; }
   double log_unit(std::uint32_t w) const;  // a_w
   // How much one task's log time strays from its device's expectation in this
   // workload (task sizes the job cannot predict, heavy tails): a sd learned from

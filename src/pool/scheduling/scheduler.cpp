@@ -20,9 +20,21 @@ double Scheduler::profile_log_score(std::uint32_t d) const {
   return std::log(std::max(devices_[d].profile.score, 1e-12));
 }
 
+void Scheduler::mark_checked() {
+  const auto& checked = config_.checked_by_computation;
+  checked_.assign(est_.workloads(), false);
+  for (std::uint32_t w = 0; w < checked_.size(); ++w)
+    checked_[w] = std::find(checked.begin(), checked.end(), est_.workload_name(w)) != checked.end();
+}
+
+double Scheduler::verification(std::uint32_t d, std::uint32_t w) const {
+  if (w < checked_.size() && checked_[w]) return 0;  // checked on arrival: no replica
+  return devices_[d].verification;
+}
+
 CapacityGrid::Member Scheduler::member(std::uint32_t d, std::uint32_t w) const {
   return {est_.relative_speed(d, w), devices_[d].profile.price_per_hour, est_.success_mean(d), est_.departure_rate(d),
-          devices_[d].verification};
+          verification(d, w)};
 }
 
 void Scheduler::place(std::uint32_t d, std::uint32_t w, const CapacityGrid::Member& m) {
@@ -46,6 +58,7 @@ std::uint32_t Scheduler::workload(const std::string& name, double typical_work) 
   double mean_log_score = online_ > 0 ? sum / static_cast<double>(online_) : 0.0;
   auto w = est_.add_workload(name, typical_work, mean_log_score);
   grids_.resize(est_.workloads());
+  mark_checked();
   for (std::uint32_t d = 0; d < devices_.size(); ++d) {
     if (!devices_[d].online) continue;
     place(d, w, member(d, w));
@@ -240,7 +253,7 @@ Decision Scheduler::decide(const std::string& device, std::span<const PendingJob
     }
     // D's time to a counted result: its run, and a replica when its results still need one.
     const double replica_s = unit_s / std::max(mean_speed[w], 1e-300);
-    double task_s = est_.task_seconds_at(d, w, j.typical_work, offset[w]) + devices_[d].verification * replica_s;
+    double task_s = est_.task_seconds_at(d, w, j.typical_work, offset[w]) + verification(d, w) * replica_s;
     double reliability = success * std::exp(-rate * task_s);
     CapacityGrid::Query q;
     q.now = now_s;
@@ -315,7 +328,7 @@ std::optional<Decision> Scheduler::backup(std::uint32_t d, std::span<const Pendi
       if (per_work_[w] < 0) {
         per_work_[w] = est_.task_seconds(d, w, 1.0);
         double mean_speed = grids_[w].total_speed() / static_cast<double>(std::max<std::size_t>(grids_[w].size(), 1));
-        replica_per_work_[w] = devices_[d].verification / std::exp(est_.log_unit(w)) / std::max(mean_speed, 1e-300);
+        replica_per_work_[w] = verification(d, w) / std::exp(est_.log_unit(w)) / std::max(mean_speed, 1e-300);
       }
       double task_s = c.info->work * (per_work_[w] + replica_per_work_[w]);
       double reliability = std::max(success * std::exp(-rate * task_s), 1e-6);

@@ -80,6 +80,10 @@ struct SchedulerConfig {
   double retry_share = 0.1;         // wait: ask again after this share of D's task time,
   double min_retry_s = 1;           //   within these bounds
   double max_retry_s = 30;
+  // Workloads whose results the coordinator checks by computation when they
+  // arrive (render: pixel spot checks, matmul: Freivalds): they never wait
+  // for a replica, so set_verification() does not slow their tasks down.
+  std::vector<std::string> checked_by_computation = {"render", "matmul"};
 };
 
 class Scheduler {
@@ -99,7 +103,7 @@ class Scheduler {
   void verdict(const std::string& device, bool valid);
   // The probability that its next result needs a replica before it counts
   // (TrustPolicy::replica_probability): an unproven device's task ends later.
-  void set_verification(const std::string& device, double probability);
+  void set_verification(const std::string& device, double probability);  // exec-like workloads only (see config)
   // After a restart: nobody online and nothing running; learned state kept.
   void forget_sessions(double now_s);
 
@@ -136,6 +140,9 @@ class Scheduler {
   std::optional<std::uint32_t> find(const std::string& id) const;
   std::uint32_t workload(const std::string& name, double typical_work);
   CapacityGrid::Member member(std::uint32_t d, std::uint32_t w) const;
+  void mark_checked();  // checked_ from the config, for every workload known
+  // D's replica probability where workload w's results wait for one, else 0.
+  double verification(std::uint32_t d, std::uint32_t w) const;
   double profile_log_score(std::uint32_t d) const;
   void place(std::uint32_t d, std::uint32_t w, const CapacityGrid::Member& m);
   void refresh(std::uint32_t d);  // re-place d in every grid after learning
@@ -152,6 +159,7 @@ class Scheduler {
   std::vector<Device> devices_;
   std::unordered_map<std::string, std::uint32_t> index_;
   std::vector<CapacityGrid> grids_;  // by workload
+  std::vector<bool> checked_;        // by workload: in config_.checked_by_computation
   RunningTasks running_;
   std::vector<RunningTasks::Candidate> candidates_;  // scratch for backup()
   std::vector<double> per_work_, replica_per_work_;  // scratch for backup()

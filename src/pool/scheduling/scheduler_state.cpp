@@ -51,6 +51,7 @@ Result<Scheduler> Scheduler::load(const json& state, SchedulerConfig config) {
   s.rng_ = *rng;
   if (auto r = s.est_.load_workloads(state["workloads"]); !r) return r.error();
   s.grids_.resize(s.est_.workloads());
+  s.mark_checked();
   if (!state["devices"].is_array()) return bad("devices must be an array");
   for (const auto& e : state["devices"]) {
     if (!e.is_object()) return bad("bad device");

@@ -8,8 +8,10 @@
 #include "pool/render/png_codec.hpp"
 #include "pool/render/render.hpp"
 #include "pool/render/scene_parser.hpp"
+#include "pool/render/spot_check.hpp"
 #include "pool/render/tile_wire.hpp"
 #include "pool/render/tiles.hpp"
+#include "pool/result_message.hpp"
 #include "pool/wire.hpp"
 #include "pool/workloads/builtin.hpp"
 
@@ -20,6 +22,7 @@
 #include <chrono>
 #include <future>
 #include <mutex>
+#include <random>
 #include <thread>
 
 namespace runsnack::pool {
@@ -99,6 +102,60 @@ Rendered render_tile(std::shared_ptr<const render::Scene> scene, render::RenderS
   return out;
 }
 
+// Pixels re-rendered per tile, fewer when each costs many samples: at most
+// kCheckSamples samples a tile on the coordinator, at least two pixels.
+constexpr int kCheckPixels = 16;
+constexpr std::int64_t kCheckSamples = 1 << 18;
+
+int check_pixels(int spp) {
+  return static_cast<int>(std::clamp<std::int64_t>(kCheckSamples / std::max(spp, 1), 2, kCheckPixels));
+}
+
+// The tile a result carries (tile.bin, as base64 data or a binary frame).
+Result<render::TileResult> tile_of(const TaskResult& result) {
+  for (const auto& f : result.files)
+    if (f.is_object() && string_or(f, "path") == "tile.bin") {
+      if (auto i = frame_of(f, result.frames.size())) return render::decode_tile_result(result.frames[*i]);
+      auto bytes = base64_decode(string_or(f, "data"));
+      if (!bytes) return bytes.error();
+      return render::decode_tile_result(*bytes);
+    }
+  return fail(errc::malformed, "no tile.bin in the result");
+}
+
+// On the coordinator: every tile is decoded, must cover its rectangle, and
+// has a few pixels it could not predict re-rendered (render/spot_check.hpp).
+class RenderChecker final : public ResultChecker {
+ public:
+  RenderChecker(RenderSpec spec, std::vector<render::Tile> tiles, render::Scene scene)
+      : spec_(spec), tiles_(std::move(tiles)), scene_(std::move(scene)), rng_(std::random_device{}()) {}
+
+  Verdict check(std::int64_t index, const TaskResult& result) override {
+    double compute = 0;
+    if (auto line = json::parse(result.stdout_data, nullptr, false); line.is_object() && line.contains("compute_s") &&
+                                                                     line["compute_s"].is_number())
+      compute = std::clamp(line["compute_s"].get<double>(), 0.0, 1e7);
+    if (index < 0 || index >= static_cast<std::int64_t>(tiles_.size())) return {false, "no such tile", compute};
+    const render::TileRect rect = tiles_[static_cast<std::size_t>(index)].rendered;
+    auto tile = tile_of(result);
+    if (!tile) return {false, "tile " + std::to_string(index) + " does not decode: " + tile.error().what(), compute};
+    if (!(tile->rect == rect)) return {false, "tile " + std::to_string(index) + " covers the wrong pixels", compute};
+    std::vector<std::pair<int, int>> pixels;
+    std::uniform_int_distribution<int> xs(rect.x, rect.x + rect.w - 1), ys(rect.y, rect.y + rect.h - 1);
+    for (int i = 0; i < check_pixels(spec_.settings.spp); ++i) pixels.emplace_back(xs(rng_), ys(rng_));
+    auto out = render::spot_check(scene_, spec_.settings, rect, tile->pixels, pixels);
+    if (!out) return {false, "tile " + std::to_string(index) + ": " + out.error().what(), compute};
+    if (!out->accepted) return {false, "tile " + std::to_string(index) + ": " + out->why, compute};
+    return {true, "", compute};
+  }
+
+ private:
+  RenderSpec spec_;
+  std::vector<render::Tile> tiles_;
+  render::Scene scene_;
+  std::mt19937_64 rng_;  // the coordinator's: a worker cannot know which pixels are checked
+};
+
 class RenderWorkload final : public Workload {
  public:
   std::string_view name() const override { return "render"; }
@@ -159,6 +216,28 @@ class RenderWorkload final : public Workload {
     co_return out;
   }
 
+  Result<std::unique_ptr<ResultChecker>> checker(const json& spec, const json& input) const override {
+    auto r = read_spec(spec);
+    if (!r) return r.error();
+    auto tiles = render::split_tiles(r->settings.width, r->settings.height, r->tile, r->overlap);
+    if (!tiles) return tiles.error();
+    for (const auto& f : field_or(input, "files", json::array()))
+      if (f.is_object() && string_or(f, "path") == kSceneFile) {
+        auto text = base64_decode(string_or(f, "data"));
+        if (!text) return text.error();
+        auto scene = render::parse_scene(*text);
+        if (!scene) return scene.error();
+        return std::unique_ptr<ResultChecker>(std::make_unique<RenderChecker>(*r, std::move(*tiles), std::move(*scene)));
+      }
+    return fail(errc::invalid_argument, "render: the job has no scene");
+  }
+
+  json verification_method(const json& spec) const override {
+    auto r = read_spec(spec);
+    return {{"method", "pixel-spot-check"}, {"pixels", check_pixels(r ? r->settings.spp : 16)},
+            {"tolerance", render::SpotCheckRules{}.tolerance}};
+  }
+
   std::optional<json> on_accepted(const json& spec, std::int64_t index, const TaskResult& result) const override {
     auto r = read_spec(spec);
     if (!r) return std::nullopt;
@@ -202,17 +281,6 @@ class RenderWorkload final : public Workload {
     if (auto w = write_file(file, *png); !w) return w.error();
     return json{{"image", fs::absolute(file).string()}, {"width", image->width}, {"height", image->height},
                 {"tiles_by_device", devices}};
-  }
-
- private:
-  static Result<render::TileResult> tile_of(const TaskResult& result) {
-    for (const auto& f : result.files)
-      if (f.is_object() && string_or(f, "path") == "tile.bin") {
-        auto bytes = base64_decode(string_or(f, "data"));
-        if (!bytes) return bytes.error();
-        return render::decode_tile_result(*bytes);
-      }
-    return fail(errc::malformed, "no tile.bin in the result");
   }
 };
 
