@@ -193,6 +193,8 @@ int serve(const ServeArgs& args) {
   const auto candidates = provider.candidates();
   const auto join = std::make_optional(pool_link_text(*identity, candidates, *join_link));
   const auto submit = std::make_optional(pool_link_text(*identity, candidates, *submit_link));
+  // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   if (args.json) {
     print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", dashboard.url()},
                 {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
@@ -203,7 +205,6 @@ int serve(const ServeArgs& args) {
     std::cerr << "Pool coordinator on port " << provider.local_endpoint().port() << " (links " << join_grant << ", "
               << submit_grant << "; revoke with `runsnack revoke`). Ctrl-C stops." << std::endl;
   }
-  asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
     coordinator.stop();

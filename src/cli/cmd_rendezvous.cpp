@@ -53,6 +53,8 @@ int rendezvous(const RendezvousArgs& args) {
   auto ep = server.local_endpoint();
   std::string where = (ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string()) + ":" +
                       std::to_string(ep.port());
+  // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   if (args.json) {
     print_json({{"event", "ready"}, {"listen", where}, {"relay", args.relay}});
   } else {
@@ -63,7 +65,6 @@ int rendezvous(const RendezvousArgs& args) {
               << "; it sees PeerIds, link ids, addresses and traffic volume, never secrets or data. Ctrl-C stops."
               << std::endl;
   }
-  asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (!ec) server.stop();
   });

@@ -233,6 +233,8 @@ int share(const ShareArgs& args) {
                                                  });
   }
 
+  // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   nlohmann::json ready = {{"event", "ready"}, {"peer", identity->peer_id().str()},
                           {"listen", provider.local_endpoint().address().to_string() + ":" +
                                          std::to_string(provider.local_endpoint().port())}};
@@ -264,7 +266,6 @@ int share(const ShareArgs& args) {
   }
   if (args.json) print_json(ready);
 
-  asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
     provider.stop();
