@@ -2,6 +2,7 @@
 // the grants it made and of everything that happened to them.
 #include "cli/command.hpp"
 #include "cli/state.hpp"
+#include "cli/text_column.hpp"
 #include "core/clock.hpp"
 #include "core/duration.hpp"
 #include "core/printable.hpp"
@@ -23,26 +24,6 @@ namespace {
 std::string or_dash(const nlohmann::json& v) {
   if (v.is_null()) return "-";
   return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
-// Pads `text` to `width` display columns (UTF-8 aware), cutting it with "..." when longer.
-std::string column(const std::string& text, std::size_t width) {
-  std::string out;
-  std::size_t cols = 0;
-  for (std::size_t i = 0; i < text.size();) {
-    std::size_t len = 1;
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0xF0) len = 4; else if (c >= 0xE0) len = 3; else if (c >= 0xC0) len = 2;
-    if (cols + 1 >= width && i + len < text.size()) {
-      out += "…";
-      ++cols;
-      break;
-    }
-    out += text.substr(i, len);
-    ++cols;
-    i += len;
-  }
-  return out + std::string(width > cols ? width - cols : 1, ' ');
 }
 
 int list_links(bool json, bool all) {

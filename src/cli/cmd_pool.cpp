@@ -7,6 +7,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/pool_dashboard.hpp"
 #include "cli/pool_links.hpp"
+#include "cli/pool_replies.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
@@ -471,7 +472,8 @@ asio::awaitable<int> simple_body(json request, bool as_json, Session& session) {
   if (!r) co_return report(r.error());
   r->erase("ok");
   if (as_json) print_json(*r);
-  else std::cout << r->dump(2) << std::endl;
+  else print_pool_reply(string_or(request, "op"), *r, string_or(request, "job"), std::cout);
+  std::cout << std::flush;
   co_return 0;
 }
 

@@ -27,10 +27,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 namespace runsnack::cli {
@@ -108,15 +110,39 @@ std::string human(std::uint64_t n) {
   return buf;
 }
 
-// A progress bar on stderr, only for a person at a terminal and only for large transfers.
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
+  return buf;
+}
+
+// A progress bar on stderr, only for a person at a terminal and only for
+// large transfers: done of total, the rate so far and the time left at it,
+// redrawn at most 10 times a second.
 fs::Progress progress_bar(const char* what) {
   if (!isatty(STDERR_FILENO)) return nullptr;
-  return [what](std::uint64_t done, std::uint64_t total) {
+  using Clock = std::chrono::steady_clock;
+  struct Shown {
+    Clock::time_point start = Clock::now(), last{};
+  };
+  auto shown = std::make_shared<Shown>();
+  return [what, shown](std::uint64_t done, std::uint64_t total) {
     if (total < (8u << 20)) return;
+    const auto now = Clock::now();
+    if (done < total && now - shown->last < std::chrono::milliseconds(100)) return;
+    shown->last = now;
+    const double elapsed = std::chrono::duration<double>(now - shown->start).count();
+    const double rate = elapsed > 0.05 ? static_cast<double>(done) / elapsed : 0;
     int pct = static_cast<int>(done * 100 / total);
     int bars = pct / 4;
+    std::string tail = human(done) + " of " + human(total);
+    if (rate > 0) tail += ", " + human(static_cast<std::uint64_t>(rate)) + "/s";
+    if (done >= total) tail += " in " + clock_text(elapsed);
+    else if (rate > 0) tail += ", " + clock_text(static_cast<double>(total - done) / rate) + " left";
     std::fprintf(stderr, "\r\033[K%s [%.*s%*s] %3d%% %s", what, bars, "#########################", 25 - bars, "", pct,
-                 human(done).c_str());
+                 tail.c_str());
     if (done >= total) std::fprintf(stderr, "\n");
   };
 }

@@ -19,6 +19,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -28,7 +29,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iostream>
+#include <thread>
 #include <unistd.h>
 
 namespace runsnack::cli {
@@ -196,19 +199,11 @@ int share(const ShareArgs& args) {
       rendezvous = *ep;
     }
   }
-  // The router's port mapping, for the share's lifetime (removed when `mapping` dies).
+  // The link carries what is known at once (these addresses, the
+  // rendezvous); the router's port mapping is asked for in the background
+  // below and reaches consumers through the rendezvous when it comes.
   std::vector<Endpoint> candidates = provider.candidates();
-  std::unique_ptr<PortMapping> mapping;
-  if (!args.no_port_mapping && !provider.local_endpoint().address().is_loopback()) {
-    std::string why;
-    mapping = PortMapping::create(provider.local_endpoint().port(), kMappingLease.count(), why);
-    if (mapping) {
-      spdlog::info("port mapping ({}): {}", mapping->protocol(), mapping->external().str());
-      candidates.insert(candidates.begin(), mapping->external());
-    } else {
-      spdlog::debug("no port mapping: {}", why);
-    }
-  }
+  std::unique_ptr<PortMapping> mapping;  // for the share's lifetime (removed when it dies)
   std::unique_ptr<rdv::ProviderAgent> agent;
   if (rendezvous) {
     rdv::AgentConfig config;
@@ -222,7 +217,6 @@ int share(const ShareArgs& args) {
       return ids;
     };
     config.candidates = candidates;
-    if (mapping) config.mapped = mapping->external();
     config.on_state = [json = args.json](const std::string& state) {
       if (json) print_json({{"event", "rendezvous"}, {"state", state}});
       else spdlog::info("rendezvous: {}", state);
@@ -316,8 +310,46 @@ int share(const ShareArgs& args) {
       renew_mapping();
     });
   };
-  if (mapping) renew_mapping();
   signals.async_wait([&](const boost::system::error_code&, int) { mapping_timer.cancel(); });
+
+  // The router's answer (NAT-PMP, then UPnP: seconds where no router
+  // answers) on a thread of its own; the share serves meanwhile.
+  struct MappingAnswer {
+    std::unique_ptr<PortMapping> mapping;
+    std::string why;
+  };
+  std::promise<MappingAnswer> mapping_promise;
+  std::future<MappingAnswer> mapping_answer = mapping_promise.get_future();
+  auto on_mapping_answer = [&] {
+    MappingAnswer a = mapping_answer.get();
+    if (!a.mapping) {
+      if (args.json) print_json({{"event", "port_mapping"}, {"mapped", false}, {"why", a.why}});
+      else spdlog::debug("no port mapping: {}", a.why);
+      return;
+    }
+    mapping = std::move(a.mapping);
+    const std::string external = mapping->external().str();
+    if (args.json) {
+      print_json({{"event", "mapped"}, {"address", external}, {"protocol", mapping->protocol()}});
+    } else {
+      std::cerr << clear_line << "The router maps port " << provider.local_endpoint().port() << " to " << external
+                << " (" << mapping->protocol() << ")"
+                << (agent ? ": consumers outside find it through the rendezvous" : "") << std::endl;
+    }
+    if (agent) agent->set_mapped(mapping->external());
+    renew_mapping();
+  };
+  std::jthread mapping_asker;  // joined before the objects it answers to go
+  if (!args.no_port_mapping && !provider.local_endpoint().address().is_loopback()) {
+    mapping_asker = std::jthread([&io, &mapping_promise, &on_mapping_answer, port = provider.local_endpoint().port()] {
+      MappingAnswer a;
+      a.mapping = PortMapping::create(port, kMappingLease.count(), a.why);
+      mapping_promise.set_value(std::move(a));
+      asio::post(io, on_mapping_answer);
+    });
+  } else {
+    mapping_promise.set_value({});
+  }
 
   io.run();
   if (show_status) std::cerr << "\r\033[K";

@@ -1,5 +1,6 @@
 #include "cli/link_arg.hpp"
 
+#include "cli/raw_terminal.hpp"
 #include "cli/state.hpp"
 #include "store/remote_store.hpp"
 
@@ -7,14 +8,24 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <unistd.h>
+
 namespace runsnack::cli {
 
 Result<std::string> read_link_from_stdin() {
   std::string line;
-  char c;
-  while (std::cin.get(c) && c != '\n') {
-    line.push_back(c);
-    if (line.size() > 4096) return fail(errc::too_large, "the text on stdin is too long to be a link");
+  {
+    // At a terminal: say what is wanted, and keep the secret off the screen.
+    // Echo off before the prompt: what is pasted as soon as it shows is hidden too.
+    HiddenInput hidden(STDIN_FILENO);
+    const bool terminal = hidden.active();
+    if (terminal) std::cerr << "Paste the link and press Enter (it is not shown): " << std::flush;
+    char c;
+    while (std::cin.get(c) && c != '\n') {
+      line.push_back(c);
+      if (line.size() > 4096) return fail(errc::too_large, "the text on stdin is too long to be a link");
+    }
+    if (terminal) std::cerr << std::endl;
   }
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
   if (line.empty()) return fail(errc::invalid_argument, "no link on stdin");

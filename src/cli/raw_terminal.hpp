@@ -24,4 +24,22 @@ class RawTerminal {
   termios saved_{};
 };
 
+// Turns a terminal's echo off (line editing and Ctrl-C stay) while a secret
+// is typed or pasted, and back on in the destructor, or when SIGINT,
+// SIGTERM or SIGHUP ends the process meanwhile (the signal is then raised
+// again with its default action). One at a time. Not copyable.
+class HiddenInput {
+ public:
+  // Does nothing when `fd` is not a terminal (active() is then false).
+  explicit HiddenInput(int fd);
+  HiddenInput(const HiddenInput&) = delete;
+  HiddenInput& operator=(const HiddenInput&) = delete;
+  ~HiddenInput();
+
+  bool active() const { return active_; }
+
+ private:
+  bool active_ = false;
+};
+
 }  // namespace runsnack::cli

@@ -13,7 +13,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
+#include <utility>
 
 namespace runsnack::rdv {
 
@@ -80,13 +82,29 @@ void ProviderAgent::stop() {
   if (current_) current_->close(ec);
 }
 
+void ProviderAgent::set_mapped(const Endpoint& mapped) {
+  config_.mapped = mapped;
+  if (std::find(config_.candidates.begin(), config_.candidates.end(), mapped) == config_.candidates.end())
+    config_.candidates.insert(config_.candidates.begin(), mapped);
+  if (stopping_) return;
+  register_again_ = true;
+  backoff_.cancel();
+  boost::system::error_code ec;
+  if (current_) current_->close(ec);
+}
+
 asio::awaitable<void> ProviderAgent::run() {
   milliseconds delay = kBackoffMin;
   std::mt19937 rng(std::random_device{}());
   while (!stopping_) {
     auto started = Clock::now();
+    register_again_ = false;
     auto r = co_await session();
     if (stopping_) break;
+    if (std::exchange(register_again_, false)) {
+      delay = kBackoffMin;
+      continue;
+    }
     std::string why = r ? std::string("closed") : r.error().what();
     if (config_.on_state) config_.on_state("disconnected: " + why);
     if (Clock::now() - started > std::chrono::seconds(30)) delay = kBackoffMin;  // it had worked for a while

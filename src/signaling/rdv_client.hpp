@@ -68,6 +68,10 @@ class ProviderAgent {
   // Closes the signaling connection and cancels every punch and relay task
   // it started, so the executor runs dry promptly (the owner's exit path).
   void stop();
+  // A port mapping found after start (the router answers in seconds, the
+  // link is printed at once): registers again at once with it, so that
+  // consumers looking the PeerId up learn it without a new link.
+  void set_mapped(const Endpoint& mapped);
 
  private:
   boost::asio::awaitable<Result<void>> session();
@@ -81,6 +85,7 @@ class ProviderAgent {
   boost::asio::steady_timer backoff_;
   boost::asio::ip::tcp::socket* current_ = nullptr;
   bool stopping_ = false;
+  bool register_again_ = false;  // set_mapped closed the connection: no backoff, no "disconnected"
 };
 
 struct Introduction {

@@ -3,10 +3,13 @@
 import json
 import os
 import re
+import select
 import stat
+import subprocess
+import time
 import unittest
 
-from harness import E2ETestCase, BASE32_RE
+from harness import BIN, CMD_TIMEOUT, READY_DEADLINE, E2ETestCase, BASE32_RE
 
 GRANT = "abcdefgh23"
 PEER = "xklk6juawrgi4pv3was2enxliwpcgcce"
@@ -122,6 +125,42 @@ class Remotes(E2ETestCase):
         self.assertEqual(json.loads(self.ok(chome, "remote", "list", "--json").stdout), [])
         self.fails(chome, "info", "--json", "gpubox", contains=["gpubox", "neither a link nor a saved remote"])
         self.fails(chome, "remote", "remove", "gpubox", contains="no saved remote")
+
+    def test_remote_add_at_a_terminal_prompts_and_hides_the_link(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        secret = provider.link.split("#k=")[1]
+        # stdin and stderr on a terminal: what the terminal shows is all the master side reads.
+        master, slave = os.openpty()
+        proc = subprocess.Popen([BIN, "remote", "add", "gpubox", "-"], stdin=slave, stdout=subprocess.PIPE,
+                                stderr=slave, env=self.env(chome, None))
+        os.close(slave)
+        shown = b""
+        try:
+            deadline = time.monotonic() + READY_DEADLINE
+            while b"Paste the link" not in shown and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    shown += os.read(master, 4096)
+            self.assertIn(b"it is not shown", shown)
+            os.write(master, provider.link.encode() + b"\n")
+            out, _ = proc.communicate(timeout=CMD_TIMEOUT)
+            while select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the terminal's last user is gone
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+        self.assertEqual(proc.returncode, 0, shown)
+        self.assertIn(provider.peer, out.decode())
+        self.assertNotIn(secret.encode(), shown, "the pasted secret was echoed")
+        self.assertEqual(self.info(chome, "gpubox")["grant"]["id"], provider.grant)
 
     def test_bad_remote_name(self):
         home = self.new_home("consumer")

@@ -92,6 +92,36 @@ class PoolTest(PoolBase):
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
         self.audit_ok()
 
+    def test_status_jobs_credits_and_cancel_read_as_tables_without_json(self):
+        self.start_pool()
+        self.start_worker("w")
+        user = self.user()
+        cp, lines = self.submit(user, "--shards", "2", "--budget", "5", "--", "echo", "hi")
+        self.assertEqual(lines[-1]["state"], "done", lines)
+        first = lines[-1]["job"]
+        cp = self.ok(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "1", "--budget", "5", "--",
+                     "sleep", "60")
+        second = cp.stdout.strip()
+        jobs = self.ok(user, "pool", "jobs", self.ready["submit"]).stdout
+        self.assertNotIn("{", jobs)
+        self.assertIn("JOB", jobs.splitlines()[0])
+        row = [l for l in jobs.splitlines() if l.startswith(first)]
+        self.assertEqual(len(row), 1, jobs)
+        self.assertIn("done", row[0])
+        self.assertIn("2/2", row[0])
+        self.assertIn(second, jobs)
+        cancel = self.ok(user, "pool", "cancel", self.ready["submit"], second).stdout
+        self.assertEqual(cancel.strip(), "cancelled job %s: its tasks stop and the unspent budget is back in your "
+                                         "balance" % second)
+        status = self.ok(user, "pool", "status", self.ready["submit"]).stdout
+        self.assertIn("1 device(s), 1 online", status)
+        self.assertTrue(any(l.startswith(second) and "cancelled" in l for l in status.splitlines()), status)
+        balance = self.credits(user)["balance"]
+        credits = self.ok(user, "pool", "credits", self.ready["submit"]).stdout
+        self.assertTrue(credits.startswith("balance: %s credits (peer " % balance), credits)
+        self.assertIn("escrow", credits)
+        self.assertIn("refund", credits)
+
     def test_gpu_worker_offers_its_gpus_and_tasks_see_only_them(self):
         fake = os.environ.get("RUNSNACK_FAKE_NVML")
         if not fake:

@@ -3,13 +3,15 @@
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
+import subprocess
 import threading
 import time
 import unittest
 
-from harness import E2ETestCase, CMD_TIMEOUT
+from harness import BIN, E2ETestCase, CMD_TIMEOUT
 
 
 class RunBase(E2ETestCase):
@@ -452,6 +454,42 @@ class Cp(RunBase):
             self.assertEqual(f.read(), "B" * 100000)
         again = self.ok(self.chome, "cp", self.provider.link, "remote:inputs", dest + "/")
         self.assertIn("cp: 0 files", again.stderr)  # resume: what is there already is not sent again
+
+    def test_progress_at_a_terminal_shows_rate_and_time(self):
+        self.setup_pair()
+        src = self.write("big.bin", os.urandom(24 * 1024 * 1024))
+        # stderr on a terminal: the progress bar is drawn there, only there.
+        master, slave = os.openpty()
+        proc = subprocess.Popen([BIN, "cp", self.provider.link, src, "remote:"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=slave, env=self.env(self.chome, None))
+        os.close(slave)
+        shown = b""
+        try:
+            while True:
+                ready = select.select([master], [], [], 1.0)[0]
+                if ready:
+                    try:
+                        chunk = os.read(master, 4096)
+                    except OSError:  # the terminal's last user is gone
+                        break
+                    if not chunk:
+                        break
+                    shown += chunk
+                elif proc.poll() is not None:
+                    break
+            proc.wait(timeout=CMD_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+        text = shown.decode(errors="replace")
+        self.assertEqual(proc.returncode, 0, text)
+        final = [l for l in text.replace("\r", "\n").splitlines() if "100%" in l]
+        self.assertTrue(final, text)
+        # e.g. "sync [#########################] 100% 24.0 MiB of 24.0 MiB, 61.2 MiB/s in 0:00"
+        self.assertRegex(final[-1], r"24\.0 MiB of 24\.0 MiB, [0-9.]+ (KiB|MiB)/s in [0-9]+:[0-9]{2}")
+        self.assertIn("cp: 1 files", text)
 
     def test_cp_resumes_within_a_large_file_after_a_cut(self):
         self.setup_pair()

@@ -12,6 +12,8 @@ Cases: same LAN -> direct; public provider -> direct; both behind MASQUERADE
 -> punched; provider behind a router running a real miniupnpd (UPnP-IGD and
 NAT-PMP, legacy iptables, STUN-discovered external address), consumer behind
 --random-fully -> mapped, and the mapping is gone once the provider exits;
+a provider whose router answers no mapping request -> its link comes first, the
+router's silence after it, and the link works;
 both behind MASQUERADE --random-fully -> relayed; rendezvous
 restarted during a punched transfer -> the transfer completes. Each moves
 >= 50 MB through the session and checks its SHA-256. Asserts path and data,
@@ -141,16 +143,25 @@ class Lab:
                 p.kill()
                 p.wait()
 
-    def provider(self, ns, name, port_mapping=False):
+    def provider(self, ns, name, port_mapping=False, events=None):
+        """Starts a share; returns when it is registered (with port_mapping: registered after the router's
+        answer, which comes after the link). `events` collects what it printed until then."""
         home = os.path.join(self.tmp, name)
         os.makedirs(home, exist_ok=True)
         args = ["share", "--json", "--no-qr", "--rendezvous", RDV] + ([] if port_mapping else ["--no-port-mapping"])
         p = self.spawn(ns, args, home, name + ".log")
         ready = json.loads(p.stdout.readline())
-        deadline = time.time() + 15  # wait until registered
+        seen = [ready] if events is None else events
+        if events is not None:
+            events.append(ready)
+        answered = not port_mapping
+        deadline = time.time() + 30  # wait until registered (after the router's answer)
         while time.time() < deadline:
             ev = json.loads(p.stdout.readline())
-            if ev.get("event") == "rendezvous" and ev["state"].startswith("registered"):
+            seen.append(ev)
+            if ev.get("event") in ("mapped", "port_mapping"):
+                answered = True
+            if answered and ev.get("event") == "rendezvous" and ev["state"].startswith("registered"):
                 break
         assert len(ready["link"]) < 160, ready["link"]
         return p, ready["link"]
@@ -202,6 +213,16 @@ def run_case(lab, case):
             assert not left, f"mapping left on the router after the provider exited (rc {p.returncode}): {left}"
             res["mapping"] = held[0]
         return res
+    elif case == "no_router":
+        # Router A runs no NAT-PMP or UPnP: the link comes first, the router's silence is told after it.
+        nat(False)
+        events = []
+        p, l = lab.provider(ns_name("nl-p"), "prov-norouter", port_mapping=True, events=events)
+        kinds = [e.get("event") for e in events]
+        assert kinds[0] == "ready" and "link" in events[0], kinds
+        answer = [e for e in events if e.get("event") in ("mapped", "port_mapping")]
+        assert answer and answer[0]["event"] == "port_mapping" and answer[0]["mapped"] is False, events
+        check(res := lab.consume(ns_name("nl-c2"), l), "direct")
     elif case == "relayed":
         nat(True)
         p, l = lab.provider(ns_name("nl-p"), "prov-a")
@@ -253,7 +274,7 @@ def main():
         if not shutil.which(tool):
             print(f"natlab: SKIPPED: {tool} is not installed (scripts/install-deps)")
             return SKIPPED
-    cases = sys.argv[2:] or ["same_lan", "public", "punched", "mapped", "relayed", "rdv_restart"]
+    cases = sys.argv[2:] or ["same_lan", "public", "punched", "mapped", "no_router", "relayed", "rdv_restart"]
     failed = 0
     try:
         setup()
