@@ -135,7 +135,10 @@ Result<int> catch_signals() {
   return p[0];
 }
 
-// Starts CMD with our stdin/stdout/stderr, in our process group, default signal dispositions.
+// Starts CMD with our stdin/stdout/stderr, in our process group, default
+// signal dispositions, and no other descriptor of ours: the session's TCP
+// socket (asio opens it without close-on-exec) must not outlive us in CMD,
+// or the provider would not see us go until its keepalive gives up.
 Result<pid_t> spawn_program(const std::string& path, const std::vector<std::string>& argv,
                             const std::vector<std::string>& env) {
   std::vector<char*> a, e;
@@ -153,8 +156,12 @@ Result<pid_t> spawn_program(const std::string& path, const std::vector<std::stri
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addclosefrom_np(&files, 3);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, path.c_str(), nullptr, &attr, a.data(), e.data());
+  int rc = ::posix_spawn(&pid, path.c_str(), &files, &attr, a.data(), e.data());
+  posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return fail(errc::io_error, "cannot start " + path + ": " + std::strerror(rc));
   return pid;

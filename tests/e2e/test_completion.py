@@ -55,7 +55,8 @@ class BashCompletion(unittest.TestCase):
         self.assertNotIn("__generate", top)   # hidden
         self.assertNotIn("cuda-server", top)  # hidden
         self.assertEqual(sorted(bash_complete(["runsnack", "pool", ""])[0]),
-                         sorted(["serve", "join", "submit", "status", "jobs", "cancel", "credits", "audit-ledger"]))
+                         sorted(["serve", "join", "submit", "status", "jobs", "cancel", "credits", "grant", "link",
+                                 "audit-ledger"]))
 
     def test_flags_of_the_command_typed(self):
         self.assertEqual(bash_complete(["runsnack", "share", "--gp"])[0], ["--gpu", "--gpu-hours"])

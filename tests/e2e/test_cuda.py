@@ -181,7 +181,13 @@ class Plumbing(CudaBase):
         proc = self.start(self.chome, "cuda", self.provider.link, "--", sys.executable, self.client, "sleep",
                           env_extra=self.consumer_env(), name="cuda")
         self.poll_until(lambda: any("connected" in l for l in proc.lines), 30, "the program's connection")
-        self.extra_pids.append(int([l for l in proc.lines if "connected" in l][0].split("pid=")[1]))
+        program = int([l for l in proc.lines if "connected" in l][0].split("pid=")[1])
+        self.extra_pids.append(program)
+        # The program holds its own socket to RUNSNACK_CUDA_SOCKET and nothing of runsnack's (the
+        # session's TCP socket once leaked into it: the provider then missed the consumer's death).
+        sockets = [fd for fd in os.listdir("/proc/%d/fd" % program)
+                   if os.readlink("/proc/%d/fd/%s" % (program, fd)).startswith("socket:")]
+        self.assertEqual(len(sockets), 1, sockets)
         starts = self.poll_until(lambda: self.cuda_events("cuda_start"), 10, "the cuda_start audit record")
         pid = starts[0]["detail"]["pid"]
         self.assertTrue(pid_alive(pid), "the cuda-server should run while the program does")
