@@ -22,7 +22,7 @@ with generous deadlines, never speed. Needs root; prints why and exits 77
 
 Usage: natlab.py RUNSNACK_BIN [case ...]
 """
-import hashlib, json, os, shutil, subprocess, sys, tempfile, time
+import hashlib, json, os, queue, shutil, subprocess, sys, tempfile, threading, time
 
 from miniupnpd_router import MiniUpnpdRouter, Skip
 
@@ -150,19 +150,29 @@ class Lab:
         os.makedirs(home, exist_ok=True)
         args = ["share", "--json", "--no-qr", "--rendezvous", RDV] + ([] if port_mapping else ["--no-port-mapping"])
         p = self.spawn(ns, args, home, name + ".log")
-        ready = json.loads(p.stdout.readline())
+        lines = queue.Queue()  # read on a thread: a missing event fails at the deadline, not hangs
+        threading.Thread(target=lambda: [lines.put(l) for l in p.stdout], daemon=True).start()
+        ready = json.loads(lines.get(timeout=60))
         seen = [ready] if events is None else events
         if events is not None:
             events.append(ready)
-        answered = not port_mapping
-        deadline = time.time() + 30  # wait until registered (after the router's answer)
-        while time.time() < deadline:
-            ev = json.loads(p.stdout.readline())
+        # Registered, and with port_mapping also the router's answer: a mapping is followed by a new
+        # registration that carries it, no mapping by nothing more.
+        answered, registered = not port_mapping, False
+        deadline = time.time() + 30
+        while not (answered and registered):
+            try:
+                ev = json.loads(lines.get(timeout=max(0.1, deadline - time.time())))
+            except queue.Empty:
+                raise AssertionError(f"{name}: no registration{'' if answered else ' nor router answer'} "
+                                     f"within 30 s: {seen}")
             seen.append(ev)
-            if ev.get("event") in ("mapped", "port_mapping"):
+            if ev.get("event") == "mapped":
+                answered, registered = True, False
+            elif ev.get("event") == "port_mapping":
                 answered = True
-            if answered and ev.get("event") == "rendezvous" and ev["state"].startswith("registered"):
-                break
+            elif ev.get("event") == "rendezvous" and ev["state"].startswith("registered"):
+                registered = True
         assert len(ready["link"]) < 160, ready["link"]
         return p, ready["link"]
 
