@@ -246,20 +246,10 @@ std::optional<json> Replication::extend_or_settle(const std::string& job, std::i
   std::vector<std::string> avoid;
   for (const auto& one : g.held) avoid.push_back(one.peer);
   for (const auto& [copy, holder] : g.claimed) avoid.push_back(holder);
-  if (g.extra < kMaxExtraCopies && independent_device_online(g)) {
-    // One more copy, for a device on a network none of the copies used (the
-    // online peers on used networks may not take it).
-    const auto used = used_networks(g);
-    for (const auto& [p, net] : online_)
-      if (used.count(net)) avoid.push_back(p);
-    auto c = store_.add_copy(job, shard, avoid, now_ms);
-    if (!c) return refuse(c.error());
-    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = true;
-    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
-               {"wants", "a copy on another network"}});
-    return std::nullopt;
-  }
-  // Nobody independent to ask: the pool cannot verify this shard.
+  g.untaken_since = 0;  // a new copy: the tick's wait starts again when nobody online may take it
+  if (g.extra < kMaxExtraCopies && independent_device_online(g))
+    return add_extra_copy(job, shard, g, std::move(avoid), true, now_ms);
+  // Nobody independent to ask now.
   const auto tallies = tally(g);
   std::size_t top = 0, tied = 0;
   for (const auto& t : tallies) top = std::max(top, t.peers.size());
@@ -267,30 +257,34 @@ std::optional<json> Replication::extend_or_settle(const std::string& job, std::i
   const bool another_peer = std::any_of(online_.begin(), online_.end(), [&](const auto& o) {
     return std::find(avoid.begin(), avoid.end(), o.first) == avoid.end();
   });
-  if (tied > 1 && g.extra < kMaxExtraCopies && another_peer) {  // a tie among peers: one more peer breaks it
-    auto c = store_.add_copy(job, shard, avoid, now_ms);
-    if (!c) return refuse(c.error());
-    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = false;
-    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
-               {"wants", "a copy on another peer"}});
-    return std::nullopt;
-  }
+  if (tied > 1 && g.extra < kMaxExtraCopies && another_peer)  // a tie among peers: one more peer breaks it
+    return add_extra_copy(job, shard, g, std::move(avoid), false, now_ms);
   if (g.extra < kMaxExtraCopies && store_.policy().independent_wait_ms > 0) {
-    // Nobody independent online now, but one may be on its way (a worker
-    // still starting, reconnecting): the copy waits for one, and the
-    // maintenance tick delivers the shard unverified if none comes in time.
+    // One may be on its way (a worker still starting, reconnecting): the
+    // copy waits for one, and the maintenance tick delivers the shard
+    // unverified if none comes in time.
+    g.untaken_since = now_ms;
+    return add_extra_copy(job, shard, g, std::move(avoid), true, now_ms);
+  }
+  // The pool cannot verify this shard.
+  return decide(job, shard, g, settle_by_peers(g), false, task, attempt, now_ms, audit);
+}
+
+std::optional<json> Replication::add_extra_copy(const std::string& job, std::int64_t shard, Group& g,
+                                                std::vector<std::string> avoid, bool needs_network, std::int64_t now_ms) {
+  if (needs_network) {  // the online peers on networks the copies used may not take it
     const auto used = used_networks(g);
     for (const auto& [p, net] : online_)
       if (used.count(net)) avoid.push_back(p);
-    auto c = store_.add_copy(job, shard, avoid, now_ms);
-    if (!c) return refuse(c.error());
-    g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = true, g.untaken_since = now_ms;
-    on_event_({{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
-               {"wants", "a copy on another network"},
-               {"waits_s", store_.policy().independent_wait_ms / 1000.0}});
-    return std::nullopt;
   }
-  return decide(job, shard, g, settle_by_peers(g), false, task, attempt, now_ms, audit);
+  auto c = store_.add_copy(job, shard, avoid, now_ms);
+  if (!c) return refuse(c.error());
+  g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = needs_network;
+  json event = {{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
+                {"wants", needs_network ? "a copy on another network" : "a copy on another peer"}};
+  if (g.untaken_since == now_ms) event["waits_s"] = store_.policy().independent_wait_ms / 1000.0;
+  on_event_(event);
+  return std::nullopt;
 }
 
 json Replication::decide(const std::string& job, std::int64_t shard, Group& g, std::size_t winner, bool verified,

@@ -138,6 +138,11 @@ class Replication {
   std::optional<nlohmann::json> extend_or_settle(const std::string& job, std::int64_t shard, Group& g,
                                                  const std::string& task, std::int64_t attempt, std::int64_t now_ms,
                                                  const Audit& audit);
+  // One more copy of the shard, for a peer not in `avoid` (and with
+  // `needs_network` on a network none of the copies used); nothing, or the
+  // refusal when the store failed.
+  std::optional<nlohmann::json> add_extra_copy(const std::string& job, std::int64_t shard, Group& g,
+                                               std::vector<std::string> avoid, bool needs_network, std::int64_t now_ms);
   // Decides the group on held[winner]'s value; the answer for (task, attempt).
   nlohmann::json decide(const std::string& job, std::int64_t shard, Group& g, std::size_t winner, bool verified,
                         const std::string& task, std::int64_t attempt, std::int64_t now_ms, const Audit& audit);

@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -54,6 +55,25 @@ def replace_query_param(link, key, value):
 def replace_secret(link, secret):
     head, _, _ = link.partition("#k=")
     return head + "#k=" + secret
+
+
+def read_terminal(master, proc, until=None, deadline=60.0):
+    """What a terminal shows (`master`: a pty's master side): read until `until` (bytes) appears,
+    else until `proc` has exited and the terminal has nothing more, at most `deadline` seconds."""
+    shown = b""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end and not (until is not None and until in shown):
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal's last user is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+        elif proc.poll() is not None:
+            break
+    return shown
 
 
 def sanitizer_report(text):

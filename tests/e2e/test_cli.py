@@ -3,13 +3,11 @@
 import json
 import os
 import re
-import select
 import stat
 import subprocess
-import time
 import unittest
 
-from harness import BIN, CMD_TIMEOUT, READY_DEADLINE, E2ETestCase, BASE32_RE
+from harness import BIN, CMD_TIMEOUT, READY_DEADLINE, E2ETestCase, BASE32_RE, read_terminal
 
 GRANT = "abcdefgh23"
 PEER = "xklk6juawrgi4pv3was2enxliwpcgcce"
@@ -135,23 +133,12 @@ class Remotes(E2ETestCase):
         proc = subprocess.Popen([BIN, "remote", "add", "gpubox", "-"], stdin=slave, stdout=subprocess.PIPE,
                                 stderr=slave, env=self.env(chome, None))
         os.close(slave)
-        shown = b""
         try:
-            deadline = time.monotonic() + READY_DEADLINE
-            while b"Paste the link" not in shown and time.monotonic() < deadline:
-                if select.select([master], [], [], 0.5)[0]:
-                    shown += os.read(master, 4096)
+            shown = read_terminal(master, proc, until=b"it is not shown", deadline=READY_DEADLINE)
             self.assertIn(b"it is not shown", shown)
             os.write(master, provider.link.encode() + b"\n")
+            shown += read_terminal(master, proc)
             out, _ = proc.communicate(timeout=CMD_TIMEOUT)
-            while select.select([master], [], [], 0.2)[0]:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # the terminal's last user is gone
-                    break
-                if not chunk:
-                    break
-                shown += chunk
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -11,7 +10,7 @@ import threading
 import time
 import unittest
 
-from harness import BIN, E2ETestCase, CMD_TIMEOUT
+from harness import BIN, E2ETestCase, CMD_TIMEOUT, read_terminal
 
 
 class RunBase(E2ETestCase):
@@ -463,20 +462,8 @@ class Cp(RunBase):
         proc = subprocess.Popen([BIN, "cp", self.provider.link, src, "remote:"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=slave, env=self.env(self.chome, None))
         os.close(slave)
-        shown = b""
         try:
-            while True:
-                ready = select.select([master], [], [], 1.0)[0]
-                if ready:
-                    try:
-                        chunk = os.read(master, 4096)
-                    except OSError:  # the terminal's last user is gone
-                        break
-                    if not chunk:
-                        break
-                    shown += chunk
-                elif proc.poll() is not None:
-                    break
+            shown = read_terminal(master, proc, deadline=CMD_TIMEOUT)
             proc.wait(timeout=CMD_TIMEOUT)
         finally:
             if proc.poll() is None:
