@@ -310,7 +310,11 @@ int share(const ShareArgs& args) {
       renew_mapping();
     });
   };
-  signals.async_wait([&](const boost::system::error_code&, int) { mapping_timer.cancel(); });
+  bool stopping = false;  // a signal came, or the provider ended (which cancels `signals`)
+  signals.async_wait([&](const boost::system::error_code&, int) {
+    stopping = true;
+    mapping_timer.cancel();
+  });
 
   // The router's answer (NAT-PMP, then UPnP: seconds where no router
   // answers) on a thread of its own; the share serves meanwhile.
@@ -327,7 +331,8 @@ int share(const ShareArgs& args) {
       else spdlog::debug("no port mapping: {}", a.why);
       return;
     }
-    mapping = std::move(a.mapping);
+    mapping = std::move(a.mapping);  // removed from the router when the share ends
+    if (stopping) return;              // no renewal timer to keep the loop alive, no announcement
     const std::string external = mapping->external().str();
     if (args.json) {
       print_json({{"event", "mapped"}, {"address", external}, {"protocol", mapping->protocol()}});
