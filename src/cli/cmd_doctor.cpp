@@ -76,6 +76,7 @@ int run_doctor(const DoctorArgs& args) {
   checks.push_back(doctor::check_cuda());
   for (auto& c : doctor::check_sandbox()) checks.push_back(std::move(c));
   checks.push_back(doctor::check_limits());
+  checks.push_back(doctor::check_disk_quota());
   std::uint16_t port = 0;
   checks.push_back(doctor::check_ports(*range, port));
 
@@ -138,9 +139,10 @@ void add_doctor_command(CLI::App& app, ExitStatus& status) {
   cmd->footer(
       "Checks: the state folders in use, runsnack-share.service (Debian package), the NVIDIA driver and\n"
       "NVML (WSL included), the CUDA driver and shim, bubblewrap and user namespaces (as root also as user\n"
-      "runsnack), cgroup limits, free ports, the router's UPnP/NAT-PMP mapping (about 5 s without a router),\n"
-      "the NAT as the rendezvous sees it, and for LINK the path, RTT and bandwidth. Exit status 1 when a\n"
-      "check failed (warnings are limits, not failures).");
+      "runsnack), cgroup limits, whether --disk-quota is a filesystem (an ext4 image), free ports, the\n"
+      "router's UPnP/NAT-PMP mapping (about 5 s without a router), the NAT as the rendezvous sees it, and\n"
+      "for LINK the path, RTT and bandwidth. Exit status 1 when a check failed (warnings are limits, not\n"
+      "failures).");
   cmd->callback([&status, args] { run_command(status, [&] { return run_doctor(*args); }); });
 }
 

@@ -13,6 +13,7 @@
 #include "net/port_mapping.hpp"
 #include "provider/provider.hpp"
 #include "services/exec/run_terms.hpp"
+#include "services/exec/workspace_image.hpp"
 #include "signaling/rdv_client.hpp"
 #include "services/forward/forward_target.hpp"
 
@@ -141,10 +142,10 @@ Result<void> check_gpus_exist(const std::vector<int>& wanted) {
 int share(const ShareArgs& args) {
   if (auto ok = check_label(args.label); !ok) return report(ok.error());
   if (args.public_label && args.label.empty()) return report("--public-label needs a --label");
-  if (!args.disk_quota.empty() && ::geteuid() != 0)
-    std::cerr << "runsnack: note: as an ordinary user --disk-quota is measured every 250 ms, not enforced by a "
-                 "filesystem: a fast writer can pass it briefly before its command is stopped. Run share as root "
-                 "for a hard total (each workspace its own ext4 image).\n";
+  if (std::string why; !args.disk_quota.empty() && !exec::image_mounter(&why))
+    std::cerr << "runsnack: note: --disk-quota is measured every 250 ms here, not enforced by a filesystem, because "
+              << why << ": a fast writer can pass it briefly before its command is stopped. Run share as root, or "
+                        "make fuse2fs usable, for a hard total (each workspace its own ext4 image).\n";
   auto gpus = parse_gpu_list(args.gpus);
   if (!gpus) return report(gpus.error());
   if (auto ok = check_gpus_exist(*gpus); !ok) return report(ok.error());

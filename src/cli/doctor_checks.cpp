@@ -6,6 +6,7 @@
 #include "gpu/gpu_info.hpp"
 #include "services/exec/cgroup.hpp"
 #include "services/exec/sandbox.hpp"
+#include "services/exec/workspace_image.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -276,6 +277,19 @@ Check check_limits() {
           ::geteuid() == 0 ? "mount cgroup v2 with the memory and pids controllers"
                            : "run the provider as a systemd service with Delegate=yes (the Debian package's "
                              "runsnack-share.service), or as root"};
+}
+
+Check check_disk_quota() {
+  std::string why;
+  auto mounter = exec::image_mounter(&why);
+  if (mounter == exec::ImageMounter::kernel)
+    return {"disk quota", "ok", "share --disk-quota makes each workspace an ext4 image of that size (a hard total)", ""};
+  if (mounter)
+    return {"disk quota", "ok",
+            "share --disk-quota makes each workspace an ext4 image of that size, mounted with fuse2fs (a hard total)", ""};
+  return {"disk quota", "warn",
+          "share --disk-quota can only measure the workspace every 250 ms here (a fast writer passes it briefly): " + why,
+          "sudo apt install fuse2fs fuse3 (and /dev/fuse open to users, Debian's default), or share as root"};
 }
 
 Check check_ports(PortRange range, std::uint16_t& free_port) {

@@ -30,6 +30,7 @@ Check check_cuda();     // the CUDA driver (share --allow cuda) and the shim (ru
 // as the service's user runsnack when it exists; unprivileged user namespaces.
 std::vector<Check> check_sandbox();
 Check check_limits();  // cgroups for memory and process limits, else rlimits
+Check check_disk_quota();  // whether --disk-quota is a filesystem (an ext4 image) or measured
 // The first port of `range` this machine can listen on (0.0.0.0), in `free_port`.
 Check check_ports(PortRange range, std::uint16_t& free_port);
 

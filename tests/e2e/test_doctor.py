@@ -7,7 +7,7 @@ import socket
 import subprocess
 import unittest
 
-from harness import E2ETestCase, Proc, Provider, free_port
+from harness import BIN, E2ETestCase, Proc, Provider, free_port
 
 
 class DoctorTest(E2ETestCase):
@@ -40,6 +40,10 @@ class DoctorTest(E2ETestCase):
         self.assertIn("bubblewrap", checks["sandbox"]["detail"])
         self.assertIn(home, checks["state"]["detail"])
         self.assertIn(checks["ports"]["status"], ("ok",))
+        # --disk-quota: an ext4 image as root; a user without fuse2fs or /dev/fuse is told how to get one.
+        if os.geteuid() == 0:
+            self.assertEqual(checks["disk quota"]["status"], "ok", checks["disk quota"])
+            self.assertIn("ext4 image", checks["disk quota"]["detail"])
         # No UPnP/NAT-PMP router answers on this network: a result and the way around it.
         self.assertEqual(checks["router"]["status"], "warn", checks["router"])
         self.assertIn("rendezvous", checks["router"]["fix"])
@@ -56,6 +60,18 @@ class DoctorTest(E2ETestCase):
         self.assertTrue(any(l.startswith("skip  router") and "--no-port-mapping" in l for l in lines), cp.stdout)
         self.assertTrue(any(l.strip().startswith("fix: ") for l in lines), cp.stdout)
         self.assertIn("nothing broken", lines[-1])
+
+    def test_disk_quota_without_fuse_says_why_and_the_fix(self):
+        if os.geteuid() != 0 or (os.stat("/dev/fuse").st_mode & 0o006) == 0o006:
+            self.skipTest("needs root, and /dev/fuse closed to users (as in CI's container)")
+        home = self.new_home()
+        os.chmod(home, 0o777)
+        cp = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", BIN, "doctor", "--json",
+                             "--no-port-mapping"], capture_output=True, text=True, env=self.env(home), timeout=60)
+        checks = {c["name"]: c for c in json.loads(cp.stdout)["checks"]}
+        self.assertEqual(checks["disk quota"]["status"], "warn", checks["disk quota"])
+        self.assertIn("/dev/fuse is closed to this user", checks["disk quota"]["detail"])
+        self.assertIn("fuse2fs", checks["disk quota"]["fix"])
 
     def test_port_range_in_use_fails_with_the_fix(self):
         home = self.new_home()

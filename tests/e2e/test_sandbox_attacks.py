@@ -175,12 +175,19 @@ int main(void) {
 '''
 
 
+def lstat_dev(path):
+    try:
+        return os.lstat(path).st_dev
+    except PermissionError:  # a user's FUSE mount (a workspace image by fuse2fs) is closed even to root
+        return None
+
+
 def allocated_bytes(top):
     """Disk blocks under `top` on its own filesystem (a mount below it, e.g. a workspace image, is not entered)."""
     dev = os.lstat(top).st_dev
     total = 0
     for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = [d for d in dirnames if os.lstat(os.path.join(dirpath, d)).st_dev == dev]
+        dirnames[:] = [d for d in dirnames if lstat_dev(os.path.join(dirpath, d)) == dev]
         for name in filenames:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
@@ -339,25 +346,58 @@ class AttackSuite:
 
     # --- limits that hold as totals -------------------------------------------------------------------
 
-    def test_disk_quota_holds_for_many_files(self):
-        self.start_pair("--disk-quota", QUOTA)
+    def set_fuse_open_to_users(self, open_to_users):
+        """/dev/fuse as Debian leaves it (0666: any user may mount with fuse2fs) or closed (0600, as in
+        many containers); restored after the test."""
+        mode = os.stat("/dev/fuse").st_mode & 0o777
+        self.addCleanup(os.chmod, "/dev/fuse", mode)
+        os.chmod("/dev/fuse", 0o666 if open_to_users else 0o600)
+
+    def quota_modes(self):
+        return {r["detail"]["limits"].get("disk_quota_enforced_by") for r in self.provider_audit()
+                if isinstance(r.get("detail"), dict) and isinstance(r["detail"].get("limits"), dict)} - {None}
+
+    def fill_past_the_quota(self):
         before = allocated_bytes(self.phome)
         self.write("fill.py", FILL)
         cp = self.remote("python3", "fill.py")
-        used = allocated_bytes(self.phome) - before
-        figure(self, "20 x 45 MB under a 50 MB quota: %.1f MB landed on the host" % (used / MB))
-        if not self.AS_USER:
-            # As root the workspace is an ext4 image of the quota's size: a hard total.
-            self.assertLess(used, 50 * MB * 1.3, "the workspace grew to %d bytes under a 50 MB quota: %s" %
-                            (used, cp.stdout))
-        # An ordinary user's provider measures the workspace every 250 ms and stops the command: a
-        # fast writer gets past the quota by what it writes in one interval (615 MB seen on an idle
-        # machine, 90 MB on a loaded one), so only the stop is asserted (docs/SECURITY.md, limits).
         self.assertIn("the workspace is full: 50 MB quota", cp.stderr)
         self.assertTrue(any("the workspace is full" in r for r in self.audit_reasons()))
         # The provider still serves: a small command after the refusal runs.
         again = self.remote("true")
         self.assertEqual(again.returncode, 0, again.stderr)
+        return allocated_bytes(self.phome) - before, cp
+
+    def test_disk_quota_holds_for_many_files(self):
+        if self.AS_USER:
+            # An ordinary user's provider mounts the workspace image with fuse2fs (scripts/install-deps
+            # installs it, as the Debian package recommends).
+            for tool in ("/usr/bin/fuse2fs", "/usr/bin/fusermount3"):
+                self.assertTrue(os.access(tool, os.X_OK), tool + " is missing: apt install fuse2fs fuse3")
+            self.set_fuse_open_to_users(True)
+        self.start_pair("--disk-quota", QUOTA)
+        used, cp = self.fill_past_the_quota()
+        figure(self, "20 x 45 MB under a 50 MB quota: %.1f MB landed on the host" % (used / MB))
+        # The workspace is an ext4 image of the quota's size: a hard total, whoever runs the provider.
+        self.assertLess(used, 50 * MB * 1.3, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
+        self.assertEqual(self.quota_modes(), {"ext4 image (fuse2fs)" if self.AS_USER else "ext4 image"})
+        self.assertIn(self.workspace, mounts_under(self.tmp), "the workspace image is not mounted")
+        self.provider.stop()
+        self.assertNotIn(self.workspace, mounts_under(self.tmp), "the provider left its workspace image mounted")
+
+    def test_disk_quota_is_measured_where_no_image_can_be_mounted(self):
+        if not self.AS_USER:
+            self.skipTest("a root provider always mounts an image")
+        self.set_fuse_open_to_users(False)
+        self.start_pair("--disk-quota", QUOTA)
+        with open(self.provider.stderr_path, errors="replace") as f:
+            self.assertIn("/dev/fuse is closed to this user", f.read())
+        # Measured every 250 ms and the command stopped: a fast writer gets past the quota by what it
+        # writes in one interval (615 MB seen on an idle machine, 90 MB on a loaded one), so only the
+        # stop is asserted (docs/SECURITY.md, limits).
+        used, _ = self.fill_past_the_quota()
+        figure(self, "20 x 45 MB under a 50 MB measured quota: %.1f MB landed on the host" % (used / MB))
+        self.assertEqual(self.quota_modes(), {"polling"})
 
     def test_tmp_and_shm_bounded_by_memory(self):
         self.start_pair("--memory", "200M")

@@ -94,7 +94,7 @@ std::string quota_full_text(std::uint64_t bytes) { return "the workspace is full
 
 std::string quota_notice(const Workspace& ws) {
   if (!ws.quota_bytes) return "";
-  if (ws.quota_mode == "ext4 image") {
+  if (ws.quota_mode.starts_with("ext4 image")) {
     auto left = free_bytes(ws.path);
     // Less than a block group's worth of room: what a command writes next fails.
     if (left && *left < std::max<std::uint64_t>(1 << 20, *ws.quota_bytes / 100)) return quota_full_text(*ws.quota_bytes);
@@ -115,10 +115,10 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, const RunTerms& term
   std::error_code ec;
   sfs::create_directories(ws.path.parent_path(), ec);
   if (ws.quota_bytes) {
-    if (::geteuid() == 0) {
-      auto size = WorkspaceImages::instance().ensure(ws.path, *ws.quota_bytes, ws.user.uid, ws.user.gid);
+    if (auto mounter = image_mounter()) {
+      auto size = WorkspaceImages::instance().ensure(ws.path, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
       if (!size) return size.error();
-      ws.quota_mode = "ext4 image";
+      ws.quota_mode = quota_mode_name(*mounter);
     } else {
       ws.quota_mode = "polling";
     }

@@ -13,10 +13,11 @@
 // maps only that uid. A provider run by an ordinary user runs commands as
 // itself, with the same namespace, drops and filter.
 //
-// Quota: as root, an ext4 image of the quota's size mounted on the workspace
-// (workspace_image.hpp); otherwise the workspace is measured while a command
-// runs (quota_mode "polling"), which a fast writer can outrun by what it
-// writes in one poll interval.
+// Quota: an ext4 image of the quota's size mounted on the workspace
+// (workspace_image.hpp: the kernel's as root, fuse2fs as a user); where no
+// image can be mounted the workspace is measured while a command runs
+// (quota_mode "polling"), which a fast writer can outrun by what it writes in
+// one poll interval.
 
 #include "core/error.hpp"
 #include "crypto/peer_id.hpp"
@@ -74,7 +75,7 @@ struct Workspace {
   std::filesystem::path path;
   SandboxUser user;
   std::optional<std::uint64_t> quota_bytes;
-  std::string quota_mode;  // "ext4 image", "polling" or "none"
+  std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "polling" or "none"
 };
 
 // The consumer's workspace, ready for a command or a transfer: created (mode 0700, owned by

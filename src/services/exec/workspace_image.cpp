@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -26,6 +27,20 @@ namespace {
 
 // ext4's own floor, with room for its metadata.
 constexpr std::uint64_t kMinImageBytes = 4 << 20;
+
+constexpr const char* kToolDirs[] = {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"};
+
+std::optional<std::string> find_tool(const std::string& name) {
+  for (const char* dir : kToolDirs)
+    if (std::string exe = dir + name; ::access(exe.c_str(), X_OK) == 0) return exe;
+  return std::nullopt;
+}
+
+Result<void> unmount(const sfs::path& dir, ImageMounter mounter) {
+  if (mounter == ImageMounter::fuse2fs) return run_tool({"fusermount3", "-u", "-z", dir.string()});
+  if (::umount2(dir.c_str(), MNT_DETACH) != 0) return fail(errc::io_error, std::strerror(errno));
+  return {};
+}
 
 sfs::path image_of(const sfs::path& dir) {
   sfs::path img = dir;
@@ -90,24 +105,49 @@ Result<void> grow_image(const sfs::path& img, std::uint64_t bytes) {
 
 }  // namespace
 
+std::optional<ImageMounter> image_mounter(std::string* why) {
+  auto no = [why](std::string text) -> std::optional<ImageMounter> {
+    if (why) *why = std::move(text);
+    return std::nullopt;
+  };
+  if (::geteuid() == 0) return ImageMounter::kernel;
+  if (!find_tool("fuse2fs")) return no("fuse2fs is not installed (apt install fuse2fs fuse3)");
+  auto fusermount = find_tool("fusermount3");
+  struct stat st{};
+  if (!fusermount || ::stat(fusermount->c_str(), &st) != 0 || st.st_uid != 0 || !(st.st_mode & S_ISUID))
+    return no("fusermount3 is missing or not setuid root (apt install fuse3)");
+  if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
+    return no("this provider runs with no_new_privs (e.g. systemd's NoNewPrivileges=yes), so fusermount3 cannot mount");
+  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return no(std::string("/dev/fuse is closed to this user: ") + std::strerror(errno));
+  ::close(fd);
+  return ImageMounter::fuse2fs;
+}
+
+std::string quota_mode_name(ImageMounter m) { return m == ImageMounter::kernel ? "ext4 image" : "ext4 image (fuse2fs)"; }
+
 WorkspaceImages& WorkspaceImages::instance() {
   static WorkspaceImages images;
   return images;
 }
 
 WorkspaceImages::~WorkspaceImages() {
-  for (const auto& [dir, size] : mounted_)
-    if (::umount2(dir.c_str(), MNT_DETACH) != 0) spdlog::warn("cannot unmount {}: {}", dir.string(), std::strerror(errno));
+  for (const auto& [dir, m] : mounted_)
+    if (auto r = unmount(dir, m.mounter); !r) spdlog::warn("cannot unmount {}: {}", dir.string(), r.error().what());
 }
 
-Result<std::uint64_t> WorkspaceImages::ensure(const sfs::path& dir, std::uint64_t quota_bytes, uid_t uid, gid_t gid) {
+Result<std::uint64_t> WorkspaceImages::ensure(const sfs::path& dir, std::uint64_t quota_bytes, uid_t uid, gid_t gid,
+                                              ImageMounter mounter) {
   std::lock_guard lock(mu_);
   const std::uint64_t want = std::max(quota_bytes, kMinImageBytes);
-  if (auto it = mounted_.find(dir); it != mounted_.end()) return it->second;
+  if (auto it = mounted_.find(dir); it != mounted_.end()) return it->second.size;
   const sfs::path img = image_of(dir);
+  struct stat st{};
+  if (mounter == ImageMounter::fuse2fs && ::stat(dir.c_str(), &st) != 0 && errno == ENOTCONN)
+    (void)unmount(dir, mounter);  // its fuse2fs died with a provider that was killed
   if (is_mount_point(dir)) {  // left by a provider that was killed
-    mounted_[dir] = image_size(img);
-    return mounted_[dir];
+    mounted_[dir] = {image_size(img), mounter};
+    return mounted_[dir].size;
   }
   std::error_code ec;
   if (!sfs::exists(img, ec)) {
@@ -119,10 +159,13 @@ Result<std::uint64_t> WorkspaceImages::ensure(const sfs::path& dir, std::uint64_
                  dir.string(), size_text(image_size(img)), size_text(want));
   }
   sfs::create_directories(dir, ec);
-  if (auto r = run_tool({"mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img.string(), dir.string()}); !r)
-    return Error(r.error().code, "cannot mount the workspace image: " + r.error().what());
-  mounted_[dir] = image_size(img);
-  return mounted_[dir];
+  // fusermount3 adds nosuid,nodev for a user's mount.
+  auto mounted = mounter == ImageMounter::kernel
+                     ? run_tool({"mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img.string(), dir.string()})
+                     : run_tool({"fuse2fs", img.string(), dir.string(), "-o", "rw"});
+  if (!mounted) return Error(mounted.error().code, "cannot mount the workspace image: " + mounted.error().what());
+  mounted_[dir] = {image_size(img), mounter};
+  return mounted_[dir].size;
 }
 
 bool is_mount_point(const sfs::path& dir) {
@@ -172,17 +215,12 @@ Result<void> run_tool(const std::vector<std::string>& argv) {
   char* envp[] = {path_env.data(), nullptr};
   pid_t pid = -1;
   int err = ENOENT;
-  for (const char* dir : {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"}) {
-    const std::string exe = dir + argv[0];
-    if (::access(exe.c_str(), X_OK) != 0) continue;
-    err = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, args.data(), envp);
-    break;
-  }
+  if (auto exe = find_tool(argv[0])) err = ::posix_spawn(&pid, exe->c_str(), &actions, nullptr, args.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   if (err != 0) {
     ::close(out[0]);
-    return fail(errc::unsupported, argv[0] + ": " + std::strerror(err) + " (install e2fsprogs and util-linux)");
+    return fail(errc::unsupported, argv[0] + ": " + std::strerror(err) + " (install e2fsprogs and util-linux; fuse2fs and fuse3 for a provider that is not root)");
   }
   std::string text;
   char buf[4096];
