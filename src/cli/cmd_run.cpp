@@ -285,7 +285,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   if (!stream) co_return report(stream.error());
   Result<void> sent{};
   if (!reattach) sent = co_await fs::write_control(**stream, req);
-  auto answer = co_await Session::answer(**stream, exec_header.service);
+  auto answer = co_await session.answer(**stream, exec_header.service);
   if (!answer) co_return report(answer.error());
   if (!sent) co_return report(sent.error());
 
@@ -363,6 +363,7 @@ int run(const RunArgs& args) {
   if (!root) return report(root.error());
   source.root = std::move(*root);
   SessionCommand command;
+  command.pipelined_proof = true;
   command.link_arg = args.link;
   if (!args.no_sync)
     command.before_connect = [&source] {
@@ -489,6 +490,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
     cp->dst = cp->words.back();
     run_command(status, [&] {
       SessionCommand command;
+      command.pipelined_proof = true;
       command.link_arg = cp->link;
       command.body = [cp](Session& session) -> asio::awaitable<int> { co_return co_await cp_body(*cp, session); };
       return run_session_command(command);

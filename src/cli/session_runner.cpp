@@ -33,7 +33,9 @@ int run_session_command(const SessionCommand& command) {
       [&]() -> asio::awaitable<void> {
         ConnectOptions options;
         options.timeout = command.connect_timeout;
-        auto session = co_await (*consumer)->connect(*link, options);
+        ConnectOptions first = options;
+        first.pipelined_proof = command.pipelined_proof;
+        auto session = co_await (*consumer)->connect(*link, first);
         while (true) {
           if (!session) {
             exit_code = report(session.error());

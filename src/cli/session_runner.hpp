@@ -25,6 +25,9 @@ struct SessionCommand {
   // Called once, when the link and identity are in order, just before the first dial: for work
   // that overlaps the connection (run's scan of the folder it syncs). May be empty.
   std::function<void()> before_connect;
+  // The body's first requests follow the grant proof without waiting for its answer (one round
+  // trip fewer); a refusal is then the answer to its first stream (ConnectOptions).
+  bool pipelined_proof = false;
   // Returns the process exit code; report errors with report() first.
   std::function<boost::asio::awaitable<int>(Session&)> body;
 };

@@ -8,10 +8,12 @@
 #include "net/transport.hpp"
 #include "signaling/rdv_client.hpp"
 #include "session/handshake.hpp"
+#include "session/pending_auth.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -23,11 +25,24 @@
 namespace runsnack {
 
 namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
 
 namespace {
 // The shared_ptr parameter keeps the Mux alive while it runs (a capturing
 // lambda would not: its captures die with the temporary lambda object).
 asio::awaitable<void> run_mux(std::shared_ptr<Mux> mux) { co_await mux->run(); }
+
+// A pipelined proof still unanswered after the connection's time: the session ends, as
+// connect() would have failed.
+asio::awaitable<void> end_unanswered(std::weak_ptr<Mux> mux, std::shared_ptr<PendingAuth> auth,
+                                     std::chrono::milliseconds timeout) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, std::max(timeout, std::chrono::milliseconds(1)));
+  while (!auth->settled() && timer.expiry() > asio::steady_timer::clock_type::now())
+    co_await (auth->wait() || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  if (auth->settled()) co_return;
+  auth->settle(fail(errc::timeout, "peer sent nothing in time"));
+  if (auto m = mux.lock()) m->close();
+}
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -139,11 +154,9 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
     co_return fail(errc::closed, "another attempt made the session first");
   auto remaining = options.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - started);
-  auto session_id = co_await prove_grant(*dialed->stream, link, std::max(remaining, std::chrono::milliseconds(1)));
-  if (!session_id) co_return session_id.error();
+  if (auto sent = co_await send_auth_hello(*dialed->stream, link); !sent) co_return sent.error();
 
   SessionInfo info;
-  info.session_id = *session_id;
   info.peer = link.provider;
   info.grant_id = link.grant_id;
   info.path = dialed->path;
@@ -155,9 +168,21 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   cap_retransmit_backoff(dialed->stream->next_layer());  // resume within ~1 s of an outage's end
   MuxConfig config;
   config.limits.accept_backlog = 0;
-  auto mux = Mux::create(make_tls_transport(std::move(dialed->stream)), yamux::Role::client, config);
-  asio::co_spawn(co_await asio::this_coro::executor, run_mux(mux), log_exceptions("session"));
-  co_return std::make_unique<Session>(std::move(mux), std::move(info));
+  // The provider's answer to the proof comes first on the connection: the mux's reader takes it.
+  auto auth = std::make_shared<PendingAuth>(ex);
+  auto mux = Mux::create(answer_first(make_tls_transport(std::move(dialed->stream)), auth), yamux::Role::client, config);
+  asio::co_spawn(ex, run_mux(mux), log_exceptions("session"));
+  auto session = std::make_unique<Session>(std::move(mux), std::move(info), auth);
+  if (options.pipelined_proof) {
+    asio::co_spawn(ex, end_unanswered(std::weak_ptr<Mux>(session->shared_mux()), auth, remaining), asio::detached);
+    co_return session;
+  }
+  asio::steady_timer timer(ex, std::max(remaining, std::chrono::milliseconds(1)));
+  auto accepted = co_await (session->authenticated() || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  if (accepted.index() == 1) co_return fail(errc::timeout, "peer sent nothing in time");
+  if (auto& a = std::get<0>(accepted); !a) co_return a.error();
+  session->set_setup(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started));
+  co_return session;
 }
 
 }  // namespace runsnack

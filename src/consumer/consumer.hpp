@@ -23,6 +23,10 @@ struct ConnectOptions {
   // there, so that one of several racing attempts (cli/reconnect.hpp) that is no longer
   // wanted does not count as a use of the link. Empty: always wanted.
   std::function<bool()> still_wanted;
+  // Return as soon as the proof is sent: the command's first requests follow it in the same
+  // round trip, and a refusal comes back as the answer to its first stream
+  // (Session::answer). Otherwise connect() returns once the provider accepted.
+  bool pipelined_proof = false;
 };
 
 class Consumer {

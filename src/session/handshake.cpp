@@ -73,8 +73,7 @@ asio::awaitable<Result<void>> write_tls_message(TlsStream& stream, const nlohman
   co_return Result<void>{};
 }
 
-asio::awaitable<Result<std::string>> prove_grant(TlsStream& stream, const Link& link,
-                                                 std::chrono::milliseconds timeout) {
+asio::awaitable<Result<void>> send_auth_hello(TlsStream& stream, const Link& link) {
   auto binding = channel_binding(stream.native_handle());
   if (!binding) co_return binding.error();
   AuthHello hello;
@@ -82,7 +81,12 @@ asio::awaitable<Result<std::string>> prove_grant(TlsStream& stream, const Link& 
   hello.proof = auth_proof(derive_grant_key(link.secret), *binding);
   // Named, not a temporary in the co_await expression: GCC 12 mishandles those.
   const nlohmann::json hello_json = to_json(hello);
-  if (auto w = co_await write_tls_message(stream, hello_json); !w) co_return w.error();
+  co_return co_await write_tls_message(stream, hello_json);
+}
+
+asio::awaitable<Result<std::string>> prove_grant(TlsStream& stream, const Link& link,
+                                                 std::chrono::milliseconds timeout) {
+  if (auto w = co_await send_auth_hello(stream, link); !w) co_return w.error();
   auto msg = co_await read_tls_message(stream, timeout);
   if (!msg) co_return msg.error();
   auto reply = parse_auth_reply(*msg);

@@ -17,6 +17,9 @@
 
 namespace runsnack {
 
+// Consumer: sends the proof that it holds `link.secret` over this channel
+// (the answer is read later: session/pending_auth.hpp).
+boost::asio::awaitable<Result<void>> send_auth_hello(TlsStream& stream, const Link& link);
 // Consumer: proves it holds `link.secret` over this channel and reads the
 // provider's decision. On refusal the error carries the provider's reason.
 // Returns the session id.

@@ -28,13 +28,24 @@ asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nloh
 
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open_pipelined(const StreamHeader& header) {
   auto stream = co_await mux_->open_stream();
-  if (!stream) co_return stream.error();
+  // A session that ended because the proof was refused: that is the reason to give.
+  if (!stream) co_return auth_->settled() && !auth_->result() ? auth_->result().error() : stream.error();
   const nlohmann::json header_json = to_json(header);  // not a temporary: GCC 12 coroutine bug
-  if (auto w = co_await write_stream_message(**stream, header_json); !w) co_return w.error();
+  if (auto w = co_await write_stream_message(**stream, header_json); !w)
+    co_return auth_->settled() && !auth_->result() ? auth_->result().error() : w.error();
   co_return *stream;
 }
 
+asio::awaitable<Result<void>> Session::authenticated() {
+  auto id = co_await auth_->wait();
+  if (!id) co_return id.error();
+  info_.session_id = *id;
+  co_return Result<void>{};
+}
+
 asio::awaitable<Result<void>> Session::answer(MuxStream& stream, const std::string& service) {
+  // A refused proof ends the session: its reason, not the stream's reset, is the answer.
+  if (auto a = co_await authenticated(); !a) co_return a.error();
   auto msg = co_await read_stream_message(stream);
   if (!msg) co_return msg.error();
   auto reply = parse_stream_reply(*msg);

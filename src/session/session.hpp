@@ -12,6 +12,7 @@
 #include "link/link.hpp"
 #include "net/mux_stream.hpp"
 #include "net/yamux_session.hpp"
+#include "session/pending_auth.hpp"
 #include "session/stream_header.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -32,12 +33,16 @@ struct SessionInfo {
   std::string grant_id;
   std::string path = kPathDirect;
   std::string remote_address;  // host:port of the other side
-  std::chrono::microseconds setup{0};  // TCP + TLS + grant proof
+  // TCP + TLS + grant proof (with ConnectOptions::pipelined_proof: its sending, not its answer)
+  std::chrono::microseconds setup{0};
 };
 
 class Session {
  public:
-  Session(std::shared_ptr<Mux> mux, SessionInfo info) : mux_(std::move(mux)), info_(std::move(info)) {}
+  // `auth`: the provider's answer to the grant proof, which may still be on
+  // its way (session/pending_auth.hpp); every stream's answer waits for it.
+  Session(std::shared_ptr<Mux> mux, SessionInfo info, std::shared_ptr<PendingAuth> auth)
+      : mux_(std::move(mux)), info_(std::move(info)), auth_(std::move(auth)) {}
   // The consumer's command is over (its last answer is in): no round trip
   // waiting for the provider's close_notify.
   ~Session() { mux_->close(PeerWait::none); }
@@ -52,15 +57,19 @@ class Session {
   // the answer with `answer()` before anything else from the stream (a refusal
   // discards what it wrote).
   boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_pipelined(const StreamHeader& header);
-  static boost::asio::awaitable<Result<void>> answer(MuxStream& stream, const std::string& service);
+  boost::asio::awaitable<Result<void>> answer(MuxStream& stream, const std::string& service);
+  // The provider accepted the grant proof (fills info().session_id), or why not.
+  boost::asio::awaitable<Result<void>> authenticated();
 
   Mux& mux() { return *mux_; }
   const std::shared_ptr<Mux>& shared_mux() const { return mux_; }
   const SessionInfo& info() const { return info_; }
+  void set_setup(std::chrono::microseconds setup) { info_.setup = setup; }
 
  private:
   std::shared_ptr<Mux> mux_;
   SessionInfo info_;
+  std::shared_ptr<PendingAuth> auth_;
 };
 
 // Length-prefixed JSON over a stream (session/message.hpp).

@@ -2,6 +2,7 @@
 
 import datetime
 import json
+import os
 import signal
 import time
 import unittest
@@ -56,6 +57,30 @@ class Secret(E2ETestCase):
         self.assertEqual(self.grant_row(phome, provider.grant)["uses"], 1)
         provider.wait_for(lambda e: e.get("event") == "refused" and "wrong secret" in e.get("reason", ""),
                           READY_DEADLINE, "a refused event")
+
+    def test_refused_proof_stops_a_pipelined_run_and_cp(self):
+        # run and cp send their first request right behind the grant proof, before its answer: a
+        # refused proof must still be reported as such, and nothing sent behind it may run or land.
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--allow", "run,cp")
+        bad = replace_secret(provider.link, random_secret())
+        work = self.new_home("work")
+        with open(os.path.join(work, "f.txt"), "w") as f:
+            f.write("x")
+        self.fails(chome, "run", bad, "--no-sync", "--", "sh", "-c", "echo ran > pipelined.txt", contains="wrong secret")
+        self.fails(chome, "run", bad, "--sync", work, "--", "true", contains="wrong secret")
+        self.fails(chome, "cp", bad, os.path.join(work, "f.txt"), "remote:f.txt", contains="wrong secret")
+        events = self.audit(phome)
+        refused = [e for e in events if e["kind"] == "auth" and e["decision"] == "refuse"]
+        # (Repeated refusals of one peer share an audit record.)
+        self.assertTrue(refused and all("wrong secret" in e["reason"] for e in refused), events)
+        self.assertEqual([e for e in events if e["kind"] not in ("auth", "connect")], [], events)
+        workspaces = os.path.join(phome, "workspaces")
+        self.assertFalse(os.path.isdir(workspaces) and any(os.scandir(workspaces)), "a refused consumer got a workspace")
+        self.assertEqual(self.grant_row(phome, provider.grant)["uses"], 0)
+        # The right secret, the same way: runs.
+        cp = self.run_cli(chome, "run", provider.link, "--no-sync", "--", "sh", "-c", "echo ran")
+        self.assertEqual((cp.returncode, cp.stdout.strip()), (0, "ran"), cp.stderr)
 
     def test_unknown_grant(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
