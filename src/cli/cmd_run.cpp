@@ -56,11 +56,15 @@ struct RunArgs {
 };
 
 struct CpArgs {
-  std::vector<std::string> words;  // [LINK] SRC DST as given
-  std::string link, src, dst;
+  std::vector<std::string> words;  // [LINK] SRC... DST as given
+  std::string link, dst;
+  std::vector<std::string> srcs;
   std::string max_pull;
   bool json = false;
 };
+
+// SRCs of one cp, LINK and DST besides: as many as one pull's paths (the provider's bound).
+constexpr int kMaxCpWords = 256 + 2;
 
 // What one pull or `cp` from the workspace may write here (file data; holes of sparse files do
 // not count): the provider's files must not fill this disk.
@@ -184,12 +188,12 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, 
 
 // Sends `entries` (read from `root`) to the provider: cp put.
 asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* service, nlohmann::json args, int root,
-                                                  std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename,
+                                                  std::vector<fs::Entry> entries, std::vector<fs::PathRename> renames,
                                                   const fs::HashCache* hashed) {
   auto stream = co_await open_mode(session, service, std::move(args));
   if (!stream) co_return stream.error();
   const fs::Progress bar = progress_bar("sync");
-  auto stats = co_await fs::send_tree(**stream, root, entries, bar, rename, hashed);
+  auto stats = co_await fs::send_tree(**stream, root, entries, bar, std::move(renames), hashed);
   (void)co_await (*stream)->close_write();
   co_return stats;
 }
@@ -247,7 +251,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     source.cache.retain(*entries);
     source.cache.save(source.cache_file);
     const fs::Progress bar = progress_bar("sync");
-    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, std::nullopt, &source.cache);
+    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, {}, &source.cache);
     (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
@@ -342,14 +346,35 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     auto limits = pull_limits(args.max_pull);
     if (!limits) co_return report(limits.error());
     const nlohmann::json pull_args = {{"mode", "pull"}, {"paths", args.pull}};
+    limits->asked = args.pull;  // nothing else may land in this folder
     auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get(), *limits);
     if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
   }
   co_return status;
 }
 
-int run(const RunArgs& args) {
+// "out//" -> "out": what users type; a trailing slash only says "a folder".
+std::string without_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+// --pull PATH: relative to the workspace and to this folder alike; "out/" is "out". Checked
+// before the command runs, not after.
+int check_pull_paths(std::vector<std::string>& paths) {
+  for (auto& p : paths) {
+    p = without_trailing_slashes(p);
+    if (auto parts = fs::split_relative_path(p); !parts) {
+      report("--pull " + parts.error().what() + " (give a path inside the workspace, e.g. --pull out/)");
+      return kExitUsage;
+    }
+  }
+  return 0;
+}
+
+int run(RunArgs& args) {
   if (args.command.empty()) return report("nothing to run: give the command after --, e.g. runsnack run LINK -- python train.py");
+  if (int bad = check_pull_paths(args.pull)) return bad;
   SyncSource source;
   source.path = args.sync_dir.empty() ? sfs::current_path() : sfs::absolute(args.sync_dir);
   auto root = fs::open_root(source.path, false);
@@ -378,22 +403,65 @@ int run(const RunArgs& args) {
 
 constexpr std::string_view kRemote = "remote:";
 
-asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
-  bool src_remote = args.src.starts_with(kRemote), dst_remote = args.dst.starts_with(kRemote);
-  if (src_remote == dst_remote) co_return report("exactly one of SRC and DST must start with remote:");
-  if (dst_remote) {
-    // Local SRC -> remote DST: DST ending in '/' (or empty) is a folder that receives SRC's name.
-    std::string dst(args.dst.substr(kRemote.size()));
-    sfs::path src = sfs::absolute(args.src).lexically_normal();
+void add_stats(fs::TransferStats& sum, const fs::TransferStats& s) {
+  sum.entries += s.entries;
+  sum.files_sent += s.files_sent;
+  sum.bytes += s.bytes;
+  sum.reused_bytes += s.reused_bytes;
+  sum.wire_bytes += s.wire_bytes;
+}
+
+int print_cp_stats(const CpArgs& args, const fs::TransferStats& stats, const char* verb) {
+  if (args.json) std::cout << stats_json("cp", stats).dump() << std::endl;
+  else std::cerr << "cp: " << stats.files_sent << " files, " << human(stats.bytes) << " " << verb << std::endl;
+  return 0;
+}
+
+// What the workspace holds at `path` ("dir", "file", "link", "none"), symlinks on the way followed
+// inside it; "" from a provider too old to say (it answers "unknown cp mode").
+asio::awaitable<Result<std::string>> remote_kind(Session& session, const std::string& path) {
+  const nlohmann::json stat_args = {{"mode", "stat"}, {"path", path}};
+  auto stream = co_await open_mode(session, exec::kServiceCp, stat_args);
+  if (!stream) co_return stream.error();
+  auto answer = co_await fs::read_control(**stream);
+  (void)co_await (*stream)->close_write();
+  if (!answer) co_return answer.error();
+  if ((*answer)["type"] == "stat") co_return string_or(*answer, "kind");
+  const std::string message = string_or(*answer, "message", "the provider refused");
+  if (message == "unknown cp mode") co_return std::string("");
+  co_return Error(errc::refused, message);
+}
+
+// Local SRC... -> remote:DST. DST ending in '/' (or empty), or an existing remote folder, receives
+// each SRC by its name (a missing one is created); otherwise the single SRC is copied to that name.
+asio::awaitable<int> cp_put(const CpArgs& args, Session& session) {
+  std::string dst = without_trailing_slashes(args.dst.substr(kRemote.size()));
+  bool into = dst.empty() || args.dst.ends_with('/');
+  if (dst == "/") co_return report("refused path '/': absolute paths are not allowed; remote:PATH is relative to the workspace");
+  if (!into) {
+    auto kind = co_await remote_kind(session, dst);
+    if (!kind) co_return report(kind.error());
+    into = *kind == "dir";
+  }
+  if (args.srcs.size() > 1 && !into)
+    co_return report("several sources need a folder to copy into: end the destination with / (remote:" + dst +
+                     "/, created when missing) or name an existing folder");
+  fs::TransferStats total;
+  for (const auto& word : args.srcs) {
+    sfs::path src = sfs::absolute(word).lexically_normal();
     if (src.filename().empty()) src = src.parent_path();
-    std::string leaf = src.filename().string();
+    std::error_code ec;
+    const auto status = sfs::symlink_status(src, ec);
+    if (ec || !sfs::exists(status)) co_return report(word + ": no such file or folder");
+    if (word.ends_with('/') && !sfs::is_directory(sfs::status(src, ec)))
+      co_return report(word + ": not a folder (leave out the trailing /)");
+    const std::string leaf = src.filename().string();
     std::string dest_dir = dst, name = leaf;
-    if (!dst.empty() && dst.back() != '/') {
-      auto slash = dst.rfind('/');
+    if (!into) {
+      const auto slash = dst.rfind('/');
       dest_dir = slash == std::string::npos ? "" : dst.substr(0, slash);
       name = dst.substr(slash == std::string::npos ? 0 : slash + 1);
     }
-    while (!dest_dir.empty() && dest_dir.back() == '/') dest_dir.pop_back();
     auto root = fs::open_root(src.parent_path(), false);
     if (!root) co_return report(root.error());
     fs::IgnoreRules rules;
@@ -402,35 +470,83 @@ asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
     if (!entries) co_return report(entries.error());
     for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
     const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
-    const std::optional<fs::TopRename> rename = fs::TopRename{name, leaf};
-    auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename, &scanned);
+    std::vector<fs::PathRename> renames;
+    if (name != leaf) renames.push_back({name, leaf});
+    auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), renames, &scanned);
     if (!stats) co_return report(stats.error());
-    if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
-    else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
-    co_return 0;
+    add_stats(total, *stats);
   }
-  std::string src(args.src.substr(kRemote.size()));
-  while (!src.empty() && src.back() == '/') src.pop_back();
-  sfs::path dst = sfs::absolute(args.dst);
-  std::string leaf = src.substr(src.rfind('/') == std::string::npos ? 0 : src.rfind('/') + 1);
-  std::string as = leaf;
-  sfs::path local_dir = dst;
-  if (!args.dst.ends_with("/") && !sfs::is_directory(dst)) {
-    local_dir = dst.parent_path();
-    as = dst.filename().string();
-  }
+  co_return print_cp_stats(args, total, "sent");
+}
+
+// remote:SRC... -> local DST. DST ending in '/' (created when missing) or an existing folder
+// receives each SRC by its name (a nested SRC without the folders above it); otherwise the single
+// SRC is copied to that name. --max-pull bounds all sources together.
+asio::awaitable<int> cp_get(const CpArgs& args, Session& session) {
+  const sfs::path dst = sfs::absolute(args.dst);
+  std::error_code ec;
+  const bool into = args.dst.ends_with('/') || sfs::is_directory(dst, ec);
+  if (args.srcs.size() > 1 && !into)
+    co_return report("several sources need a folder to copy into: end the destination with / (" + args.dst +
+                     "/, created when missing) or name an existing folder");
   auto limits = pull_limits(args.max_pull);
   if (!limits) co_return report(limits.error());
-  auto root = fs::open_root(local_dir, true);
-  if (!root) co_return report(root.error());
-  // The provider sends the path's parent chain too; receive it in a staging view: paths are kept relative to the workspace.
-  const nlohmann::json get_args = {{"mode", "get"}, {"path", src}, {"as", as}};
-  if (src.find('/') != std::string::npos) co_return report("cp from remote: give a top-level workspace path (e.g. remote:out)");
-  auto stats = co_await download(session, exec::kServiceCp, get_args, root->get(), *limits);
-  if (!stats) co_return report(stats.error());
-  if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
-  else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
-  co_return 0;
+  fs::TransferStats total;
+  for (const auto& word : args.srcs) {
+    const bool folder = word.ends_with('/');
+    const std::string src = without_trailing_slashes(word.substr(kRemote.size()));
+    if (src.empty() || src == "/")
+      co_return report("'" + word + "' names the whole workspace: name a path in it, e.g. remote:out");
+    const std::string leaf = src.substr(src.rfind('/') == std::string::npos ? 0 : src.rfind('/') + 1);
+    const sfs::path local_dir = into ? dst : dst.parent_path();
+    const std::string as = into ? leaf : dst.filename().string();
+    auto root = fs::open_root(local_dir, true);
+    if (!root) co_return report(root.error());
+    nlohmann::json get_args = {{"mode", "get"}, {"path", src}, {"as", as}};
+    if (folder) get_args["folder"] = true;
+    fs::ReceiveLimits these = *limits;
+    these.asked = {as};  // nothing else may land here
+    auto stats = co_await download(session, exec::kServiceCp, get_args, root->get(), these);
+    if (!stats) {
+      if (src.find('/') != std::string::npos && stats.error().what().find("not asked for") != std::string::npos)
+        co_return report(stats.error().what() + " (a provider older than this RunSnack sends a nested path with the "
+                                                "folders above it: update it, or copy the top folder)");
+      co_return report(stats.error());
+    }
+    add_stats(total, *stats);
+    // The next source may write only what is left of --max-pull.
+    const std::uint64_t written = stats->bytes + stats->reused_bytes;
+    if (auto& left = limits->write.max_bytes) *left -= std::min(*left, written);
+  }
+  co_return print_cp_stats(args, total, "received");
+}
+
+asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
+  std::size_t remote_srcs = 0;
+  for (const auto& s : args.srcs) remote_srcs += s.starts_with(kRemote);
+  const bool dst_remote = args.dst.starts_with(kRemote);
+  if (dst_remote ? remote_srcs != 0 : remote_srcs != args.srcs.size())
+    co_return report("cp copies one way: every SRC local and DST remote:PATH, or every SRC remote:PATH and DST local "
+                     "(e.g. runsnack cp LINK remote:out ./)");
+  // Not `c ? co_await a : co_await b`: GCC 12 runs both.
+  if (dst_remote) co_return co_await cp_put(args, session);
+  co_return co_await cp_get(args, session);
+}
+
+// [LINK] SRC... DST: the first word is LINK, except that with RUNSNACK_LINK set it may be left
+// out; then a first word that names a workspace path (remote:...) or an existing local one is a SRC.
+Result<void> split_cp_words(CpArgs& cp) {
+  const char* env = std::getenv("RUNSNACK_LINK");
+  const bool env_link = env && *env;
+  const std::string& first = cp.words.front();
+  std::error_code ec;
+  const bool is_path = first.starts_with(kRemote) || sfs::exists(sfs::symlink_status(first, ec));
+  std::size_t at = 0;
+  if (cp.words.size() >= 3 && !(env_link && is_path)) cp.link = cp.words[at++];
+  cp.srcs.assign(cp.words.begin() + static_cast<std::ptrdiff_t>(at), cp.words.end() - 1);
+  cp.dst = cp.words.back();
+  if (cp.srcs.empty()) return fail(errc::invalid_argument, "cp needs SRC and DST after LINK: runsnack cp LINK SRC... DST");
+  return {};
 }
 
 }  // namespace
@@ -444,7 +560,10 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_flag("--no-sync", args->no_sync, "Do not sync; run in the workspace as it is");
   cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
-  cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--pull", args->pull,
+                  "Copy this workspace path back when the command ends, to the same path here (repeatable; a file or "
+                  "folder at any depth: --pull out/ --pull logs/run1/metrics.csv)")
+      ->allow_extra_args(false);
   cmd->add_option("--max-pull", args->max_pull,
                   "Refuse a pull that would write more file data than this here, e.g. 500M, 50G (default 10G; holes "
                   "of sparse files do not count)");
@@ -455,8 +574,10 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
               "The command runs in the provider's sandbox: an unprivileged user of its own, no capabilities, a\n"
               "seccomp filter, the workspace as its only writable folder besides /tmp and /dev/shm (both count\n"
               "against the provider's --memory). --timeout and the provider's --run-timeout stop it on time\n"
-              "whether or not its output is being read. A pulled symlink that resolves outside this folder\n"
-              "(through other symlinks too) is refused.\n"
+              "whether or not its output is being read. --pull keeps the workspace path under this folder\n"
+              "(--pull out/sub/f.txt writes ./out/sub/f.txt); a path with .. or a symlink on its way that leads\n"
+              "out of the workspace is refused (and logged by the provider), and so is a pulled symlink that\n"
+              "resolves outside this folder (through other symlinks too).\n"
               "With RUNSNACK_LINK set, leave LINK out: runsnack run -- python train.py");
   cmd->callback([&status, args] {
     take_command(args->command, "runsnack run [LINK] -- CMD [ARGS...]");
@@ -467,19 +588,33 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
 
   auto cp = std::make_shared<CpArgs>();
   auto* cpc = app.add_subcommand("cp", "Copy files or folders to or from the workspace: remote:PATH names the remote side");
-  // [LINK] SRC DST: with two words, LINK is RUNSNACK_LINK's.
-  cpc->add_option("LINK SRC DST", cp->words,
-                  "LINK (may be left out when RUNSNACK_LINK is set; see runsnack info --help), then SRC (local path "
-                  "or remote:PATH) and DST (local path or remote:PATH; a trailing / means into that folder)")
-      ->expected(2, 3)
+  cpc->add_option("LINK SRC... DST", cp->words,
+                  "LINK (may be left out when RUNSNACK_LINK is set; see runsnack info --help), then one or more SRC "
+                  "and a DST: either every SRC local and DST remote:PATH, or every SRC remote:PATH and DST local")
+      ->expected(2, kMaxCpWords)
       ->required();
+  cpc->footer("remote:PATH is a path in the workspace at any depth (remote:inputs/data/nums.txt; remote: alone is\n"
+              "the workspace as a destination). As with cp -r: a DST that ends in / (created when missing) or is an\n"
+              "existing folder receives each SRC by its name, without the folders above it; otherwise the single\n"
+              "SRC is copied to the name DST. Several SRCs need such a folder. A trailing / on SRC copies the\n"
+              "folder itself (it must be one). A symlink on the way inside the workspace is followed; a path with\n"
+              "..  or a symlink that leads out of the workspace is refused (and logged by the provider); a SRC that\n"
+              "is itself a symlink is copied as a symlink.\n"
+              "  runsnack cp LINK ./data remote:inputs/             upload a folder into inputs/data\n"
+              "  runsnack cp LINK a.txt dir/ remote:inputs/         several sources into inputs/\n"
+              "  runsnack cp LINK remote:out/logs/run1.txt ./        a nested file into ./run1.txt\n"
+              "  runsnack cp LINK remote:out remote:ckpt/last.pt ./results/\n"
+              "With RUNSNACK_LINK set, leave LINK out (a first word that is remote:... or an existing local path is\n"
+              "a SRC): runsnack cp remote:out ./");
   cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
   cpc->add_option("--max-pull", cp->max_pull,
                   "From remote: refuse a copy that would write more file data than this here (default 10G)");
   cpc->callback([&status, cp] {
-    if (cp->words.size() == 3) cp->link = cp->words[0];
-    cp->src = cp->words[cp->words.size() - 2];
-    cp->dst = cp->words.back();
+    if (auto r = split_cp_words(*cp); !r) {
+      report(r.error());
+      status.code = kExitUsage;
+      return;
+    }
     run_command(status, [&] {
       SessionCommand command;
       command.link_arg = cp->link;
