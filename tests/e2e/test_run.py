@@ -565,6 +565,15 @@ class CpPaths(RunBase):
         os.symlink("inputs/data", self.ws("current"))
         self.ok(self.chome, "cp", self.provider.link, "remote:current/deep/d.txt", os.path.join(dest, "via-link.txt"))
         self.assertEqual(self.read(os.path.join(dest, "via-link.txt")), "D\n")
+        # A source that is itself a symlink travels as one; where it would point outside the
+        # destination, the error says how to copy what it points to, and that works.
+        os.symlink("data", self.ws("inputs/same"))
+        os.symlink("../inputs/data", self.ws("inputs/cur"))
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/same", dest)
+        self.assertEqual(os.readlink(os.path.join(dest, "same")), "data")
+        self.fails(self.chome, "cp", self.provider.link, "remote:inputs/cur", dest, contains="'inputs/cur/'")
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/cur/", dest)
+        self.assertEqual(self.read(os.path.join(dest, "cur", "nums.txt")), "1 2 3\n")
         # What is not there says so.
         self.fails(self.chome, "cp", self.provider.link, "remote:inputs/nope/x.txt", dest, contains="no such")
 

@@ -216,9 +216,15 @@ asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext 
       }
       auto found = fs::scan_tree(root->get(), *source, none, nullptr, left);
       if (!found) return found.error().code == errc::too_large ? Error(errc::too_large, over) : found.error();
-      if (!found->empty() && found->front().type == fs::EntryType::link &&
-          !fs::symlink_resolves_inside(*source, found->front().target, link_of))
-        return Error(errc::refused, "refused path '" + p + "': it is a symlink that leads outside the workspace");
+      if (!found->empty() && found->front().type == fs::EntryType::link) {
+        const std::string& target = found->front().target;
+        if (!fs::symlink_resolves_inside(*source, target, link_of))
+          return Error(errc::refused, "refused path '" + p + "': it is a symlink that leads outside the workspace");
+        if (!fs::symlink_stays_inside(wire, target))  // e.g. sub/cur -> ../runs/42, sent as cur
+          return Error(errc::invalid_argument, "'" + p + "' is a symlink to '" + target.substr(0, 200) +
+                                                   "', which would point outside the destination: copy '" + p +
+                                                   "/' (what it points to) instead");
+      }
       if (wire != *source) renames.push_back({wire, *source});
       for (auto& e : *found) {
         if (e.type == fs::EntryType::file) left -= std::min(left, e.size);

@@ -84,7 +84,9 @@ bool walk_inside(std::vector<std::string>& resolved, std::deque<std::string>& pe
     path += part;
     if (follow_last || !pending.empty()) {
       if (auto next = link_of(path)) {
-        if (++hops > kMaxLinkHops || next->empty() || next->front() == '/' || next->size() > kMaxPathBytes) return false;
+        if (++hops > kMaxLinkHops || next->empty() || next->front() == '/' || next->size() > kMaxPathBytes ||
+            next->find('\0') != std::string::npos)
+          return false;
         push_front_components(pending, *next);  // resolved from the folder that holds that link
         continue;
       }
@@ -115,6 +117,7 @@ std::optional<std::string> resolve_inside(std::string_view path, const LinkLooku
   if (!walk_inside(resolved, pending, link_of, follow_last)) return std::nullopt;
   std::string out;
   for (const auto& r : resolved) out += (out.empty() ? "" : "/") + r;
+  if (!out.empty() && !split_relative_path(out)) return std::nullopt;  // e.g. over kMaxPathBytes through links
   return out;
 }
 
