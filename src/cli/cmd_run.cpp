@@ -423,13 +423,12 @@ asio::awaitable<Result<std::string>> remote_kind(Session& session, const std::st
   const nlohmann::json stat_args = {{"mode", "stat"}, {"path", path}};
   auto stream = co_await open_mode(session, exec::kServiceCp, stat_args);
   if (!stream) co_return stream.error();
-  auto answer = co_await fs::read_control(**stream);
+  auto answer = co_await fs::read_control(**stream);  // an error frame comes back as an error
   (void)co_await (*stream)->close_write();
+  if (!answer && answer.error().what() == "unknown cp mode") co_return std::string("");
   if (!answer) co_return answer.error();
-  if ((*answer)["type"] == "stat") co_return string_or(*answer, "kind");
-  const std::string message = string_or(*answer, "message", "the provider refused");
-  if (message == "unknown cp mode") co_return std::string("");
-  co_return Error(errc::refused, message);
+  if ((*answer)["type"] != "stat") co_return Error(errc::malformed, "expected the provider's stat answer");
+  co_return string_or(*answer, "kind");
 }
 
 // Local SRC... -> remote:DST. DST ending in '/' (or empty), or an existing remote folder, receives
@@ -597,9 +596,9 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
               "the workspace as a destination). As with cp -r: a DST that ends in / (created when missing) or is an\n"
               "existing folder receives each SRC by its name, without the folders above it; otherwise the single\n"
               "SRC is copied to the name DST. Several SRCs need such a folder. A trailing / on SRC copies the\n"
-              "folder itself (it must be one). A symlink on the way inside the workspace is followed; a path with\n"
-              "..  or a symlink that leads out of the workspace is refused (and logged by the provider); a SRC that\n"
-              "is itself a symlink is copied as a symlink.\n"
+              "folder itself (it must be one). A symlink on the way inside the workspace is followed; a path\n"
+              "with .. or a symlink that leads out of the workspace is refused (and logged by the provider); a SRC\n"
+              "that is itself a symlink is copied as a symlink.\n"
               "  runsnack cp LINK ./data remote:inputs/             upload a folder into inputs/data\n"
               "  runsnack cp LINK a.txt dir/ remote:inputs/         several sources into inputs/\n"
               "  runsnack cp LINK remote:out/logs/run1.txt ./        a nested file into ./run1.txt\n"
