@@ -18,7 +18,7 @@
 //   cp  {"mode":"get","path":P,"as":N,"folder":B}
 //                                        provider sends workspace/P (at any depth), its top entry renamed
 //                                        N and without the folders above it; "folder": P must be one
-//   cp  {"mode":"stat","path":P}         provider -> {"type":"stat","kind":"dir"|"file"|"link"|"none"}, FIN
+//   cp  {"mode":"stat","path":P}         provider -> {"type":"stat","kind":"dir"|"file"|"link"|"other"|"none"}
 //                                        (an older provider answers "unknown cp mode")
 // Paths name workspace entries at any depth; a symlink on the way is followed while it stays
 // inside the workspace (workspace_transfer.hpp).

@@ -10,6 +10,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,11 +94,14 @@ Result<std::string> resolve_named(int root, const std::string& path, bool follow
 }
 
 // What a consumer-named top path holds after resolution: a folder, a file, a symlink, or nothing.
+// A stat, no more (no file is read).
 std::string kind_at(int root, const std::string& resolved) {
   if (resolved.empty()) return "dir";
-  auto e = fs::stat_entry(root, resolved, nullptr);
-  if (!e) return "none";
-  return e->type == fs::EntryType::dir ? "dir" : e->type == fs::EntryType::link ? "link" : "file";
+  std::string leaf;
+  auto dir = fs::open_parent(root, resolved, false, &leaf);
+  struct stat st{};
+  if (!dir || ::fstatat(dir->get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "none";
+  return S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "link" : S_ISREG(st.st_mode) ? "file" : "other";
 }
 
 }  // namespace
