@@ -159,10 +159,17 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   const nlohmann::json exec_args = reattach ? nlohmann::json{{"mode", "attach"}, {"token", attach.token},
                                                              {"out", attach.out_bytes}, {"err", attach.err_bytes}}
                                             : nlohmann::json{{"mode", "exec"}};
-  auto stream = co_await open_mode(session, exec::kServiceRun, exec_args);
+  // The request travels with the stream's header: the provider's answer and the command's first
+  // output come back one round trip after the open.
+  // (Named, not temporaries in the co_await expressions: GCC 12 destroys those twice.)
+  const StreamHeader exec_header{exec::kServiceRun, exec_args};
+  auto stream = co_await session.open_pipelined(exec_header);
   if (!stream) co_return report(stream.error());
-  if (!reattach)
-    if (auto r = co_await fs::write_control(**stream, req); !r) co_return report(r.error());
+  Result<void> sent{};
+  if (!reattach) sent = co_await fs::write_control(**stream, req);
+  auto answer = co_await Session::answer(**stream, exec_header.service);
+  if (!answer) co_return report(answer.error());
+  if (!sent) co_return report(sent.error());
 
   auto signals = std::make_shared<asio::signal_set>(co_await asio::this_coro::executor, SIGINT, SIGTERM);
   asio::co_spawn(co_await asio::this_coro::executor, forward_signals(*stream, signals), asio::detached);

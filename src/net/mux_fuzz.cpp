@@ -53,7 +53,7 @@ class FuzzTransport final : public Transport {
     }
     if (closed_) throw boost::system::system_error(asio::error::broken_pipe);
   }
-  asio::awaitable<void> shutdown() override { co_return; }
+  asio::awaitable<void> shutdown(PeerWait) override { co_return; }
   void close() override {
     closed_ = true;
     stall_.cancel();

@@ -82,9 +82,14 @@ class AsioTlsTransport final : public Transport {
     }
     if (!staging.empty()) co_await asio::async_write(*stream_, asio::buffer(staging), asio::use_awaitable);
   }
-  asio::awaitable<void> shutdown() override {
+  asio::awaitable<void> shutdown(PeerWait wait) override {
     using namespace asio::experimental::awaitable_operators;
     if (closed_) co_return;
+    if (wait == PeerWait::none) {  // asio's shutdown always waits: FIN only
+      boost::system::error_code ignored;
+      stream_->lowest_layer().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
     asio::steady_timer timer(stream_->get_executor(), std::chrono::seconds(1));
     co_await (stream_->async_shutdown(asio::as_tuple(asio::use_awaitable)) ||
               timer.async_wait(asio::as_tuple(asio::use_awaitable)));
@@ -277,9 +282,15 @@ class TlsTransport final : public Transport {
     co_await flush(true);
   }
 
-  asio::awaitable<void> shutdown() override {
+  asio::awaitable<void> shutdown(PeerWait wait) override {
     using namespace asio::experimental::awaitable_operators;
     if (closed_) co_return;
+    if (wait == PeerWait::none) {
+      co_await send_close_notify();
+      boost::system::error_code ignored;
+      socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
     // Sends close_notify, then waits for the peer's; a peer that never
     // answers costs at most the timer.
     asio::steady_timer timer(socket_.get_executor(), std::chrono::seconds(1));
@@ -381,12 +392,22 @@ class TlsTransport final : public Transport {
     io_->rx = std::make_unique_for_overwrite<std::uint8_t[]>(io_->rx_size);
   }
 
+  // Sends close_notify. Never throws; false when it could not be sent.
+  asio::awaitable<bool> send_close_notify() {
+    try {
+      ERR_clear_error();
+      if (SSL_shutdown(ssl_.get()) < 0) co_return false;
+      co_await flush(true);
+      co_return true;
+    } catch (const std::exception&) {
+      co_return false;
+    }
+  }
+
   // Part of shutdown(): sends close_notify and waits for the peer's. Never throws.
   asio::awaitable<void> close_notify() {
     try {
-      ERR_clear_error();
-      if (SSL_shutdown(ssl_.get()) < 0) co_return;
-      co_await flush(true);
+      if (!co_await send_close_notify()) co_return;
       if (SSL_get_shutdown(ssl_.get()) & SSL_RECEIVED_SHUTDOWN) co_return;
       if (reading_) {
         // The Mux's reader is in read_some: it will see the close_notify (or the end).

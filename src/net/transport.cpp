@@ -23,7 +23,7 @@ class TcpTransport final : public Transport {
   asio::awaitable<void> write(std::span<const asio::const_buffer> buffers) override {
     co_await asio::async_write(socket_, buffers, asio::use_awaitable);
   }
-  asio::awaitable<void> shutdown() override {
+  asio::awaitable<void> shutdown(PeerWait) override {
     boost::system::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
     co_return;

@@ -23,6 +23,12 @@ class stream;
 
 namespace runsnack {
 
+// How a graceful end waits for the peer: up to ~1 s for its close_notify (so
+// that a peer still sending cannot turn our close into a reset that loses our
+// last bytes), or not at all (a consumer whose command is over: the last
+// answer is in, and a wait would add a round trip to every command).
+enum class PeerWait { up_to_a_second, none };
+
 class Transport {
  public:
   virtual ~Transport();
@@ -30,9 +36,9 @@ class Transport {
   virtual boost::asio::awaitable<std::size_t> read_some(boost::asio::mutable_buffer buffer) = 0;
   // Writes all of `buffers`, in order, as one gather write.
   virtual boost::asio::awaitable<void> write(std::span<const boost::asio::const_buffer> buffers) = 0;
-  // Graceful end after the last write: TCP FIN, or TLS close_notify (waiting
-  // at most ~1 s for the peer's). Never throws.
-  virtual boost::asio::awaitable<void> shutdown() = 0;
+  // Graceful end after the last write: TLS close_notify (then waiting as
+  // `wait` says for the peer's) and TCP FIN. Never throws.
+  virtual boost::asio::awaitable<void> shutdown(PeerWait wait) = 0;
   // Closes now: pending operations fail. Idempotent.
   virtual void close() = 0;
   // The connection has been quiet for a while: free buffers grown for bulk

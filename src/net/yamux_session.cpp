@@ -100,8 +100,9 @@ void Mux::begin_close(Error reason, bool graceful) {
   writer_signal_.cancel();
 }
 
-void Mux::close() {
+void Mux::close(PeerWait wait) {
   if (closing_ || done_) return;
+  close_wait_ = wait;
   enqueue(state_.go_away(yamux::GoAwayCode::normal));
   begin_close(Error(errc::closed, "yamux: session closed locally"), true);
 }
@@ -158,7 +159,7 @@ asio::awaitable<void> Mux::writer() {
   }
   if (closing_ && graceful_ && !done_) {
     write_since_ = Clock::now();  // the watchdog bounds a stuck shutdown too
-    co_await transport_->shutdown();
+    co_await transport_->shutdown(close_wait_);
   }
   finish();
 }

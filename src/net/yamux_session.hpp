@@ -78,8 +78,9 @@ class Mux : public std::enable_shared_from_this<Mux> {
   // Round-trip time of one Ping. Fails with errc::timeout after the
   // keepalive timeout, errc::closed when the session ends.
   boost::asio::awaitable<Result<std::chrono::microseconds>> ping();
-  // Sends GoAway(normal), flushes what is queued, then closes. run() returns.
-  void close();
+  // Sends GoAway(normal), flushes what is queued, ends the transport (waiting
+  // for the peer's end as `wait` says), then closes. run() returns.
+  void close(PeerWait wait = PeerWait::up_to_a_second);
 
   // Counts `n` more bytes of partly received messages against the session's
   // message_budget; false (nothing counted) when it would pass it.
@@ -166,6 +167,7 @@ class Mux : public std::enable_shared_from_this<Mux> {
   bool run_called_ = false;
   bool closing_ = false;
   bool graceful_ = false;
+  PeerWait close_wait_ = PeerWait::up_to_a_second;
   bool done_ = false;
   std::optional<Error> close_reason_;
   std::atomic<std::uint64_t> bytes_in_{0};

@@ -293,7 +293,7 @@ class SilentTransport final : public Transport {
     throw boost::system::system_error(asio::error::operation_aborted);
   }
   awaitable<void> write(std::span<const asio::const_buffer>) override { co_return; }
-  awaitable<void> shutdown() override { co_return; }
+  awaitable<void> shutdown(PeerWait) override { co_return; }
   void close() override { never_.cancel(); }
   asio::any_io_executor get_executor() override { return ex_; }
 
@@ -308,7 +308,7 @@ class CountingTransport final : public Transport {
   CountingTransport(std::unique_ptr<Transport> inner, int& trims) : inner_(std::move(inner)), trims_(trims) {}
   awaitable<std::size_t> read_some(asio::mutable_buffer b) override { return inner_->read_some(b); }
   awaitable<void> write(std::span<const asio::const_buffer> b) override { return inner_->write(b); }
-  awaitable<void> shutdown() override { return inner_->shutdown(); }
+  awaitable<void> shutdown(PeerWait wait) override { return inner_->shutdown(wait); }
   void close() override { inner_->close(); }
   void trim() override { ++trims_; }
   asio::any_io_executor get_executor() override { return inner_->get_executor(); }

@@ -96,7 +96,7 @@ awaitable<void> send_pattern(Transport& t, std::size_t total, std::uint8_t seed,
     }
     co_await t.write(gather);
   }
-  co_await t.shutdown();
+  co_await t.shutdown(PeerWait::up_to_a_second);
 }
 
 struct Received {
@@ -256,7 +256,7 @@ TEST(TlsTransport, TrimKeepsTheStreamExact) {
       std::vector<asio::const_buffer> second{asio::buffer(data.data() + kPart, kPart)};
       co_await client->write(second);
       client->trim();
-      co_await client->shutdown();
+      co_await client->shutdown(PeerWait::up_to_a_second);
     };
     co_await (sender() && receive_pattern(*server, 5, at_server));
     client->close();

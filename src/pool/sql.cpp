@@ -1,6 +1,6 @@
 #include "pool/sql.hpp"
 
-#include <libpq-fe.h>
+#include "pool/libpq.hpp"
 
 #include <cstdlib>
 #include <unordered_map>
@@ -22,15 +22,15 @@ constexpr unsigned kInt8Oid = 20, kTextOid = 25, kByteaOid = 17;
 constexpr const char* kLockKey = "7262001";
 
 Error pg_error(pg_conn* conn, std::string_view what) {
-  std::string msg = conn ? PQerrorMessage(conn) : "out of memory";
+  std::string msg = conn ? libpq().error_message(conn) : "out of memory";
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
   return fail(errc::io_error, std::string(what) + ": " + msg);
 }
 
 Result<void> check(pg_conn* conn, PGresult* res, std::string_view what) {
-  auto st = PQresultStatus(res);
+  auto st = libpq().result_status(res);
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return {};
-  std::string msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+  std::string msg = res ? libpq().result_error_message(res) : libpq().error_message(conn);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
   return fail(errc::io_error, std::string(what) + ": " + msg);
 }
@@ -69,7 +69,7 @@ SqlStmt::SqlStmt(SqlStmt&& o) noexcept
 
 SqlStmt& SqlStmt::operator=(SqlStmt&& o) noexcept {
   if (this != &o) {
-    if (res_) PQclear(res_);
+    if (res_) libpq().clear(res_);
     lite_ = std::move(o.lite_), conn_ = o.conn_, prepared_ = o.prepared_, sql_ = std::move(o.sql_), params_ = std::move(o.params_);
     res_ = std::exchange(o.res_, nullptr), row_ = o.row_, rows_ = o.rows_, executed_ = o.executed_;
   }
@@ -77,7 +77,7 @@ SqlStmt& SqlStmt::operator=(SqlStmt&& o) noexcept {
 }
 
 SqlStmt::~SqlStmt() {
-  if (res_) PQclear(res_);
+  if (res_) libpq().clear(res_);
 }
 
 void SqlStmt::set(int index, Param p) {
@@ -145,17 +145,18 @@ Result<bool> SqlStmt::step() {
         name = &it->second;
       } else if (prepared_->names.size() < PgPrepared::kMax) {
         std::string fresh = "rs" + std::to_string(prepared_->names.size());
-        PGresult* made = PQprepare(conn_, fresh.c_str(), sql_.c_str(), n, types.data());
+        PGresult* made = libpq().prepare(conn_, fresh.c_str(), sql_.c_str(), n, types.data());
         auto ok = check(conn_, made, "postgres");
-        PQclear(made);
+        libpq().clear(made);
         if (!ok) return ok.error();
         name = &prepared_->names.emplace(std::move(key), std::move(fresh)).first->second;
       }
     }
-    res_ = name ? PQexecPrepared(conn_, name->c_str(), n, values.data(), lengths.data(), formats.data(), 0)
-                : PQexecParams(conn_, sql_.c_str(), n, types.data(), values.data(), lengths.data(), formats.data(), 0);
+    res_ = name ? libpq().exec_prepared(conn_, name->c_str(), n, values.data(), lengths.data(), formats.data(), 0)
+                : libpq().exec_params(conn_, sql_.c_str(), n, types.data(), values.data(), lengths.data(),
+                                      formats.data(), 0);
     if (auto r = check(conn_, res_, "postgres"); !r) return r.error();
-    rows_ = PQresultStatus(res_) == PGRES_TUPLES_OK ? PQntuples(res_) : 0;
+    rows_ = libpq().result_status(res_) == PGRES_TUPLES_OK ? libpq().ntuples(res_) : 0;
   }
   if (row_ < rows_) ++row_;
   return row_ < rows_;
@@ -172,35 +173,36 @@ Result<void> SqlStmt::run() {
 
 void SqlStmt::reset() {
   if (lite_) return lite_->reset();
-  if (res_) PQclear(std::exchange(res_, nullptr));
+  if (res_) libpq().clear(std::exchange(res_, nullptr));
   executed_ = false, row_ = -1, rows_ = 0;
 }
 
 bool SqlStmt::column_is_null(int column) const {
   if (lite_) return lite_->column_is_null(column);
-  return !res_ || row_ >= rows_ || PQgetisnull(res_, row_, column);
+  return !res_ || row_ >= rows_ || libpq().getisnull(res_, row_, column);
 }
 
 std::int64_t SqlStmt::column_int64(int column) const {
   if (lite_) return lite_->column_int64(column);
   if (column_is_null(column)) return 0;
-  return std::strtoll(PQgetvalue(res_, row_, column), nullptr, 10);
+  return std::strtoll(libpq().getvalue(res_, row_, column), nullptr, 10);
 }
 
 std::string SqlStmt::column_text(int column) const {
   if (lite_) return lite_->column_text(column);
   if (column_is_null(column)) return {};
-  return {PQgetvalue(res_, row_, column), static_cast<std::size_t>(PQgetlength(res_, row_, column))};
+  return {libpq().getvalue(res_, row_, column), static_cast<std::size_t>(libpq().getlength(res_, row_, column))};
 }
 
 std::vector<std::uint8_t> SqlStmt::column_blob(int column) const {
   if (lite_) return lite_->column_blob(column);
   if (column_is_null(column)) return {};
   std::size_t n = 0;
-  unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(res_, row_, column)), &n);
+  const auto* escaped = reinterpret_cast<const unsigned char*>(libpq().getvalue(res_, row_, column));
+  unsigned char* raw = libpq().unescape_bytea(escaped, &n);
   if (!raw) return {};
   std::vector<std::uint8_t> out(raw, raw + n);
-  PQfreemem(raw);
+  libpq().freemem(raw);
   return out;
 }
 
@@ -225,7 +227,7 @@ SqlTxn::~SqlTxn() {
     std::string name = "s" + std::to_string(savepoint_);
     (void)db_->exec_sql("ROLLBACK TO " + name + "; RELEASE " + name);
   } else if (conn_) {
-    PQclear(PQexec(conn_, "ROLLBACK"));
+    libpq().clear(libpq().exec(conn_, "ROLLBACK"));
   }
   if (db_) --db_->depth_;
 }
@@ -238,9 +240,9 @@ Result<void> SqlTxn::commit() {
   if (lite_) return lite_->commit();
   pg_conn* conn = std::exchange(conn_, nullptr);
   if (!conn) return fail(errc::internal, "transaction already ended");
-  PGresult* res = PQexec(conn, "COMMIT");
+  PGresult* res = libpq().exec(conn, "COMMIT");
   auto r = check(conn, res, "postgres COMMIT");
-  PQclear(res);
+  libpq().clear(res);
   return r;
 }
 
@@ -251,7 +253,7 @@ SqlDb::SqlDb(SqlDb&& o) noexcept
 
 SqlDb& SqlDb::operator=(SqlDb&& o) noexcept {
   if (this != &o) {
-    if (pg_) PQfinish(pg_);
+    if (pg_) libpq().finish(pg_);
     lite_ = std::move(o.lite_);
     pg_ = std::exchange(o.pg_, nullptr);
     prepared_ = std::move(o.prepared_);
@@ -260,7 +262,7 @@ SqlDb& SqlDb::operator=(SqlDb&& o) noexcept {
 }
 
 SqlDb::~SqlDb() {
-  if (pg_) PQfinish(pg_);
+  if (pg_) libpq().finish(pg_);
 }
 
 Result<SqlDb> SqlDb::open_sqlite(const std::filesystem::path& path, std::span<const Migration> migrations) {
@@ -273,17 +275,18 @@ Result<SqlDb> SqlDb::open_sqlite(const std::filesystem::path& path, std::span<co
 }
 
 Result<void> SqlDb::pg_exec(const std::string& sql) {
-  PGresult* res = PQexec(pg_, sql.c_str());
+  PGresult* res = libpq().exec(pg_, sql.c_str());
   auto r = check(pg_, res, "postgres");
-  PQclear(res);
+  libpq().clear(res);
   return r;
 }
 
 Result<SqlDb> SqlDb::open_postgres(const std::string& url, std::span<const Migration> migrations) {
+  if (auto loaded = load_libpq(); !loaded) return loaded.error();
   SqlDb out;
-  out.pg_ = PQconnectdb(url.c_str());
+  out.pg_ = libpq().connectdb(url.c_str());
   out.prepared_ = std::make_unique<PgPrepared>();
-  if (!out.pg_ || PQstatus(out.pg_) != CONNECTION_OK) return pg_error(out.pg_, "cannot connect to PostgreSQL");
+  if (!out.pg_ || libpq().status(out.pg_) != CONNECTION_OK) return pg_error(out.pg_, "cannot connect to PostgreSQL");
   if (auto r = out.pg_exec("SET client_min_messages = warning"); !r) return r.error();
   // Commits do not wait for the WAL flush: each would otherwise cost a disk
   // sync (milliseconds) on the coordinator's one thread. A PostgreSQL crash

@@ -26,16 +26,27 @@ asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nloh
   co_return co_await stream.write(asio::buffer(wire));
 }
 
-asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open(const StreamHeader& header) {
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open_pipelined(const StreamHeader& header) {
   auto stream = co_await mux_->open_stream();
   if (!stream) co_return stream.error();
   const nlohmann::json header_json = to_json(header);  // not a temporary: GCC 12 coroutine bug
   if (auto w = co_await write_stream_message(**stream, header_json); !w) co_return w.error();
-  auto msg = co_await read_stream_message(**stream);
+  co_return *stream;
+}
+
+asio::awaitable<Result<void>> Session::answer(MuxStream& stream, const std::string& service) {
+  auto msg = co_await read_stream_message(stream);
   if (!msg) co_return msg.error();
   auto reply = parse_stream_reply(*msg);
   if (!reply) co_return reply.error();
-  if (!reply->ok) co_return fail(reply->code, "the provider refused '" + header.service + "': " + reply->reason);
+  if (!reply->ok) co_return fail(reply->code, "the provider refused '" + service + "': " + reply->reason);
+  co_return Result<void>{};
+}
+
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open(const StreamHeader& header) {
+  auto stream = co_await open_pipelined(header);
+  if (!stream) co_return stream.error();
+  if (auto a = co_await answer(**stream, header.service); !a) co_return a.error();
   co_return *stream;
 }
 

@@ -38,13 +38,21 @@ struct SessionInfo {
 class Session {
  public:
   Session(std::shared_ptr<Mux> mux, SessionInfo info) : mux_(std::move(mux)), info_(std::move(info)) {}
-  ~Session() { mux_->close(); }
+  // The consumer's command is over (its last answer is in): no round trip
+  // waiting for the provider's close_notify.
+  ~Session() { mux_->close(PeerWait::none); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   // Opens a stream to `header.service` and waits for the provider's answer.
   // A refusal comes back as an error with the provider's reason.
   boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open(const StreamHeader& header);
+  // Opens a stream to `header.service` without waiting: what the caller writes
+  // next travels with the header, a round trip sooner. The caller then reads
+  // the answer with `answer()` before anything else from the stream (a refusal
+  // discards what it wrote).
+  boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_pipelined(const StreamHeader& header);
+  static boost::asio::awaitable<Result<void>> answer(MuxStream& stream, const std::string& service);
 
   Mux& mux() { return *mux_; }
   const std::shared_ptr<Mux>& shared_mux() const { return mux_; }
