@@ -47,7 +47,7 @@ int print_cp_stats(const CpArgs& args, const fs::TransferStats& stats, const cha
   return 0;
 }
 
-// What the workspace holds at `path` ("dir", "file", "link", "none"), symlinks on the way followed
+// What the workspace holds at `path` ("dir", "file", "link", "other", "none"), symlinks followed
 // inside it; "" from a provider too old to say (it answers "unknown cp mode").
 asio::awaitable<Result<std::string>> remote_kind(Session& session, const std::string& path) {
   const nlohmann::json stat_args = {{"mode", "stat"}, {"path", path}};
