@@ -1,11 +1,13 @@
-// `runsnack run` and `runsnack cp`: sync the working folder, run a command in
-// the provider's sandbox with its output streamed back, copy files either way
-// (services/exec/exec_service.hpp has the protocol).
+// `runsnack run`: sync the working folder, run a command in the provider's
+// sandbox with its output streamed back, pull results (services/exec/exec_service.hpp
+// has the protocol). Registers `shell` (cmd_shell.cpp) and `cp` (cmd_cp.cpp) too.
+#include "cli/cmd_cp.hpp"
 #include "cli/cmd_shell.hpp"
 #include "cli/command.hpp"
 #include "cli/command_words.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
+#include "cli/transfers.hpp"
 #include "core/duration.hpp"
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
@@ -55,33 +57,6 @@ struct RunArgs {
   bool json = false;
 };
 
-struct CpArgs {
-  std::vector<std::string> words;  // [LINK] SRC DST as given
-  std::string link, src, dst;
-  std::string max_pull;
-  bool json = false;
-};
-
-// What one pull or `cp` from the workspace may write here (file data; holes of sparse files do
-// not count): the provider's files must not fill this disk.
-constexpr const char* kDefaultMaxPull = "10G";
-
-Result<fs::ReceiveLimits> pull_limits(const std::string& flag) {
-  auto bytes = exec::parse_size(flag.empty() ? kDefaultMaxPull : flag);
-  if (!bytes) return Error(bytes.error().code, "--max-pull: " + bytes.error().what());
-  fs::ReceiveLimits limits;
-  limits.write.max_bytes = *bytes;
-  limits.write.over_message = "the pull is over its " + exec::size_text(*bytes) + " limit (--max-pull)";
-  return limits;
-}
-
-// The counters of one transfer, for --json.
-nlohmann::json stats_json(const char* event, const fs::TransferStats& s) {
-  return {{"event", event},       {"entries", s.entries},           {"files", s.files_sent},
-          {"bytes", s.bytes},     {"wire_bytes", s.wire_bytes},     {"reused_bytes", s.reused_bytes},
-          {"deleted", s.deleted}, {"unchanged", s.unchanged}};
-}
-
 fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
   fs::IgnoreRules rules;
   for (const char* name : fs::kIgnoreRuleFiles) {
@@ -102,70 +77,6 @@ sfs::path cache_file_for(const sfs::path& root) {
   return *dir / "sync-cache" / (fs::sha256_hex(key.data(), key.size()).substr(0, 32) + ".hashes");
 }
 
-std::string human(std::uint64_t n) {
-  char buf[32];
-  if (n < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else if (n < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", n / 1048576.0);
-  return buf;
-}
-
-std::string clock_text(double seconds) {
-  const auto s = static_cast<long long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
-  return buf;
-}
-
-// A progress bar on stderr, only for a person at a terminal and only for
-// large transfers: done of total, the rate so far and the time left at it,
-// redrawn at most 10 times a second.
-fs::Progress progress_bar(const char* what) {
-  if (!isatty(STDERR_FILENO)) return nullptr;
-  using Clock = std::chrono::steady_clock;
-  struct Shown {
-    Clock::time_point start = Clock::now(), last{};
-  };
-  auto shown = std::make_shared<Shown>();
-  return [what, shown](std::uint64_t done, std::uint64_t total) {
-    if (total < (8u << 20)) return;
-    const auto now = Clock::now();
-    if (done < total && now - shown->last < std::chrono::milliseconds(100)) return;
-    shown->last = now;
-    const double elapsed = std::chrono::duration<double>(now - shown->start).count();
-    const double rate = elapsed > 0.05 ? static_cast<double>(done) / elapsed : 0;
-    int pct = static_cast<int>(done * 100 / total);
-    int bars = pct / 4;
-    std::string tail = human(done) + " of " + human(total);
-    if (rate > 0) tail += ", " + human(static_cast<std::uint64_t>(rate)) + "/s";
-    if (done >= total) tail += " in " + clock_text(elapsed);
-    else if (rate > 0) tail += ", " + clock_text(static_cast<double>(total - done) / rate) + " left";
-    std::fprintf(stderr, "\r\033[K%s [%.*s%*s] %3d%% %s", what, bars, "#########################", 25 - bars, "", pct,
-                 tail.c_str());
-    if (done >= total) std::fprintf(stderr, "\n");
-  };
-}
-
-using ScanJob = std::future<Result<std::vector<fs::Entry>>>;
-
-// Waits for a scan running on a thread of its own (hashing a large tree takes seconds, and the
-// session's keepalive must be answered meanwhile).
-asio::awaitable<Result<std::vector<fs::Entry>>> scan_result(ScanJob& job) {
-  asio::steady_timer tick(co_await asio::this_coro::executor);
-  while (job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    tick.expires_after(std::chrono::milliseconds(1));
-    co_await tick.async_wait(asio::use_awaitable);
-  }
-  co_return job.get();
-}
-
-asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
-                                                                fs::HashCache* cache) {
-  ScanJob job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache); });
-  co_return co_await scan_result(job);
-}
-
 // The folder `run` syncs, its scan started before the session is set up, so that the walk
 // (and any hashing) overlaps the connection.
 struct SyncSource {
@@ -176,35 +87,6 @@ struct SyncSource {
   fs::IgnoreRules rules;
   ScanJob scan;  // not valid with --no-sync
 };
-
-asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service, nlohmann::json args) {
-  StreamHeader header{service, std::move(args)};
-  co_return co_await session.open(header);
-}
-
-// Sends `entries` (read from `root`) to the provider: cp put.
-asio::awaitable<Result<fs::TransferStats>> upload(Session& session, const char* service, nlohmann::json args, int root,
-                                                  std::vector<fs::Entry> entries, std::optional<fs::TopRename> rename,
-                                                  const fs::HashCache* hashed) {
-  auto stream = co_await open_mode(session, service, std::move(args));
-  if (!stream) co_return stream.error();
-  const fs::Progress bar = progress_bar("sync");
-  auto stats = co_await fs::send_tree(**stream, root, entries, bar, rename, hashed);
-  (void)co_await (*stream)->close_write();
-  co_return stats;
-}
-
-// Receives files from the provider into `root`: run --pull and cp get. The receiver checks every
-// path and symlink (a symlink chain that resolves outside `root` is refused) and `limits`.
-asio::awaitable<Result<fs::TransferStats>> download(Session& session, const char* service, nlohmann::json args, int root,
-                                                    fs::ReceiveLimits limits) {
-  auto stream = co_await open_mode(session, service, std::move(args));
-  if (!stream) co_return stream.error();
-  const fs::Progress bar = progress_bar("pull");
-  auto stats = co_await fs::receive_tree(**stream, root, limits, nullptr, bar);
-  (void)co_await (*stream)->close_write();
-  co_return stats;
-}
 
 // Ctrl-C: the first is SIGINT to the remote command, the second SIGKILL.
 asio::awaitable<void> forward_signals(std::shared_ptr<MuxStream> stream, std::shared_ptr<asio::signal_set> signals) {
@@ -247,7 +129,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     source.cache.retain(*entries);
     source.cache.save(source.cache_file);
     const fs::Progress bar = progress_bar("sync");
-    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, std::nullopt, &source.cache);
+    auto stats = co_await fs::send_tree(**sync_stream, source.root.get(), *entries, bar, {}, &source.cache);
     (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
@@ -349,14 +231,29 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     auto limits = pull_limits(args.max_pull);
     if (!limits) co_return report(limits.error());
     const nlohmann::json pull_args = {{"mode", "pull"}, {"paths", args.pull}};
+    limits->asked = args.pull;  // nothing else may land in this folder
     auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get(), *limits);
     if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
   }
   co_return status;
 }
 
-int run(const RunArgs& args) {
+// --pull PATH: relative to the workspace and to this folder alike; "out/" is "out". Checked
+// before the command runs, not after.
+int check_pull_paths(std::vector<std::string>& paths) {
+  for (auto& p : paths) {
+    p = without_trailing_slashes(p);
+    if (auto parts = fs::split_relative_path(p); !parts) {
+      report("--pull " + parts.error().what() + " (give a path inside the workspace, e.g. --pull out/)");
+      return kExitUsage;
+    }
+  }
+  return 0;
+}
+
+int run(RunArgs& args) {
   if (args.command.empty()) return report("nothing to run: give the command after --, e.g. runsnack run LINK -- python train.py");
+  if (int bad = check_pull_paths(args.pull)) return bad;
   SyncSource source;
   source.path = args.sync_dir.empty() ? sfs::current_path() : sfs::absolute(args.sync_dir);
   auto root = fs::open_root(source.path, false);
@@ -384,63 +281,6 @@ int run(const RunArgs& args) {
   return status;
 }
 
-constexpr std::string_view kRemote = "remote:";
-
-asio::awaitable<int> cp_body(const CpArgs& args, Session& session) {
-  bool src_remote = args.src.starts_with(kRemote), dst_remote = args.dst.starts_with(kRemote);
-  if (src_remote == dst_remote) co_return report("exactly one of SRC and DST must start with remote:");
-  if (dst_remote) {
-    // Local SRC -> remote DST: DST ending in '/' (or empty) is a folder that receives SRC's name.
-    std::string dst(args.dst.substr(kRemote.size()));
-    sfs::path src = sfs::absolute(args.src).lexically_normal();
-    if (src.filename().empty()) src = src.parent_path();
-    std::string leaf = src.filename().string();
-    std::string dest_dir = dst, name = leaf;
-    if (!dst.empty() && dst.back() != '/') {
-      auto slash = dst.rfind('/');
-      dest_dir = slash == std::string::npos ? "" : dst.substr(0, slash);
-      name = dst.substr(slash == std::string::npos ? 0 : slash + 1);
-    }
-    while (!dest_dir.empty() && dest_dir.back() == '/') dest_dir.pop_back();
-    auto root = fs::open_root(src.parent_path(), false);
-    if (!root) co_return report(root.error());
-    fs::IgnoreRules rules;
-    fs::HashCache scanned;  // this scan's hashes: the sender vouches for files unchanged since
-    auto entries = co_await scan_off_thread(root->get(), leaf, rules, &scanned);
-    if (!entries) co_return report(entries.error());
-    for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
-    const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
-    const std::optional<fs::TopRename> rename = fs::TopRename{name, leaf};
-    auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), rename, &scanned);
-    if (!stats) co_return report(stats.error());
-    if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
-    else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " sent" << std::endl;
-    co_return 0;
-  }
-  std::string src(args.src.substr(kRemote.size()));
-  while (!src.empty() && src.back() == '/') src.pop_back();
-  sfs::path dst = sfs::absolute(args.dst);
-  std::string leaf = src.substr(src.rfind('/') == std::string::npos ? 0 : src.rfind('/') + 1);
-  std::string as = leaf;
-  sfs::path local_dir = dst;
-  if (!args.dst.ends_with("/") && !sfs::is_directory(dst)) {
-    local_dir = dst.parent_path();
-    as = dst.filename().string();
-  }
-  auto limits = pull_limits(args.max_pull);
-  if (!limits) co_return report(limits.error());
-  auto root = fs::open_root(local_dir, true);
-  if (!root) co_return report(root.error());
-  // The provider sends the path's parent chain too; receive it in a staging view: paths are kept relative to the workspace.
-  const nlohmann::json get_args = {{"mode", "get"}, {"path", src}, {"as", as}};
-  if (src.find('/') != std::string::npos) co_return report("cp from remote: give a top-level workspace path (e.g. remote:out)");
-  auto stats = co_await download(session, exec::kServiceCp, get_args, root->get(), *limits);
-  if (!stats) co_return report(stats.error());
-  if (args.json) std::cout << stats_json("cp", *stats).dump() << std::endl;
-  else std::cerr << "cp: " << stats->files_sent << " files, " << human(stats->bytes) << " received" << std::endl;
-  co_return 0;
-}
-
 }  // namespace
 
 void add_run_commands(CLI::App& app, ExitStatus& status) {
@@ -452,7 +292,10 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_flag("--no-sync", args->no_sync, "Do not sync; run in the workspace as it is");
   cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
-  cmd->add_option("--pull", args->pull, "Copy this workspace path back when the command ends (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--pull", args->pull,
+                  "Copy this workspace path back when the command ends, to the same path here (repeatable; a file or "
+                  "folder at any depth: --pull out/ --pull logs/run1/metrics.csv)")
+      ->allow_extra_args(false);
   cmd->add_option("--max-pull", args->max_pull,
                   "Refuse a pull that would write more file data than this here, e.g. 500M, 50G (default 10G; holes "
                   "of sparse files do not count)");
@@ -463,8 +306,10 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
               "The command runs in the provider's sandbox: an unprivileged user of its own, no capabilities, a\n"
               "seccomp filter, the workspace as its only writable folder besides /tmp and /dev/shm (both count\n"
               "against the provider's --memory). --timeout and the provider's --run-timeout stop it on time\n"
-              "whether or not its output is being read. A pulled symlink that resolves outside this folder\n"
-              "(through other symlinks too) is refused.\n"
+              "whether or not its output is being read. --pull keeps the workspace path under this folder\n"
+              "(--pull out/sub/f.txt writes ./out/sub/f.txt); a path with .. or a symlink on its way that leads\n"
+              "out of the workspace is refused (and logged by the provider), and so is a pulled symlink that\n"
+              "resolves outside this folder (through other symlinks too).\n"
               "With RUNSNACK_LINK set, leave LINK out: runsnack run -- python train.py");
   cmd->callback([&status, args] {
     take_command(args->command, "runsnack run [LINK] -- CMD [ARGS...]");
@@ -473,29 +318,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
 
   add_shell_command(app, status);
 
-  auto cp = std::make_shared<CpArgs>();
-  auto* cpc = app.add_subcommand("cp", "Copy files or folders to or from the workspace: remote:PATH names the remote side");
-  // [LINK] SRC DST: with two words, LINK is RUNSNACK_LINK's.
-  cpc->add_option("LINK SRC DST", cp->words,
-                  "LINK (may be left out when RUNSNACK_LINK is set; see runsnack info --help), then SRC (local path "
-                  "or remote:PATH) and DST (local path or remote:PATH; a trailing / means into that folder)")
-      ->expected(2, 3)
-      ->required();
-  cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
-  cpc->add_option("--max-pull", cp->max_pull,
-                  "From remote: refuse a copy that would write more file data than this here (default 10G)");
-  cpc->callback([&status, cp] {
-    if (cp->words.size() == 3) cp->link = cp->words[0];
-    cp->src = cp->words[cp->words.size() - 2];
-    cp->dst = cp->words.back();
-    run_command(status, [&] {
-      SessionCommand command;
-      command.pipelined_proof = true;
-      command.link_arg = cp->link;
-      command.body = [cp](Session& session) -> asio::awaitable<int> { co_return co_await cp_body(*cp, session); };
-      return run_session_command(command);
-    });
-  });
+  add_cp_command(app, status);
 }
 
 }  // namespace runsnack::cli

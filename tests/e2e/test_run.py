@@ -521,6 +521,215 @@ class Cp(RunBase):
         self.assertFalse(os.path.exists("/tmp/evil"))
 
 
+
+class CpPaths(RunBase):
+    """What users type: nested paths both ways, trailing slashes, several sources, and the
+    workspace's bounds on each of them (issue 17)."""
+
+    def ws(self, rel):
+        return os.path.join(self.workspace, rel)
+
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def put_inputs(self):
+        """inputs/data/nums.txt, inputs/data/deep/d.txt and inputs/top.txt in the workspace."""
+        src = os.path.join(self.tmp, "seed", "inputs")
+        for rel, text in (("data/nums.txt", "1 2 3\n"), ("data/deep/d.txt", "D\n"), ("top.txt", "T\n")):
+            os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+            with open(os.path.join(src, rel), "w") as f:
+                f.write(text)
+        self.ok(self.chome, "cp", self.provider.link, src, "remote:")
+        self.assertEqual(self.read(self.ws("inputs/data/nums.txt")), "1 2 3\n")
+
+    def test_get_nested_file_and_folder(self):
+        self.setup_pair()
+        self.put_inputs()
+        dest = os.path.join(self.tmp, "dest")
+        os.makedirs(dest)
+        # A file two folders deep lands by its own name, without the folders above it.
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/data/nums.txt", dest)
+        self.assertEqual(self.read(os.path.join(dest, "nums.txt")), "1 2 3\n")
+        self.assertFalse(os.path.exists(os.path.join(dest, "inputs")))
+        # A nested folder, whole, by its own name.
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/data", dest + "/")
+        self.assertEqual(self.read(os.path.join(dest, "data", "deep", "d.txt")), "D\n")
+        self.assertEqual(self.read(os.path.join(dest, "data", "nums.txt")), "1 2 3\n")
+        # A new name for a nested file and for a nested folder.
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/data/nums.txt", os.path.join(dest, "n.txt"))
+        self.assertEqual(self.read(os.path.join(dest, "n.txt")), "1 2 3\n")
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/data/deep", os.path.join(dest, "renamed"))
+        self.assertEqual(self.read(os.path.join(dest, "renamed", "d.txt")), "D\n")
+        # A symlink on the way that stays inside the workspace is followed.
+        os.symlink("inputs/data", self.ws("current"))
+        self.ok(self.chome, "cp", self.provider.link, "remote:current/deep/d.txt", os.path.join(dest, "via-link.txt"))
+        self.assertEqual(self.read(os.path.join(dest, "via-link.txt")), "D\n")
+        # A source that is itself a symlink travels as one; where it would point outside the
+        # destination, the error says how to copy what it points to, and that works.
+        os.symlink("data", self.ws("inputs/same"))
+        os.symlink("../inputs/data", self.ws("inputs/cur"))
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/same", dest)
+        self.assertEqual(os.readlink(os.path.join(dest, "same")), "data")
+        self.fails(self.chome, "cp", self.provider.link, "remote:inputs/cur", dest, contains="'inputs/cur/'")
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/cur/", dest)
+        self.assertEqual(self.read(os.path.join(dest, "cur", "nums.txt")), "1 2 3\n")
+        # What is not there says so.
+        self.fails(self.chome, "cp", self.provider.link, "remote:inputs/nope/x.txt", dest, contains="no such")
+
+    def test_put_nested_destination(self):
+        self.setup_pair()
+        x = self.write("x.txt", "X\n")
+        folder = os.path.dirname(self.write("folder/in.txt", "I\n"))
+        self.ok(self.chome, "cp", self.provider.link, x, "remote:a/b/")
+        self.assertEqual(self.read(self.ws("a/b/x.txt")), "X\n")
+        self.ok(self.chome, "cp", self.provider.link, x, "remote:a/b/y.txt")
+        self.assertEqual(self.read(self.ws("a/b/y.txt")), "X\n")
+        self.ok(self.chome, "cp", self.provider.link, folder, "remote:a/b/c/")
+        self.assertEqual(self.read(self.ws("a/b/c/folder/in.txt")), "I\n")
+        # An existing remote folder receives the source by name, as cp does.
+        self.ok(self.chome, "cp", self.provider.link, x, "remote:a/b")
+        self.assertEqual(self.read(self.ws("a/b/x.txt")), "X\n")
+        self.ok(self.chome, "cp", self.provider.link, folder, "remote:a")
+        self.assertEqual(self.read(self.ws("a/folder/in.txt")), "I\n")
+        # Through a symlink that stays inside the workspace.
+        os.symlink("a/b", self.ws("bee"))
+        self.ok(self.chome, "cp", self.provider.link, x, "remote:bee/z.txt")
+        self.assertEqual(self.read(self.ws("a/b/z.txt")), "X\n")
+
+    def test_trailing_slashes_both_sides(self):
+        self.setup_pair()
+        self.put_inputs()
+        data = os.path.dirname(self.write("data/f.txt", "F\n"))
+        # Local source with a trailing slash: the folder itself goes, by name.
+        self.ok(self.chome, "cp", self.provider.link, data + "/", "remote:in/")
+        self.assertEqual(self.read(self.ws("in/data/f.txt")), "F\n")
+        # Remote source with a trailing slash, into a local folder given with one (created).
+        dst = os.path.join(self.tmp, "dst")
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/data/", dst + "/")
+        self.assertEqual(self.read(os.path.join(dst, "data", "nums.txt")), "1 2 3\n")
+        self.ok(self.chome, "cp", self.provider.link, "remote:in/", dst + "/")
+        self.assertEqual(self.read(os.path.join(dst, "in", "data", "f.txt")), "F\n")
+        # An existing local folder without a slash receives by name too.
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/top.txt", dst)
+        self.assertEqual(self.read(os.path.join(dst, "top.txt")), "T\n")
+        # A trailing slash on a remote path that is a file is refused, as cp does.
+        self.fails(self.chome, "cp", self.provider.link, "remote:inputs/top.txt/", dst, contains="not a folder")
+
+    def test_several_sources_both_directions(self):
+        self.setup_pair()
+        self.put_inputs()
+        a = self.write("a.txt", "A\n")
+        folder = os.path.dirname(self.write("dir/b.txt", "B\n"))
+        self.ok(self.chome, "cp", self.provider.link, a, folder + "/", "remote:inputs/")
+        self.assertEqual(self.read(self.ws("inputs/a.txt")), "A\n")
+        self.assertEqual(self.read(self.ws("inputs/dir/b.txt")), "B\n")
+        dst = os.path.join(self.tmp, "dst")
+        self.ok(self.chome, "cp", self.provider.link, "remote:inputs/top.txt", "remote:inputs/data/", "remote:inputs/dir",
+                dst + "/")
+        self.assertEqual(self.read(os.path.join(dst, "top.txt")), "T\n")
+        self.assertEqual(self.read(os.path.join(dst, "data", "deep", "d.txt")), "D\n")
+        self.assertEqual(self.read(os.path.join(dst, "dir", "b.txt")), "B\n")
+        # With RUNSNACK_LINK, LINK is left out for several sources too.
+        env = {"RUNSNACK_LINK": self.provider.link}
+        self.ok(self.chome, "cp", a, folder, "remote:env/", env_extra=env)
+        self.assertEqual(self.read(self.ws("env/dir/b.txt")), "B\n")
+        self.ok(self.chome, "cp", "remote:inputs/top.txt", "remote:env/a.txt", dst, env_extra=env)
+        self.assertEqual(self.read(os.path.join(dst, "a.txt")), "A\n")
+        # Several sources need a folder destination; a mix of sides is refused.
+        self.fails(self.chome, "cp", self.provider.link, a, folder, "remote:inputs/top.txt", contains="folder")
+        self.fails(self.chome, "cp", self.provider.link, "remote:inputs/top.txt", "remote:inputs/data",
+                   os.path.join(self.tmp, "new-file"), contains="folder")
+        self.fails(self.chome, "cp", self.provider.link, a, "remote:inputs/top.txt", dst + "/", contains="remote:")
+
+    def test_escaping_paths_refused_with_audit(self):
+        self.setup_pair()
+        self.put_inputs()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        with open(os.path.join(outside, "secret"), "w") as f:
+            f.write("provider secret\n")
+        os.symlink(outside, self.ws("link"))           # absolute, leads out
+        os.symlink("../../../outside", self.ws("inputs/up"))  # relative, leads out
+        os.symlink("inputs/up", self.ws("chain"))      # inside itself, then out
+        dest = os.path.join(self.tmp, "dest")
+        os.makedirs(dest)
+        for src in ("remote:link/secret", "remote:inputs/up/secret", "remote:chain/secret", "remote:link"):
+            with self.subTest(src):
+                self.fails(self.chome, "cp", self.provider.link, src, dest + "/", contains="outside the workspace")
+        for src in ("remote:a/../../x", "remote:/etc/passwd"):
+            with self.subTest(src):
+                self.fails(self.chome, "cp", self.provider.link, src, dest + "/", contains="refused path")
+        self.assertEqual(os.listdir(dest), [])
+        # The other way: nothing is written through the link.
+        x = self.write("x.txt", "X\n")
+        self.fails(self.chome, "cp", self.provider.link, x, "remote:link/", contains="outside the workspace")
+        self.fails(self.chome, "cp", self.provider.link, x, "remote:chain/x.txt", contains="outside the workspace")
+        self.assertEqual(sorted(os.listdir(outside)), ["secret"])
+        # run --pull is held to the same.
+        cp = self.run_remote("true", extra=("--no-sync", "--pull", "link/secret"))
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("outside the workspace", cp.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.work, "link")))
+        events = self.audit(self.phome)
+        refused = [e for e in events if e["decision"] == "refuse" and e["kind"] in ("cp_get", "cp_put", "pull")]
+        reasons = " ".join(e["reason"] for e in refused)
+        self.assertGreaterEqual(len(refused), 9, events)
+        self.assertIn("outside the workspace", reasons)
+        self.assertIn("'..'", reasons)
+
+    def test_chmod_only_change_is_synced(self):
+        self.setup_pair()
+        script = self.write("script.sh", "#!/bin/sh\necho ran\n")
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertFalse(os.stat(self.ws("script.sh")).st_mode & 0o100)
+        os.chmod(script, 0o755)
+        cp = self.run_remote("./script.sh")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "ran\n"), cp.stderr)
+        self.assertTrue(os.stat(self.ws("script.sh")).st_mode & 0o100)
+        os.chmod(script, 0o644)
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertFalse(os.stat(self.ws("script.sh")).st_mode & 0o100)
+        # The other way: a mode the command changed comes back with --pull and cp.
+        cp = self.run_remote("chmod", "+x", "script.sh", extra=("--no-sync", "--pull", "script.sh"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertTrue(os.stat(script).st_mode & 0o100)
+        dest = os.path.join(self.tmp, "dest")
+        self.ok(self.chome, "cp", self.provider.link, "remote:script.sh", dest + "/")
+        self.run_remote("chmod", "-x", "script.sh", extra=("--no-sync",))
+        self.ok(self.chome, "cp", self.provider.link, "remote:script.sh", dest + "/")
+        self.assertFalse(os.stat(os.path.join(dest, "script.sh")).st_mode & 0o100)
+
+
+class Pull(RunBase):
+    def test_pull_trailing_slash_and_nested_paths(self):
+        self.setup_pair()
+        cmd = "mkdir -p out/sub other/deep; echo r > out/r.txt; echo s > out/sub/file.txt; echo o > other/deep/o.txt"
+        cp = self.run_remote("sh", "-c", cmd, extra=("--pull", "out/", "--pull", "other/deep/o.txt"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        # Relative to the local folder, as in the workspace.
+        with open(os.path.join(self.work, "out", "sub", "file.txt")) as f:
+            self.assertEqual(f.read(), "s\n")
+        with open(os.path.join(self.work, "other", "deep", "o.txt")) as f:
+            self.assertEqual(f.read(), "o\n")
+        os.remove(os.path.join(self.work, "out", "sub", "file.txt"))
+        cp = self.run_remote("true", extra=("--no-sync", "--pull", "out/sub/file.txt"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        with open(os.path.join(self.work, "out", "sub", "file.txt")) as f:
+            self.assertEqual(f.read(), "s\n")
+
+    def test_bad_pull_path_refused_before_the_command_runs(self):
+        self.setup_pair()
+        for bad in ("../x", "/etc/passwd", "a/../../x"):
+            with self.subTest(bad):
+                cp = self.run_remote("sh", "-c", "echo ran", extra=("--no-sync", "--pull", bad))
+                self.assertEqual(cp.returncode, 2, cp.stderr)
+                self.assertIn("--pull", cp.stderr)
+                self.assertNotIn("ran", cp.stdout)
+
+
 class Budget(RunBase):
     def test_cpu_budget_stops_command_and_expires_link(self):
         self.setup_pair("--cpu-hours", "0.0003")  # about 1.1 s of CPU

@@ -345,8 +345,8 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
   if (mode == "exec") co_return co_await run_exec(stream, context);
   if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer);
   if (mode == "pull") {
-    std::vector<std::string> paths = string_list(field_or(args, "paths", nullptr));
-    co_return co_await serve_send(stream, context, std::move(paths), std::string(), "pull");
+    SendRequest req{string_list(field_or(args, "paths", nullptr)), std::string(), false, "pull"};
+    co_return co_await serve_send(stream, context, std::move(req));
   }
   const Error why(errc::unsupported, "unknown run mode");
   co_await refuse(*stream, why);
@@ -355,12 +355,13 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
 asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
   const std::string mode = string_or(args, "mode");
   if (mode == "put") co_return co_await serve_sync(stream, context, string_or(args, "dest"), false);
+  if (mode == "stat") co_return co_await serve_stat(stream, context, string_or(args, "path"));
   if (mode == "get") {
-    std::vector<std::string> paths{string_or(args, "path")};
-    std::string as = string_or(args, "as");
-    if (!as.empty() && !fs::split_relative_path(as)) as.clear();
-    if (as.find('/') != std::string::npos) as.clear();
-    co_return co_await serve_send(stream, context, std::move(paths), std::move(as), "cp_get");
+    SendRequest req{{string_or(args, "path")}, string_or(args, "as"), bool_or(args, "folder", false), "cp_get"};
+    // A name for the top entry only: one component, or the path's own last one.
+    if (!req.rename_as.empty() && (!fs::split_relative_path(req.rename_as) || req.rename_as.find('/') != std::string::npos))
+      req.rename_as.clear();
+    co_return co_await serve_send(stream, context, std::move(req));
   }
   const Error why(errc::unsupported, "unknown cp mode");
   co_await refuse(*stream, why);

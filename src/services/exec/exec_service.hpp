@@ -15,7 +15,13 @@
 //                                        (detached_commands.hpp)
 //   run {"mode":"pull","paths":[..]}     provider sends those workspace paths (fs/transfer.hpp)
 //   cp  {"mode":"put","dest":D}          consumer sends a tree into workspace/D
-//   cp  {"mode":"get","path":P,"as":N}   provider sends workspace/P, its top entry renamed N
+//   cp  {"mode":"get","path":P,"as":N,"folder":B}
+//                                        provider sends workspace/P (at any depth), its top entry renamed
+//                                        N and without the folders above it; "folder": P must be one
+//   cp  {"mode":"stat","path":P}         provider -> {"type":"stat","kind":"dir"|"file"|"link"|"other"|"none"}
+//                                        (an older provider answers "unknown cp mode")
+// Paths name workspace entries at any depth; a symlink on the way is followed while it stays
+// inside the workspace (workspace_transfer.hpp).
 //
 // The workspace is <state dir>/workspaces/<consumer PeerId>; the command runs
 // in the bubblewrap sandbox (sandbox.hpp) with the grant's limits

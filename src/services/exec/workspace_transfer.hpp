@@ -21,11 +21,22 @@
 
 namespace runsnack::exec {
 
+// Every path the consumer names (cp's source or destination, --pull) is checked (path_rules.hpp)
+// and resolved inside the workspace: a symlink on its way is followed while it stays inside; one
+// that leads out, at any step, refuses the transfer with an audit record.
+
 // `whole`: the run sync of the whole workspace (remembered state, deletions); otherwise cp put into `dest`.
 boost::asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext ctx, std::string dest, bool whole);
-// `paths` of the workspace to the consumer; `rename_as` renames a single top-level path (cp get);
-// `kind` names the audit record ("pull", "cp_get").
-boost::asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext ctx,
-                                        std::vector<std::string> paths, std::string rename_as, std::string kind);
+// cp stat: whether workspace/`path` is a folder (cp into an existing folder), as one control frame.
+boost::asio::awaitable<void> serve_stat(std::shared_ptr<MuxStream> stream, ExecContext ctx, std::string path);
+
+struct SendRequest {
+  std::vector<std::string> paths;  // as the consumer named them, each sent with the folders above it
+  std::string rename_as;           // cp get: the single path's top entry arrives under this name, alone
+  bool folder = false;             // cp get of "PATH/": PATH must be a folder (a symlink to one is followed)
+  std::string kind;                // the audit record: "pull", "cp_get"
+};
+// Workspace paths to the consumer.
+boost::asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext ctx, SendRequest req);
 
 }  // namespace runsnack::exec

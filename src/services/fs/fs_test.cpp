@@ -63,6 +63,32 @@ TEST(PathRules, SymlinkChainsAreResolved) {
   EXPECT_FALSE(symlink_resolves_inside("x", "up/passwd", link_of));
 }
 
+// A path a peer names (cp, --pull) is resolved the same way: links on the way are followed,
+// the last one only when asked; one that leads out, at any step, refuses the path.
+TEST(PathRules, NamedPathsAreResolvedInsideTheRoot) {
+  std::map<std::string, std::string> links = {{"cur", "runs/42"}, {"runs/42/up", "../../.."}, {"out", "/etc"},
+                                              {"chain", "cur/up"},  {"last", "runs/42/r.txt"}, {"self", "runs/.."}};
+  const LinkLookup link_of = [&](const std::string& p) -> std::optional<std::string> {
+    auto it = links.find(p);
+    return it == links.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  EXPECT_EQ(resolve_inside("a/b.txt", link_of, false), "a/b.txt");
+  EXPECT_EQ(resolve_inside("cur/r.txt", link_of, false), "runs/42/r.txt");
+  EXPECT_EQ(resolve_inside("cur", link_of, false), "cur");  // the link itself
+  EXPECT_EQ(resolve_inside("cur", link_of, true), "runs/42");
+  EXPECT_EQ(resolve_inside("last", link_of, true), "runs/42/r.txt");
+  EXPECT_EQ(resolve_inside("self/x", link_of, false), "x");
+  EXPECT_EQ(resolve_inside("self", link_of, true), "");  // the root itself
+  for (const char* out : {"out/passwd", "cur/up/secret", "chain/x", "runs/42/up/x"})
+    EXPECT_FALSE(resolve_inside(out, link_of, false)) << out;
+  EXPECT_FALSE(resolve_inside("out", link_of, true));
+  EXPECT_EQ(resolve_inside("out", link_of, false), "out");  // not followed: the caller looks at the link
+  for (const char* bad : {"", "../x", "a/../../x", "/etc/passwd", "a//b"})
+    EXPECT_FALSE(resolve_inside(bad, link_of, true)) << bad;
+  links = {{"a", "b"}, {"b", "a"}};  // a loop counts as outside
+  EXPECT_FALSE(resolve_inside("a/x", link_of, false));
+}
+
 TEST(IgnoreRules, GitignoreSubset) {
   IgnoreRules r;
   r.add_file_text("# comment\n*.o\nbuild/\n/top.txt\n!keep.o\ndocs/*.pdf\n\n");
@@ -142,6 +168,23 @@ TEST(Manifest, RoundTripAndValidation) {
   EXPECT_FALSE(parse_manifest(w));
   auto dup = encode_manifest({{"a", EntryType::dir, 0, false, "", ""}, {"a", EntryType::dir, 0, false, "", ""}});
   EXPECT_FALSE(parse_manifest(dup));
+}
+
+// A receiver that asked for some paths writes only those, what is inside them and the folders
+// above them: a provider cannot add ./.bashrc to `cp remote:out ~/`.
+TEST(Manifest, OnlyWhatWasAskedFor) {
+  auto dir = [](std::string p) { return Entry{std::move(p), EntryType::dir, 0, false, "", ""}; };
+  auto file = [](std::string p) { return Entry{std::move(p), EntryType::file, 1, false, std::string(64, 'a'), ""}; };
+  const std::vector<std::string> asked = {"out", "deep/sub/f.txt"};
+  EXPECT_EQ(first_unasked({dir("out"), file("out/a"), dir("out/x"), file("out/x/y"), dir("deep"), dir("deep/sub"),
+                           file("deep/sub/f.txt")},
+                          asked),
+            std::nullopt);
+  EXPECT_EQ(first_unasked({file("out"), file(".bashrc")}, asked), ".bashrc");
+  EXPECT_EQ(first_unasked({file("deep")}, asked), "deep");  // above an asked path: folders only
+  EXPECT_EQ(first_unasked({file("outside")}, asked), "outside");
+  EXPECT_EQ(first_unasked({dir("deep"), file("deep/other")}, asked), "deep/other");
+  EXPECT_EQ(first_unasked({file("deep/sub/f.txt/x")}, asked), std::nullopt);
 }
 
 TEST(Frame, HeaderLimits) {

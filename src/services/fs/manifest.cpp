@@ -184,4 +184,21 @@ std::uint64_t total_file_bytes(const std::vector<Entry>& entries) {
   return n;
 }
 
+std::optional<std::string> first_unasked(const std::vector<Entry>& entries, const std::vector<std::string>& asked) {
+  std::unordered_set<std::string_view> wanted, above;
+  for (const auto& a : asked) {
+    wanted.insert(a);
+    for (std::size_t at = a.find('/'); at != std::string::npos; at = a.find('/', at + 1))
+      above.insert(std::string_view(a).substr(0, at));
+  }
+  for (const auto& e : entries) {
+    const std::string_view path = e.path;
+    bool ok = wanted.count(path) || (e.type == EntryType::dir && above.count(path));
+    for (std::size_t at = path.find('/'); !ok && at != std::string_view::npos; at = path.find('/', at + 1))
+      ok = wanted.count(path.substr(0, at)) > 0;
+    if (!ok) return e.path;
+  }
+  return std::nullopt;
+}
+
 }  // namespace runsnack::fs

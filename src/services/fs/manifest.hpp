@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ std::string manifest_digest(std::span<const std::uint8_t> wire);
 std::vector<std::string> files_to_fetch(const std::vector<Entry>& wanted, const std::map<std::string, Entry>& have);
 
 std::uint64_t total_file_bytes(const std::vector<Entry>& entries);
+
+// The first entry that is neither one of `asked`, inside one of them, nor a folder above one:
+// what a receiver that asked for those paths (cp get, run --pull) must not write. Nothing when
+// every entry is one of these.
+std::optional<std::string> first_unasked(const std::vector<Entry>& entries, const std::vector<std::string>& asked);
 
 // 64 hex digits <-> 32 bytes.
 bool hex_to_bytes(std::string_view hex, std::uint8_t* out, std::size_t n);

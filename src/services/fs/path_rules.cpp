@@ -63,16 +63,11 @@ void push_front_components(std::deque<std::string>& pending, std::string_view pa
   pending.insert(pending.begin(), parts.begin(), parts.end());
 }
 
-}  // namespace
-
-bool symlink_resolves_inside(std::string_view link_path, std::string_view target, const LinkLookup& link_of) {
-  if (!symlink_stays_inside(link_path, target)) return false;
-  auto parts = split_relative_path(link_path);
-  if (!parts) return false;
-  parts->pop_back();
-  std::vector<std::string> resolved = std::move(*parts);  // the link's folder: no symlink in it (walked by the receiver)
-  std::deque<std::string> pending;
-  push_front_components(pending, target);
+// Walks `pending` components from the folder `resolved` as the kernel would, following each
+// symlink (its target resolved from the folder that holds it), the last component only with
+// `follow_last`. False when the walk leaves the root or follows too many links.
+bool walk_inside(std::vector<std::string>& resolved, std::deque<std::string>& pending, const LinkLookup& link_of,
+                 bool follow_last) {
   int hops = 0;
   std::string path;
   while (!pending.empty()) {
@@ -87,14 +82,43 @@ bool symlink_resolves_inside(std::string_view link_path, std::string_view target
     path.clear();
     for (const auto& r : resolved) path += r + "/";
     path += part;
-    if (auto next = link_of(path)) {
-      if (++hops > kMaxLinkHops || next->empty() || next->front() == '/' || next->size() > kMaxPathBytes) return false;
-      push_front_components(pending, *next);  // resolved from the folder that holds that link
-      continue;
+    if (follow_last || !pending.empty()) {
+      if (auto next = link_of(path)) {
+        if (++hops > kMaxLinkHops || next->empty() || next->front() == '/' || next->size() > kMaxPathBytes ||
+            next->find('\0') != std::string::npos)
+          return false;
+        push_front_components(pending, *next);  // resolved from the folder that holds that link
+        continue;
+      }
     }
     resolved.push_back(std::move(part));
   }
   return true;
+}
+
+}  // namespace
+
+bool symlink_resolves_inside(std::string_view link_path, std::string_view target, const LinkLookup& link_of) {
+  if (!symlink_stays_inside(link_path, target)) return false;
+  auto parts = split_relative_path(link_path);
+  if (!parts) return false;
+  parts->pop_back();
+  std::vector<std::string> resolved = std::move(*parts);  // the link's folder: no symlink in it (walked by the receiver)
+  std::deque<std::string> pending;
+  push_front_components(pending, target);
+  return walk_inside(resolved, pending, link_of, true);
+}
+
+std::optional<std::string> resolve_inside(std::string_view path, const LinkLookup& link_of, bool follow_last) {
+  auto parts = split_relative_path(path);
+  if (!parts) return std::nullopt;
+  std::vector<std::string> resolved;
+  std::deque<std::string> pending(parts->begin(), parts->end());
+  if (!walk_inside(resolved, pending, link_of, follow_last)) return std::nullopt;
+  std::string out;
+  for (const auto& r : resolved) out += (out.empty() ? "" : "/") + r;
+  if (!out.empty() && !split_relative_path(out)) return std::nullopt;  // e.g. over kMaxPathBytes through links
+  return out;
 }
 
 }  // namespace runsnack::fs

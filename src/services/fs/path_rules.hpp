@@ -6,8 +6,9 @@
 // link's own folder, stays inside the root (absolute targets never do), and
 // (symlink_resolves_inside) when it still does with every symlink on the way
 // followed: a chain s -> ., t -> s/.., u -> t/.. is lexically inside at each
-// step and leads two folders above the root. Pure functions: the caller says
-// what is a symlink.
+// step and leads two folders above the root. resolve_inside resolves a path a
+// peer names (cp, --pull) the same way. Pure functions: the caller says what
+// is a symlink.
 
 #include "core/error.hpp"
 
@@ -36,5 +37,10 @@ bool symlink_stays_inside(std::string_view link_path, std::string_view target);
 // ("a/b"), or nothing when p is not a symlink.
 using LinkLookup = std::function<std::optional<std::string>(const std::string&)>;
 bool symlink_resolves_inside(std::string_view link_path, std::string_view target, const LinkLookup& link_of);
+
+// The root-relative path that `path` (checked by split_relative_path) names with every symlink on
+// its way followed as above, the last component too only with `follow_last`; "" is the root
+// itself. Nothing when the path is refused or leads outside the root.
+std::optional<std::string> resolve_inside(std::string_view path, const LinkLookup& link_of, bool follow_last);
 
 }  // namespace runsnack::fs

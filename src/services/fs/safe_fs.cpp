@@ -746,6 +746,21 @@ void AtomicFile::keep_partial() {
   if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), resume_name(leaf_).c_str()) == 0) committed_ = true;
 }
 
+Result<void> set_executable(DirCursor& cursor, const std::string& path, bool executable) {
+  std::string leaf;
+  auto dir = cursor.parent_of(path, false, &leaf);
+  if (!dir) return dir.error();
+  int fd = ::openat(*dir, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return sys_error("open " + path);
+  UniqueFd file(fd);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return fail(errc::refused, path + " is not a regular file");
+  // As commit() makes a file: 0755 when executable; otherwise its mode without the x bits.
+  const mode_t mode = executable ? 0755 : (st.st_mode & 07777 & ~mode_t(0111));
+  if (::fchmod(fd, mode) != 0) return sys_error("chmod " + path);
+  return {};
+}
+
 Result<FileStamp> AtomicFile::commit(bool executable) {
   // Created 0644 (less the umask, as cp does); only an executable needs another call.
   if (executable) ::fchmod(fd_.get(), 0755);

@@ -149,8 +149,8 @@ bool is_hex64(const std::string& s) {
 class FileSender {
  public:
   FileSender(int root, std::vector<const Entry*> files, std::unordered_map<std::string, std::vector<std::string>> bases,
-             std::optional<TopRename> rename, const HashCache* hashed, std::optional<SendLimit> limit)
-      : root_(root), files_(std::move(files)), bases_(std::move(bases)), rename_(std::move(rename)), hashed_(hashed),
+             std::vector<PathRename> renames, const HashCache* hashed, std::optional<SendLimit> limit)
+      : root_(root), files_(std::move(files)), bases_(std::move(bases)), renames_(std::move(renames)), hashed_(hashed),
         limit_(std::move(limit)), buf_(kChunkBytes) {}
 
   // Adds frames until the batch is full or every file is in it (then true). On an error that the
@@ -169,7 +169,7 @@ class FileSender {
  private:
   Result<void> open(const Entry& entry, FrameBatch& batch) {
     entry_ = &entry;
-    source_ = rename_ ? rename_->source_of(entry.path) : entry.path;
+    source_ = renames_.empty() ? entry.path : source_of(renames_, entry.path);
     auto file = open_regular_file(root_, source_);
     if (!file) return file.error();
     file_ = std::move(*file);
@@ -286,7 +286,7 @@ class FileSender {
   int root_;
   std::vector<const Entry*> files_;
   std::unordered_map<std::string, std::vector<std::string>> bases_;
-  std::optional<TopRename> rename_;
+  std::vector<PathRename> renames_;
   const HashCache* hashed_;
   std::optional<SendLimit> limit_;
   std::vector<std::uint8_t> buf_;
@@ -348,7 +348,7 @@ Result<Needed> read_need(const nlohmann::json& need, const std::vector<Entry>& e
 }  // namespace
 
 asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
-                                                 Progress progress, std::optional<TopRename> rename,
+                                                 Progress progress, std::vector<PathRename> renames,
                                                  const HashCache* hashed, std::optional<SendLimit> limit) {
   TransferStats stats;
   stats.entries = entries.size();
@@ -379,7 +379,7 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   // Every needed file goes back to back, no round trip per file; the receiver
   // answers once at the end (or with an error, which the next read sees).
   FrameBatch batch(stream);
-  FileSender sender(root, std::move(needed->files), std::move(needed->bases), std::move(rename), hashed, std::move(limit));
+  FileSender sender(root, std::move(needed->files), std::move(needed->bases), std::move(renames), hashed, std::move(limit));
   for (bool done = false; !done;) {
     auto filled = co_await offload([&] { return sender.fill(batch, stats); });
     if (!filled) {

@@ -70,9 +70,11 @@ asio::awaitable<void> send_error(MuxStream& stream, const Error& e) {
 
 }  // namespace
 
-std::string TopRename::source_of(const std::string& p) const {
-  if (p == wire_top) return source_top;
-  if (p.starts_with(wire_top + "/")) return source_top + p.substr(wire_top.size());
+std::string source_of(const std::vector<PathRename>& renames, const std::string& p) {
+  for (const auto& r : renames) {
+    if (p == r.wire) return r.source;
+    if (p.size() > r.wire.size() && p[r.wire.size()] == '/' && p.starts_with(r.wire)) return r.source + p.substr(r.wire.size());
+  }
   return p;
 }
 
@@ -278,6 +280,9 @@ Result<std::unique_ptr<ReceivePlan>> plan_receive(int root, std::span<const std:
                                                   const ReceiveLimits& limits, HashCache* cache) {
   auto entries = parse_manifest(manifest);
   if (!entries) return entries.error();
+  if (!limits.asked.empty())
+    if (auto extra = first_unasked(*entries, limits.asked))
+      return fail(errc::refused, "refused '" + extra->substr(0, 200) + "': the sender sent a path that was not asked for");
   if (auto r = check_quota(*entries, limits); !r) return r.error();
   if (auto r = check_links(root, *entries); !r) return r.error();
   auto plan = std::make_unique<ReceivePlan>();
@@ -293,6 +298,10 @@ Result<std::unique_ptr<ReceivePlan>> plan_receive(int root, std::span<const std:
     else if (e.type == EntryType::link && !(now && now->type == EntryType::link && now->target == e.target))
       r = make_symlink(cursor, e.path, e.target);
     else if (now) have[e.path] = *now;
+    // The same content under another mode (chmod +x): the mode changes in place, nothing travels.
+    if (r && e.type == EntryType::file && now && now->type == EntryType::file && now->sha256 == e.sha256 &&
+        now->executable != e.executable)
+      r = set_executable(cursor, e.path, e.executable);
     if (!r) return r.error();
   }
   plan->need = files_to_fetch(plan->entries, have);

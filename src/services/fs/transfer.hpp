@@ -84,11 +84,13 @@ struct TransferStats {
 
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
-// Renames the top component on the wire: an entry "wire_top/x" is read from "source_top/x".
-struct TopRename {
-  std::string wire_top, source_top;
-  std::string source_of(const std::string& wire_path) const;
+// A path that travels under another name: an entry "wire/x" is read from "source/x" (cp's new
+// name for its source, a nested path sent as a top-level one, a pulled path reached through a symlink).
+struct PathRename {
+  std::string wire, source;
 };
+// Where the sender reads the entry `wire_path` from: through the first of `renames` that covers it.
+std::string source_of(const std::vector<PathRename>& renames, const std::string& wire_path);
 
 // What a sender may send: past `bytes` of file data, the transfer ends with `message` (to both sides).
 struct SendLimit {
@@ -101,12 +103,15 @@ struct SendLimit {
 // hashed while it is read. A file that no longer matches its manifest entry ends the transfer
 // with an error instead of reaching the receiver.
 boost::asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
-                                                        Progress progress, std::optional<TopRename> rename = {},
+                                                        Progress progress, std::vector<PathRename> renames = {},
                                                         const HashCache* hashed = nullptr,
                                                         std::optional<SendLimit> limit = {});
 
 struct ReceiveLimits {
   std::optional<std::uint64_t> quota_bytes;  // none: unlimited (checked against the manifest's sizes)
+  // Not empty: the paths the receiver asked for (cp get, run --pull); a manifest with anything
+  // else (manifest.hpp first_unasked) is refused before anything is written.
+  std::vector<std::string> asked;
   WriteLimits write;                         // receive_writer.hpp
 };
 
