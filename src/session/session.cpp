@@ -26,13 +26,18 @@ asio::awaitable<Result<void>> write_stream_message(MuxStream& stream, const nloh
   co_return co_await stream.write(asio::buffer(wire));
 }
 
+namespace {
+// A session that ended because the proof was refused: that is the reason to give.
+Error refusal_or(const PendingAuth& auth, Error other) {
+  return auth.settled() && !auth.result() ? auth.result().error() : std::move(other);
+}
+}  // namespace
+
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open_pipelined(const StreamHeader& header) {
   auto stream = co_await mux_->open_stream();
-  // A session that ended because the proof was refused: that is the reason to give.
-  if (!stream) co_return auth_->settled() && !auth_->result() ? auth_->result().error() : stream.error();
+  if (!stream) co_return refusal_or(*auth_, stream.error());
   const nlohmann::json header_json = to_json(header);  // not a temporary: GCC 12 coroutine bug
-  if (auto w = co_await write_stream_message(**stream, header_json); !w)
-    co_return auth_->settled() && !auth_->result() ? auth_->result().error() : w.error();
+  if (auto w = co_await write_stream_message(**stream, header_json); !w) co_return refusal_or(*auth_, w.error());
   co_return *stream;
 }
 
