@@ -5,6 +5,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/transfers.hpp"
+#include "cli/workspace_arg.hpp"
 #include "core/json_fields.hpp"
 #include "services/exec/exec_service.hpp"
 
@@ -26,6 +27,7 @@ struct CpArgs {
   std::vector<std::string> srcs;
   std::string max_pull;
   bool json = false;
+  std::string workspace;  // --workspace, then the one used (workspace_arg.hpp)
 };
 
 // SRCs of one cp, LINK and DST besides: as many as one pull's paths (the provider's bound).
@@ -42,15 +44,28 @@ void add_stats(fs::TransferStats& sum, const fs::TransferStats& s) {
 }
 
 int print_cp_stats(const CpArgs& args, const fs::TransferStats& stats, const char* verb) {
-  if (args.json) std::cout << stats_json("cp", stats).dump() << std::endl;
-  else std::cerr << "cp: " << stats.files_sent << " files, " << human(stats.bytes) << " " << verb << std::endl;
+  if (args.json) {
+    nlohmann::json line = stats_json("cp", stats);
+    line["workspace"] = args.workspace;
+    std::cout << line.dump() << std::endl;
+  } else {
+    std::cerr << "cp: " << stats.files_sent << " files, " << human(stats.bytes) << " " << verb << " (workspace "
+              << args.workspace << ")" << std::endl;
+  }
   return 0;
+}
+
+// A path the workspace does not hold: say which workspace was looked in, and how to pick another.
+int report_in_workspace(const CpArgs& args, const Error& e) {
+  if (!e.what().ends_with("no such file or folder")) return report(e);
+  return report(e.what() + " in workspace " + args.workspace +
+                " (the one of this folder; --workspace NAME picks another: runsnack workspaces LINK lists them)");
 }
 
 // What the workspace holds at `path` ("dir", "file", "link", "other", "none"), symlinks followed
 // inside it; "" from a provider too old to say (it answers "unknown cp mode").
-asio::awaitable<Result<std::string>> remote_kind(Session& session, const std::string& path) {
-  const nlohmann::json stat_args = {{"mode", "stat"}, {"path", path}};
+asio::awaitable<Result<std::string>> remote_kind(Session& session, const std::string& workspace, const std::string& path) {
+  const nlohmann::json stat_args = in_workspace({{"mode", "stat"}, {"path", path}}, workspace);
   auto stream = co_await open_mode(session, exec::kServiceCp, stat_args);
   if (!stream) co_return stream.error();
   auto answer = co_await fs::read_control(**stream);  // an error frame comes back as an error
@@ -68,7 +83,7 @@ asio::awaitable<int> cp_put(const CpArgs& args, Session& session) {
   bool into = dst.empty() || args.dst.ends_with('/');
   if (dst == "/") co_return report("refused path '/': absolute paths are not allowed; remote:PATH is relative to the workspace");
   if (!into) {
-    auto kind = co_await remote_kind(session, dst);
+    auto kind = co_await remote_kind(session, args.workspace, dst);
     if (!kind) co_return report(kind.error());
     into = *kind == "dir";
   }
@@ -98,7 +113,7 @@ asio::awaitable<int> cp_put(const CpArgs& args, Session& session) {
     auto entries = co_await scan_off_thread(root->get(), leaf, rules, &scanned);
     if (!entries) co_return report(entries.error());
     for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
-    const nlohmann::json put_args = {{"mode", "put"}, {"dest", dest_dir}};
+    const nlohmann::json put_args = in_workspace({{"mode", "put"}, {"dest", dest_dir}}, args.workspace);
     std::vector<fs::PathRename> renames;
     if (name != leaf) renames.push_back({name, leaf});
     auto stats = co_await upload(session, exec::kServiceCp, put_args, root->get(), std::move(*entries), renames, &scanned);
@@ -131,7 +146,7 @@ asio::awaitable<int> cp_get(const CpArgs& args, Session& session) {
     const std::string as = into ? leaf : dst.filename().string();
     auto root = fs::open_root(local_dir, true);
     if (!root) co_return report(root.error());
-    nlohmann::json get_args = {{"mode", "get"}, {"path", src}, {"as", as}};
+    nlohmann::json get_args = in_workspace({{"mode", "get"}, {"path", src}, {"as", as}}, args.workspace);
     if (folder) get_args["folder"] = true;
     fs::ReceiveLimits these = *limits;
     these.asked = {as};  // nothing else may land here
@@ -140,7 +155,7 @@ asio::awaitable<int> cp_get(const CpArgs& args, Session& session) {
       if (src.find('/') != std::string::npos && stats.error().what().find("not asked for") != std::string::npos)
         co_return report(stats.error().what() + " (a provider older than this RunSnack sends a nested path with the "
                                                 "folders above it: update it, or copy the top folder)");
-      co_return report(stats.error());
+      co_return report_in_workspace(args, stats.error());
     }
     add_stats(total, *stats);
     // The next source may write only what is left of --max-pull.
@@ -199,8 +214,11 @@ void add_cp_command(CLI::App& app, ExitStatus& status) {
               "  runsnack cp LINK a.txt dir/ remote:inputs/         several sources into inputs/\n"
               "  runsnack cp LINK remote:out/logs/run1.txt ./        a nested file into ./run1.txt\n"
               "  runsnack cp LINK remote:out remote:ckpt/last.pt ./results/\n"
+              "remote: is the workspace of this folder (the one `runsnack run` here syncs to); --workspace NAME\n"
+              "picks another.\n"
               "With RUNSNACK_LINK set, leave LINK out (a first word that is remote:... or an existing local path is\n"
               "a SRC): runsnack cp remote:out ./");
+  add_workspace_option(cpc, cp->workspace);
   cpc->add_flag("--json", cp->json, "Print the transfer's counters as one JSON object (bytes, wire_bytes, reused_bytes, ...)");
   cpc->add_option("--max-pull", cp->max_pull,
                   "From remote: refuse a copy that would write more file data than this here (default 10G)");
@@ -210,6 +228,13 @@ void add_cp_command(CLI::App& app, ExitStatus& status) {
       status.code = kExitUsage;
       return;
     }
+    auto workspace = chosen_workspace(cp->workspace, sfs::current_path());
+    if (!workspace) {
+      report(workspace.error());
+      status.code = kExitUsage;
+      return;
+    }
+    cp->workspace = *workspace;
     run_command(status, [&] {
       SessionCommand command;
       command.pipelined_proof = true;

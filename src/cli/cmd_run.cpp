@@ -8,6 +8,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/transfers.hpp"
+#include "cli/workspace_arg.hpp"
 #include "core/duration.hpp"
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
@@ -55,6 +56,7 @@ struct RunArgs {
   std::string max_pull;
   std::vector<std::string> command;
   bool json = false;
+  std::string workspace;  // --workspace, then the one used (workspace_arg.hpp)
 };
 
 fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
@@ -121,7 +123,7 @@ struct AttachState {
 asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachState& attach, Session& session) {
   if (source.scan.valid()) {
     // Opened before waiting for the scan: the provider checks its copy of the workspace meanwhile.
-    const nlohmann::json sync_args = {{"mode", "sync"}};
+    const nlohmann::json sync_args = in_workspace({{"mode", "sync"}}, args.workspace);
     auto sync_stream = co_await open_mode(session, exec::kServiceRun, sync_args);
     if (!sync_stream) co_return report(Error(sync_stream.error().code, "sync failed: " + sync_stream.error().what()));
     auto entries = co_await scan_result(source.scan);
@@ -133,10 +135,16 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     (void)co_await (*sync_stream)->close_write();
     if (!stats) co_return report(Error(stats.error().code, "sync failed: " + stats.error().what()));
     if (stats->files_sent > 0)
-      std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent, " << human(stats->bytes)
-                << " (" << human(stats->wire_bytes) << " on the wire)" << std::endl;
-    if (stats->deleted > 0) std::cerr << "sync: " << stats->deleted << " deleted in the workspace" << std::endl;
-    if (args.json) std::cerr << stats_json("sync", *stats).dump() << std::endl;
+      std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent to workspace "
+                << args.workspace << ", " << human(stats->bytes) << " (" << human(stats->wire_bytes) << " on the wire)"
+                << std::endl;
+    if (stats->deleted > 0)
+      std::cerr << "sync: " << stats->deleted << " deleted in workspace " << args.workspace << std::endl;
+    if (args.json) {
+      nlohmann::json line = stats_json("sync", *stats);
+      line["workspace"] = args.workspace;
+      std::cerr << line.dump() << std::endl;
+    }
   }
 
   nlohmann::json req = {{"type", "exec"}, {"argv", args.command}};
@@ -158,7 +166,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   const bool reattach = !attach.token.empty();
   const nlohmann::json exec_args = reattach ? nlohmann::json{{"mode", "attach"}, {"token", attach.token},
                                                              {"out", attach.out_bytes}, {"err", attach.err_bytes}}
-                                            : nlohmann::json{{"mode", "exec"}};
+                                            : in_workspace({{"mode", "exec"}}, args.workspace);
   // The request travels with the stream's header: the provider's answer and the command's first
   // output come back one round trip after the open.
   // (Named, not temporaries in the co_await expressions: GCC 12 destroys those twice.)
@@ -230,7 +238,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   if (!args.pull.empty()) {
     auto limits = pull_limits(args.max_pull);
     if (!limits) co_return report(limits.error());
-    const nlohmann::json pull_args = {{"mode", "pull"}, {"paths", args.pull}};
+    const nlohmann::json pull_args = in_workspace({{"mode", "pull"}, {"paths", args.pull}}, args.workspace);
     limits->asked = args.pull;  // nothing else may land in this folder
     auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get(), *limits);
     if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
@@ -258,6 +266,9 @@ int run(RunArgs& args) {
   source.path = args.sync_dir.empty() ? sfs::current_path() : sfs::absolute(args.sync_dir);
   auto root = fs::open_root(source.path, false);
   if (!root) return report(root.error());
+  auto workspace = chosen_workspace(args.workspace, source.path);
+  if (!workspace) return report(workspace.error());
+  args.workspace = *workspace;
   source.root = std::move(*root);
   SessionCommand command;
   command.pipelined_proof = true;
@@ -290,6 +301,7 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--gpu", args->gpus, "GPU index to use (repeatable; default: all the link shares)")->allow_extra_args(false);
   cmd->add_option("--env", args->env, "KEY=VALUE for the remote command (repeatable)")->allow_extra_args(false);
   cmd->add_flag("--no-sync", args->no_sync, "Do not sync; run in the workspace as it is");
+  add_workspace_option(cmd, args->workspace);
   cmd->add_option("--sync", args->sync_dir, "Sync this folder instead of the current one");
   cmd->add_option("--timeout", args->timeout, "Stop the command after this long: 30s, 10m, 2h");
   cmd->add_option("--pull", args->pull,
@@ -310,6 +322,9 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
               "(--pull out/sub/f.txt writes ./out/sub/f.txt); a path with .. or a symlink on its way that leads\n"
               "out of the workspace is refused (and logged by the provider), and so is a pulled symlink that\n"
               "resolves outside this folder (through other symlinks too).\n"
+              "Each project folder has a workspace of its own on the provider (named after the folder, e.g.\n"
+              "train-3f9a2c41): a sync deletes only in that one. --workspace NAME picks another; runsnack\n"
+              "workspaces LINK lists yours, with their sizes.\n"
               "With RUNSNACK_LINK set, leave LINK out: runsnack run -- python train.py");
   cmd->callback([&status, args] {
     take_command(args->command, "runsnack run [LINK] -- CMD [ARGS...]");

@@ -7,6 +7,7 @@
 #include "cli/link_arg.hpp"
 #include "cli/raw_terminal.hpp"
 #include "cli/session_runner.hpp"
+#include "cli/workspace_arg.hpp"
 #include "core/json_fields.hpp"
 #include "core/printable.hpp"
 #include "services/exec/shell_service.hpp"
@@ -35,6 +36,7 @@ namespace {
 
 struct ShellArgs {
   std::string link;
+  std::string workspace;  // --workspace, then the one used (workspace_arg.hpp)
 };
 
 // The local window: stdin's terminal, else stdout's, else 24x80.
@@ -90,8 +92,8 @@ asio::awaitable<void> handle_signals(std::shared_ptr<MuxStream> stream, std::sha
   }
 }
 
-asio::awaitable<int> shell_body(Session& session) {
-  nlohmann::json args = window_json();
+asio::awaitable<int> shell_body(Session& session, const std::string& workspace) {
+  nlohmann::json args = in_workspace(window_json(), workspace);
   const char* term = std::getenv("TERM");
   args["term"] = term && *term ? term : "xterm-256color";
   StreamHeader header{exec::kServiceShell, std::move(args)};
@@ -154,13 +156,19 @@ void add_shell_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ShellArgs>();
   auto* cmd = app.add_subcommand("shell", "An interactive shell in the provider's sandbox (the link must allow shell)");
   cmd->add_option("LINK", args->link, kLinkHelp);
-  cmd->footer("Runs a login shell in your workspace on the provider, with the same sandbox and limits as\n"
+  add_workspace_option(cmd, args->workspace);
+  cmd->footer("Runs a login shell in your workspace on the provider (the one of this folder, which\n"
+              "`runsnack run` here syncs to, or --workspace NAME), with the same sandbox and limits as\n"
               "`runsnack run`. Exits with the remote shell's status. Works in tmux and over ssh.");
   cmd->callback([&status, args] {
     run_command(status, [&] {
+      auto workspace = chosen_workspace(args->workspace, std::filesystem::current_path());
+      if (!workspace) return report(workspace.error());
       SessionCommand command;
       command.link_arg = args->link;
-      command.body = [](Session& session) -> asio::awaitable<int> { co_return co_await shell_body(session); };
+      command.body = [name = *workspace](Session& session) -> asio::awaitable<int> {
+        co_return co_await shell_body(session, name);
+      };
       return run_session_command(command);
     });
   });

@@ -68,6 +68,7 @@ void add_gpus_command(CLI::App& app, ExitStatus& status);
 void add_forward_command(CLI::App& app, ExitStatus& status);     // cmd_forward.cpp
 void add_cuda_command(CLI::App& app, ExitStatus& status);        // cmd_cuda.cpp
 void add_run_commands(CLI::App& app, ExitStatus& status);        // cmd_run.cpp: run, shell, cp (cmd_cp.cpp)
+void add_workspaces_command(CLI::App& app, ExitStatus& status);  // cmd_workspaces.cpp
 void add_rendezvous_command(CLI::App& app, ExitStatus& status);  // cmd_rendezvous.cpp
 void add_pool_command(CLI::App& app, ExitStatus& status);        // cmd_pool.cpp: serve, join, submit, ...
 void add_doctor_command(CLI::App& app, ExitStatus& status);      // cmd_doctor.cpp

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add_share_command(app, status);
   add_info_command(app, status);
   add_run_commands(app, status);
+  add_workspaces_command(app, status);
   add_forward_command(app, status);
   add_cuda_command(app, status);
   add_grant_commands(app, status);

@@ -9,6 +9,7 @@ The binary comes from $RUNSNACK_BIN (set by CTest), else build/dev/src/cli/runsn
 """
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -83,6 +84,15 @@ def sanitizer_report(text):
     return None
 
 
+def workspace_name(folder):
+    """The workspace a consumer uses for project `folder` (services/exec/workspace_names.hpp), computed here
+    independently: the folder's name, made a name, and 8 hex digits of its absolute path's SHA-256."""
+    path = os.path.normpath(os.path.abspath(folder))
+    base = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in os.path.basename(path))[:40]
+    base = base.lstrip(".-") or "project"
+    return base + "-" + hashlib.sha256(path.encode()).hexdigest()[:8]
+
+
 class Proc:
     """A background runsnack process: stdout lines collected by a thread, stderr to a file."""
 
@@ -96,7 +106,7 @@ class Proc:
         env = test.env(home, env_extra)
         # `wrapper`: a command that runs the binary, e.g. setpriv to start it as another user.
         self.popen = subprocess.Popen(list(wrapper) + [BIN] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=self._stderr_file, env=env, start_new_session=True)
+                                      stderr=self._stderr_file, env=env, start_new_session=True, cwd=test.cli_cwd)
         self.pid = self.popen.pid
         self.lines = []
         self._cond = threading.Condition()
@@ -251,12 +261,15 @@ class E2ETestCase(unittest.TestCase):
             env.update(extra)
         return env
 
+    # The folder the CLI runs in (None: this process's): run, shell and cp use the workspace of that folder.
+    cli_cwd = None
+
     def run_cli(self, home, *args, input=None, timeout=CMD_TIMEOUT, env_extra=None):
         """Runs runsnack to completion; returns CompletedProcess with text stdout/stderr."""
         try:
             cp = subprocess.run([BIN] + list(args), input=input if input is not None else "",
                                 capture_output=True, text=True, errors="replace", env=self.env(home, env_extra),
-                                timeout=timeout)
+                                timeout=timeout, cwd=self.cli_cwd)
         except subprocess.TimeoutExpired as e:
             self.fail("runsnack %s did not finish within %ss (stderr=%r)" % (args, timeout, e.stderr))
         self._stderrs.append(("runsnack %s" % " ".join(args), cp.stderr))
@@ -289,6 +302,11 @@ class E2ETestCase(unittest.TestCase):
 
     def peer_id(self, home):
         return self.ok(home, "id").stdout.strip()
+
+    def workspace_dir(self, phome, chome, folder):
+        """Where the provider in `phome` keeps the workspace of `chome`'s project `folder` (or a workspace name)."""
+        name = folder if "/" not in folder else workspace_name(folder)
+        return os.path.join(phome, "workspaces", self.peer_id(chome), name)
 
     def audit(self, home):
         cp = self.ok(home, "log", "--json")

@@ -19,7 +19,8 @@ class RunBase(E2ETestCase):
         self.provider = self.start_provider(self.phome, "--allow", "run,cp", *share_args)
         self.work = os.path.join(self.tmp, "work")
         os.makedirs(self.work, exist_ok=True)
-        self.workspace = os.path.join(self.phome, "workspaces", self.peer_id(self.chome))
+        self.cli_cwd = self.work  # cp uses the workspace `run --sync work` syncs to
+        self.workspace = self.workspace_dir(self.phome, self.chome, self.work)
 
     def write(self, rel, data):
         path = os.path.join(self.work, rel)
@@ -751,6 +752,126 @@ class Budget(RunBase):
         self.assertEqual(cp.returncode, 0, cp.stderr)
         cp = self.run_remote("true")
         self.assertEqual(cp.returncode, 0, cp.stderr)
+
+
+class Workspaces(RunBase):
+    """A workspace per project folder (or --workspace NAME); `runsnack workspaces` lists and removes them."""
+
+    def project(self, name, files):
+        folder = os.path.join(self.tmp, name)
+        for rel, text in files.items():
+            path = os.path.join(folder, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        return folder
+
+    def run_in(self, folder, *cmd, extra=()):
+        return self.run_cli(self.chome, "run", self.provider.link, *extra, "--sync", folder, "--", *cmd)
+
+    def listed(self):
+        out = json.loads(self.ok(self.chome, "workspaces", self.provider.link, "--json").stdout)
+        return {w["name"]: w for w in out["workspaces"]}, out
+
+    def test_two_project_folders_keep_their_files(self):
+        self.setup_pair()
+        one = self.project("proj", {"a.txt": "a", "src/m.py": "m"})
+        two = self.project("other", {"b.txt": "b"})
+        cp = self.run_in(one, "sh", "-c", "ls -R; echo made > out.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertRegex(cp.stderr, r"sync: 2 of 3 entries sent to workspace proj-[0-9a-f]{8}")  # the user sees which
+        cp = self.run_in(two, "ls")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(cp.stdout.split(), ["b.txt"])
+        self.assertNotIn("deleted", cp.stderr)
+        cp = self.run_in(one, "ls")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(sorted(cp.stdout.split()), ["a.txt", "out.txt", "src"])
+        self.assertNotIn("sync:", cp.stderr)  # unchanged: its own sync state was kept
+        for folder in (one, two):
+            self.assertTrue(os.path.isdir(self.workspace_dir(self.phome, self.chome, folder)), folder)
+        # cp in a project folder reaches that folder's workspace.
+        self.cli_cwd = one
+        dest = os.path.join(self.tmp, "dest")
+        self.ok(self.chome, "cp", self.provider.link, "remote:out.txt", dest)
+        with open(dest) as f:
+            self.assertEqual(f.read(), "made\n")
+        self.cli_cwd = two
+        line = self.fails(self.chome, "cp", self.provider.link, "remote:out.txt", dest + "2", contains="no such")
+        self.assertIn("workspace other-", line)
+        self.assertIn("--workspace", line)
+        names, out = self.listed()
+        self.assertEqual(out["this_folder"], os.path.basename(self.workspace_dir(self.phome, self.chome, two)))
+        self.assertEqual(set(names), {os.path.basename(self.workspace_dir(self.phome, self.chome, f)) for f in (one, two)})
+        syncs = [e for e in self.audit(self.phome) if e["kind"] == "sync"]
+        self.assertEqual([s["detail"]["workspace"].split("-")[0] for s in syncs], ["proj", "other", "proj"])
+
+    def test_named_workspace_listed_copied_and_removed(self):
+        self.setup_pair()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        with open(os.path.join(outside, "keep.txt"), "w") as f:
+            f.write("keep")
+        deep = "/".join(["d"] * 200)
+        cmd = ("head -c 1048576 /dev/urandom > big && ln -s %s escape && mkdir -p %s && echo x > %s/x && "
+               "mkdir ro && touch ro/f && chmod 500 ro" % (outside, deep, deep))
+        cp = self.run_remote("sh", "-c", cmd, extra=("--no-sync", "--workspace", "exp1"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        names, out = self.listed()
+        self.assertIn("exp1", names)
+        self.assertGreaterEqual(names["exp1"]["bytes"], 1048576)
+        self.assertFalse(names["exp1"]["in_use"])
+        self.assertTrue(names["exp1"]["last_used"].endswith("Z"))
+        table = self.ok(self.chome, "workspaces", self.provider.link).stdout
+        self.assertRegex(table, r"(?m)^exp1\s+\d\.\d MiB\s+\d{4}-\d\d-\d\dT")
+        got = os.path.join(self.tmp, "big")
+        self.ok(self.chome, "cp", "--workspace", "exp1", self.provider.link, "remote:big", got)
+        self.assertEqual(os.path.getsize(got), 1048576)
+        done = json.loads(self.ok(self.chome, "workspaces", self.provider.link, "--remove", "exp1", "--json").stdout)
+        self.assertEqual(done, {"removed": ["exp1"]})
+        names, _ = self.listed()
+        self.assertNotIn("exp1", names)
+        self.assertFalse(os.path.exists(self.workspace_dir(self.phome, self.chome, "exp1")))
+        self.assertEqual(os.listdir(outside), ["keep.txt"])  # the symlink was removed, not followed
+        consumer_dir = os.path.dirname(self.workspace)
+        self.assertFalse([n for n in os.listdir(consumer_dir) if n.startswith(".removing-")], os.listdir(consumer_dir))
+        removes = [e for e in self.audit(self.phome) if e["kind"] == "workspace_remove"]
+        self.assertEqual([(e["decision"], e["detail"]["name"]) for e in removes], [("accept", "exp1")])
+        self.fails(self.chome, "workspaces", self.provider.link, "--remove", "exp1", contains="no workspace")
+        for bad in ("../x", ".hidden", "a/b", "x" * 65):
+            with self.subTest(bad):
+                cp = self.run_cli(self.chome, "workspaces", self.provider.link, "--remove", bad)
+                self.assertEqual(cp.returncode, 2, cp.stderr)
+                self.assertIn("bad workspace name", cp.stderr)
+                cp = self.run_remote("true", extra=("--no-sync", "--workspace", bad))
+                self.assertEqual(cp.returncode, 1, cp.stderr)
+                self.assertIn("bad workspace name", cp.stderr)
+
+    def test_a_workspace_in_use_is_not_removed(self):
+        self.setup_pair()
+        proc = self.start_run("sh", "-c", "echo ready; sleep 4713", extra=("--no-sync", "--workspace", "busy"))
+        self.wait_line(proc, "ready")
+        self.fails(self.chome, "workspaces", self.provider.link, "--remove", "busy", contains="a command is running")
+        names, _ = self.listed()
+        self.assertTrue(names["busy"]["in_use"])
+        proc.signal(signal.SIGKILL)
+        self.poll_until(lambda: not self.procs_with("sleep\x004713"), 30, "the remote command to end")
+        self.poll_until(lambda: self.run_cli(self.chome, "workspaces", self.provider.link, "--remove", "busy").returncode == 0,
+                        30, "the workspace to be removable")
+        self.assertNotIn("busy", self.listed()[0])
+
+    def test_an_earlier_single_workspace_becomes_default(self):
+        self.setup_pair()
+        # What a provider of an earlier version left: the files directly in the consumer's folder.
+        consumer_dir = os.path.dirname(self.workspace)
+        os.makedirs(os.path.join(consumer_dir, "default"))
+        for rel, text in (("old.txt", "old"), ("default/inner.txt", "inner")):
+            with open(os.path.join(consumer_dir, rel), "w") as f:
+                f.write(text)
+        cp = self.run_remote("sh", "-c", "cat old.txt default/inner.txt", extra=("--no-sync", "--workspace", "default"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(cp.stdout, "oldinner")
+        self.assertEqual(set(self.listed()[0]), {"default"})
 
 
 if __name__ == "__main__":

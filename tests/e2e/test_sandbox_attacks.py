@@ -286,7 +286,9 @@ class AttackSuite:
         self.link = self.provider.link
         self.work = os.path.join(self.tmp, "work")
         os.makedirs(self.work, exist_ok=True)
-        self.workspace = os.path.join(self.phome, "workspaces", self.peer_id(self.chome))
+        # The quota's image is mounted on the consumer's folder, which holds its workspaces.
+        self.consumer_dir = os.path.join(self.phome, "workspaces", self.peer_id(self.chome))
+        self.workspace = self.workspace_dir(self.phome, self.chome, self.work)
 
     def write(self, rel, text):
         with open(os.path.join(self.work, rel), "w") as f:
@@ -381,9 +383,9 @@ class AttackSuite:
         # The workspace is an ext4 image of the quota's size: a hard total, whoever runs the provider.
         self.assertLess(used, 50 * MB * 1.3, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
         self.assertEqual(self.quota_modes(), {"ext4 image (fuse2fs)" if self.AS_USER else "ext4 image"})
-        self.assertIn(self.workspace, mounts_under(self.tmp), "the workspace image is not mounted")
+        self.assertIn(self.consumer_dir, mounts_under(self.tmp), "the workspace image is not mounted")
         self.provider.stop()
-        self.assertNotIn(self.workspace, mounts_under(self.tmp), "the provider left its workspace image mounted")
+        self.assertNotIn(self.consumer_dir, mounts_under(self.tmp), "the provider left its workspace image mounted")
 
     def test_disk_quota_is_measured_where_no_image_can_be_mounted(self):
         if not self.AS_USER:

@@ -50,7 +50,8 @@ class Shell(E2ETestCase):
             script = ("env %s %s; echo $? > %s.tmp; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon' >> %s.tmp; "
                       "mv %s.tmp %s; sleep 600") % (env, cmd, self.exit_file, self.exit_file, self.exit_file,
                                                     self.exit_file)
-        self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", "sh", "-c", script)
+        # In self.tmp: the shell opens the workspace of that folder.
+        self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", "-c", self.tmp, "sh", "-c", script)
         self.wait_screen(r"@runsnack:.*[#$] ?$")  # the remote prompt
 
     def screen(self):
@@ -124,7 +125,7 @@ class Shell(E2ETestCase):
         self.wait_screen(r"^no-provider-home$")
         self.keys("exit")
         self.poll_until(lambda: os.path.exists(self.exit_file), 20, "the shell to exit")
-        with open(os.path.join(self.phome, "workspaces", self.peer_id(self.chome), "made.txt")) as f:
+        with open(os.path.join(self.workspace_dir(self.phome, self.chome, self.tmp), "made.txt")) as f:
             self.assertEqual(f.read(), "made\n")
 
     def test_refused_without_shell(self):

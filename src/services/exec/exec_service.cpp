@@ -12,6 +12,9 @@
 #include "services/exec/service_replies.hpp"
 #include "services/exec/usage_budget.hpp"
 #include "services/exec/workspace_image.hpp"
+#include "services/exec/workspace_names.hpp"
+#include "services/exec/workspace_projects.hpp"
+#include "services/exec/workspace_service.hpp"
 #include "services/exec/workspace_transfer.hpp"
 #include "services/fs/offload.hpp"
 #include "services/fs/path_rules.hpp"
@@ -222,7 +225,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     co_return co_await refuse(*stream, spent);
   }
 
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
   if (!ws) {
     audit(ctx, "run_start", "refuse", ws.error().what(), nlohmann::json::object());
     co_return co_await refuse(*stream, ws.error());
@@ -258,6 +261,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   launch.user = ws->user;
   launch.want_info = true;
   if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
+  const WorkspaceUses::Use in_use = WorkspaceUses::begin(ws->path);  // until the command ends
   auto launched = launch_sandboxed(std::move(launch));
   if (!launched) {
     audit(ctx, "run_start", "refuse", launched.error().what(), nlohmann::json::object());
@@ -294,7 +298,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     asio::co_spawn(executor, enforce_deadline(stream, ctl, time_limit_text(*timeout)), asio::detached);
   }
   if (ws->quota_mode == "polling")
-    asio::co_spawn(executor, poll_quota(ctl, ws->path, *ws->quota_bytes), asio::detached);
+    asio::co_spawn(executor, poll_quota(ctl, ws->consumer_dir, *ws->quota_bytes), asio::detached);
   co_await pump_output(*link, child.take_stdout(), child.take_stderr());
   ExitInfo exit = co_await child.wait();
   ctl->finished = true;
@@ -341,9 +345,13 @@ std::vector<std::string> string_list(const nlohmann::json& j) {
 
 asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
   const std::string mode = string_or(args, "mode");
+  auto workspace = workspace_name_in(args);
+  if (!workspace) co_return co_await refuse(*stream, workspace.error());
+  context.workspace = *workspace;
   if (mode == "sync") co_return co_await serve_sync(stream, context, std::string(), true);
   if (mode == "exec") co_return co_await run_exec(stream, context);
   if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer);
+  if (mode == "workspaces" || mode == "remove") co_return co_await serve_workspaces(stream, context, args);
   if (mode == "pull") {
     SendRequest req{string_list(field_or(args, "paths", nullptr)), std::string(), false, "pull"};
     co_return co_await serve_send(stream, context, std::move(req));
@@ -354,8 +362,12 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
 
 asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
   const std::string mode = string_or(args, "mode");
+  auto workspace = workspace_name_in(args);
+  if (!workspace) co_return co_await refuse(*stream, workspace.error());
+  context.workspace = *workspace;
   if (mode == "put") co_return co_await serve_sync(stream, context, string_or(args, "dest"), false);
   if (mode == "stat") co_return co_await serve_stat(stream, context, string_or(args, "path"));
+  if (mode == "workspaces" || mode == "remove") co_return co_await serve_workspaces(stream, context, args);
   if (mode == "get") {
     SendRequest req{{string_or(args, "path")}, string_or(args, "as"), bool_or(args, "folder", false), "cp_get"};
     // A name for the top entry only: one component, or the path's own last one.

@@ -50,6 +50,7 @@ struct ExecContext {
   Grant grant;
   // Writes one audit record (kind, decision, reason, detail); grant, peer and address are the provider's to fill.
   std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
+  std::string workspace;  // the consumer's workspace this stream works in (workspace_names.hpp); set by the service
 };
 
 boost::asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context);

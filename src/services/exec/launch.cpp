@@ -3,6 +3,8 @@
 #include "core/paths.hpp"
 #include "services/exec/seccomp_filter.hpp"
 #include "services/exec/workspace_image.hpp"
+#include "services/exec/workspace_names.hpp"
+#include "services/exec/workspace_projects.hpp"
 
 #include <openssl/evp.h>
 
@@ -100,33 +102,57 @@ std::string quota_notice(const Workspace& ws) {
     if (left && *left < std::max<std::uint64_t>(1 << 20, *ws.quota_bytes / 100)) return quota_full_text(*ws.quota_bytes);
     return "";
   }
-  if (ws.quota_mode == "polling" && allocated_bytes(ws.path) >= *ws.quota_bytes) return quota_full_text(*ws.quota_bytes);
+  if (ws.quota_mode == "polling" && allocated_bytes(ws.consumer_dir) >= *ws.quota_bytes)
+    return quota_full_text(*ws.quota_bytes);
   return "";
 }
 
-Result<Workspace> prepare_workspace(const PeerId& consumer, const RunTerms& terms) {
-  auto path = workspace_for(consumer);
-  if (!path) return path.error();
+Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms& terms) {
+  auto consumer_dir = workspace_for(consumer);
+  if (!consumer_dir) return consumer_dir.error();
   Workspace ws;
-  ws.path = *path;
+  ws.consumer_dir = *consumer_dir;
   ws.user = sandbox_user(consumer.str());
   ws.quota_bytes = terms.disk_quota_bytes;
   ws.quota_mode = "none";
   std::error_code ec;
-  sfs::create_directories(ws.path.parent_path(), ec);
+  sfs::create_directories(ws.consumer_dir.parent_path(), ec);
   if (ws.quota_bytes) {
     if (auto mounter = image_mounter()) {
-      auto size = WorkspaceImages::instance().ensure(ws.path, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
+      auto size = WorkspaceImages::instance().ensure(ws.consumer_dir, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
       if (!size) return size.error();
       ws.quota_mode = quota_mode_name(*mounter);
     } else {
       ws.quota_mode = "polling";
     }
   }
-  sfs::create_directories(ws.path, ec);
-  if (ec) return fail(errc::io_error, "cannot create " + ws.path.string() + ": " + ec.message());
+  sfs::create_directories(ws.consumer_dir, ec);
+  if (ec) return fail(errc::io_error, "cannot create " + ws.consumer_dir.string() + ": " + ec.message());
+  if (auto r = adopt_workspaces_folder(ws.consumer_dir); !r) return r.error();
+  if (auto r = ensure_owned(ws.consumer_dir, ws.user); !r) return r.error();
+  ::chmod(ws.consumer_dir.c_str(), 0700);  // the next consumer's sandbox has no business here
+  return ws;
+}
+
+Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& name, const RunTerms& terms) {
+  auto folder = prepare_consumer_folder(consumer, terms);
+  if (!folder) return folder.error();
+  Workspace ws = std::move(*folder);
+  ws.name = name;
+  ws.path = ws.consumer_dir / name;
+  ws.sync_state = sync_state_base(ws.consumer_dir, name);
+  std::error_code ec;
+  if (!sfs::is_directory(ws.path, ec)) {
+    if (workspace_names_in(ws.consumer_dir).size() >= kMaxWorkspacesPerConsumer)
+      return fail(errc::exhausted, "you have " + std::to_string(kMaxWorkspacesPerConsumer) +
+                                       " workspaces on this provider, its most: remove one (runsnack workspaces LINK "
+                                       "--remove NAME) or choose one with --workspace NAME");
+    sfs::create_directory(ws.path, ec);
+    if (ec) return fail(errc::io_error, "cannot create " + ws.path.string() + ": " + ec.message());
+  }
   if (auto r = ensure_owned(ws.path, ws.user); !r) return r.error();
-  ::chmod(ws.path.c_str(), 0700);  // the next consumer's sandbox has no business here
+  ::chmod(ws.path.c_str(), 0700);
+  touch_workspace(ws.path);
   return ws;
 }
 

@@ -13,9 +13,10 @@
 // maps only that uid. A provider run by an ordinary user runs commands as
 // itself, with the same namespace, drops and filter.
 //
-// Quota: an ext4 image of the quota's size mounted on the workspace
-// (workspace_image.hpp: the kernel's as root, fuse2fs as a user); where no
-// image can be mounted the workspace is measured while a command runs
+// Quota: an ext4 image of the quota's size mounted on the consumer's folder,
+// which holds all its workspaces (workspace_image.hpp: the kernel's as root,
+// fuse2fs as a user); where no image can be mounted that folder is measured
+// while a command runs
 // (quota_mode "polling"), which a fast writer can outrun by what it writes in
 // one poll interval.
 
@@ -64,7 +65,7 @@ struct LaunchLimits {
   std::string mode;                             // "cgroup v2", "cgroup v1" or "rlimits"
 };
 
-// <state dir>/workspaces/<consumer PeerId>.
+// <state dir>/workspaces/<consumer PeerId>: the consumer's workspaces (workspace_projects.hpp).
 Result<std::filesystem::path> workspace_for(const PeerId& consumer);
 // The host's /dev/nvidiaN indices that the grant shares (all of them when it names none).
 std::vector<int> allowed_gpus(const Grant& grant);
@@ -72,16 +73,22 @@ std::vector<int> allowed_gpus(const Grant& grant);
 LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name);
 
 struct Workspace {
-  std::filesystem::path path;
+  std::string name;                    // workspace_names.hpp
+  std::filesystem::path path;          // <consumer_dir>/<name>: the command's /workspace
+  std::filesystem::path consumer_dir;  // all the consumer's workspaces: what the quota bounds
+  std::filesystem::path sync_state;    // the run sync's remembered state (workspace_projects.hpp)
   SandboxUser user;
   std::optional<std::uint64_t> quota_bytes;
   std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "polling" or "none"
 };
 
-// The consumer's workspace, ready for a command or a transfer: created (mode 0700, owned by
-// `user`), its quota image mounted where there is one. Blocking (mkfs, a first chown): run it
-// off the io thread.
-Result<Workspace> prepare_workspace(const PeerId& consumer, const RunTerms& terms);
+// The consumer's workspace `name` (checked by workspace_names.hpp), ready for a command or a
+// transfer: created (mode 0700, owned by `user`), the quota image mounted on the consumer's folder
+// where there is one, marked used now. Refused (errc::exhausted) when it would be one more than
+// kMaxWorkspacesPerConsumer. Blocking (mkfs, a first chown): run it off the io thread.
+Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& name, const RunTerms& terms);
+// The consumer's folder alone (name, path and sync_state empty): what prepare_workspace does first.
+Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms& terms);
 // `dir` and all below it owned by `user`, when `dir` is not yet (a workspace a provider made
 // before sandbox uids, or a pool task's inputs copied by root). Symlinks are not followed.
 Result<void> ensure_owned(const std::filesystem::path& dir, const SandboxUser& user);

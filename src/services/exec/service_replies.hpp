@@ -26,6 +26,7 @@ inline constexpr std::chrono::seconds kOutputGrace{2};
 inline void audit_event(const ExecContext& ctx, const std::string& kind, const std::string& decision,
                         const std::string& reason, nlohmann::json detail) {
   detail["session"] = ctx.session_id;
+  if (!ctx.workspace.empty()) detail["workspace"] = ctx.workspace;
   if (ctx.audit) ctx.audit(kind, decision, reason, detail);
 }
 

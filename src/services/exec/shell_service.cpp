@@ -4,6 +4,8 @@
 #include "core/paths.hpp"
 #include "services/exec/child_process.hpp"
 #include "services/exec/launch.hpp"
+#include "services/exec/workspace_names.hpp"
+#include "services/exec/workspace_projects.hpp"
 #include "services/exec/sandbox.hpp"
 #include "services/exec/service_replies.hpp"
 #include "services/exec/usage_budget.hpp"
@@ -133,6 +135,9 @@ std::string shell_path() {
 
 asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext ctx) {
   const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
+  auto workspace = workspace_name_in(args);
+  if (!workspace) co_return co_await refuse(*stream, workspace.error());
+  ctx.workspace = *workspace;
   winsize winsz{};
   winsz.ws_row = 24;
   winsz.ws_col = 80;
@@ -150,7 +155,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
     co_return co_await refuse(*stream, spent);
   }
 
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
 
   int master_fd = -1, slave_fd = -1;
@@ -182,6 +187,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   launch.pty_slave = slave.get();
   if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
   const std::string command_line = launch.spec.argv[0] + " -l (shell)";
+  const WorkspaceUses::Use in_use = WorkspaceUses::begin(ws->path);  // until the shell ends
   auto launched = launch_sandboxed(std::move(launch));
   slave = fs::UniqueFd();  // only the sandbox holds the pty now: its end is EIO on the master
   if (!launched) co_return co_await refuse(*stream, launched.error());

@@ -115,7 +115,7 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
       audit(ctx, kind, "refuse", parts.error().what(), {{"dest", dest}});
       co_return co_await refuse(*stream, parts.error());
     }
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
   const std::optional<fs::Owner> owner = owner_of(*ws);
   auto root = fs::open_root(ws->path, false);
@@ -131,7 +131,7 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
     co_return co_await refuse(*stream, target.error());
   }
   // The run sync keeps a SyncState (fast no-change answer, deletions); cp does not.
-  const sfs::path state_base = ws->path.parent_path() / (ctx.consumer.str() + ".sync");
+  const sfs::path& state_base = ws->sync_state;
   std::unique_ptr<fs::SyncState> state;
   if (whole) state = co_await fs::offload([&] { return kept_sync_states().take(state_base.string(), state_base); });
   fs::ReceiveLimits limits;
@@ -160,7 +160,7 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
 asio::awaitable<void> serve_stat(std::shared_ptr<MuxStream> stream, ExecContext ctx, std::string path) {
   const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
   path = without_trailing_slashes(std::move(path));
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
   auto root = fs::open_root(ws->path, false);
   if (!root) co_return co_await refuse(*stream, root.error());
@@ -193,7 +193,7 @@ asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext 
   }
   // cp get: the single path's top entry travels under this name, without the folders above it.
   const bool rename = !req.rename_as.empty() && paths.size() == 1;
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
   auto root = fs::open_root(ws->path, false);
   if (!root) co_return co_await refuse(*stream, root.error());
