@@ -233,6 +233,19 @@ def mounts_under(path):
     return out
 
 
+def all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def mounts_seen_by(pid):
+    """Mount points in the mount namespace of process `pid` (empty when it is gone)."""
+    try:
+        with open("/proc/%d/mountinfo" % pid) as f:
+            return [line.split()[4].replace("\\040", " ") for line in f]
+    except OSError:
+        return []
+
+
 def figure(test, text):
     # A measured figure for docs/SECURITY.md (stderr: unittest -v shows it beside the test's name).
     print("\nFIGURE %s: %s" % (test.id().split(".", 1)[1], text), file=sys.stderr, flush=True)
@@ -384,6 +397,44 @@ class AttackSuite:
         self.assertIn(self.workspace, mounts_under(self.tmp), "the workspace image is not mounted")
         self.provider.stop()
         self.assertNotIn(self.workspace, mounts_under(self.tmp), "the provider left its workspace image mounted")
+
+    def test_disk_quota_holds_under_no_new_privs(self):
+        # The Debian unit's provider: an ordinary user with no_new_privs (NoNewPrivileges=yes), so the setuid
+        # fusermount3 cannot mount. fuse2fs mounts the image itself, in a user and mount namespace of its own.
+        if not self.AS_USER:
+            self.skipTest("a root provider mounts the image with the kernel, no_new_privs or not")
+        if not os.access("/usr/bin/fuse2fs", os.X_OK):
+            self.skipTest("fuse2fs is not installed (apt install fuse2fs)")
+        probe = subprocess.run(list(self.wrapper) + ["unshare", "--user", "--mount", "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("user namespaces are not available to an ordinary user here: %r" % probe.stderr)
+        self.set_fuse_open_to_users(True)
+        self.wrapper = tuple(self.wrapper[:-1]) + ("--no-new-privs", "--") if self.wrapper else \
+            ("setpriv", "--no-new-privs", "--")
+        self.start_pair("--disk-quota", QUOTA)
+        image = self.workspace + ".img"
+        self.addCleanup(self.stop_holders, image)
+        with open(self.provider.stderr_path, errors="replace") as f:
+            self.assertNotIn("measured every 250 ms", f.read())
+        used, cp = self.fill_past_the_quota()
+        figure(self, "20 x 45 MB under a 50 MB quota, no_new_privs: %.1f MB landed on the host" % (used / MB))
+        self.assertLess(used, 52 * MB, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
+        self.assertEqual(self.quota_modes(), {"ext4 image (fuse2fs, namespace)"})
+        holders = procs_with(image)
+        self.assertEqual(len(holders), 1, [cmdline_of(p) for p in holders])
+        self.assertIn(self.workspace, mounts_seen_by(holders[0]), "the image is not mounted in fuse2fs's namespace")
+        self.provider.stop()
+        self.poll_until(lambda: not procs_with(image), 10, "fuse2fs to exit with the provider")
+        self.assertEqual([p for p in all_pids() if self.workspace in mounts_seen_by(p)], [],
+                         "a namespace still holds the workspace image mounted")
+
+    def stop_holders(self, image):
+        # Only when a provider was killed before it could stop its image's fuse2fs (a failing test).
+        for pid in procs_with(image):
+            try:
+                os.kill(pid, 15)
+            except OSError:
+                pass
 
     def test_disk_quota_is_measured_where_no_image_can_be_mounted(self):
         if not self.AS_USER:

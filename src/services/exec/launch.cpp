@@ -116,9 +116,11 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, const RunTerms& term
   sfs::create_directories(ws.path.parent_path(), ec);
   if (ws.quota_bytes) {
     if (auto mounter = image_mounter()) {
-      auto size = WorkspaceImages::instance().ensure(ws.path, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
-      if (!size) return size.error();
+      auto image = WorkspaceImages::instance().ensure(ws.path, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
+      if (!image) return image.error();
       ws.quota_mode = quota_mode_name(*mounter);
+      ws.ns_holder = image->holder;
+      ws.path = seen_through(image->holder, ws.path);
     } else {
       ws.quota_mode = "polling";
     }
@@ -211,6 +213,15 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
       req.spec.fds.self = place(self.get());
     }
   }
+  // The workspace image's mount exists only in its fuse2fs's mount namespace (fuse2fs_namespace.hpp).
+  fs::UniqueFd userns, mntns;
+  if (req.ns_holder > 0) {
+    const std::string ns = "/proc/" + std::to_string(req.ns_holder) + "/ns/";
+    userns = fs::UniqueFd(::open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
+    mntns = fs::UniqueFd(::open((ns + "mnt").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns || !mntns)
+      return fail(errc::io_error, "the workspace image's fuse2fs is gone: " + std::string(std::strerror(errno)));
+  }
   req.spec.tmp_bytes = req.terms.memory_bytes.value_or(default_tmp_bytes());
   req.spec.network = req.terms.network;
 
@@ -226,6 +237,8 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
   opts.no_new_privs = true;
   opts.staged = staged;
   opts.staging_dir = staging_dir;
+  opts.userns_fd = userns.get();
+  opts.mntns_fd = mntns.get();
   auto child = ChildProcess::spawn(opts);
   if (!child) return child.error();
   out.child.emplace(std::move(*child));

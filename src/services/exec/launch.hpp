@@ -14,8 +14,9 @@
 // itself, with the same namespace, drops and filter.
 //
 // Quota: an ext4 image of the quota's size mounted on the workspace
-// (workspace_image.hpp: the kernel's as root, fuse2fs as a user); where no
-// image can be mounted the workspace is measured while a command runs
+// (workspace_image.hpp: the kernel's as root, fuse2fs as a user, fuse2fs in a
+// namespace of its own under no_new_privs, whose namespaces the command's
+// bwrap then starts in); where no image can be mounted the workspace is measured while a command runs
 // (quota_mode "polling"), which a fast writer can outrun by what it writes in
 // one poll interval.
 
@@ -72,10 +73,11 @@ std::vector<int> allowed_gpus(const Grant& grant);
 LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name);
 
 struct Workspace {
-  std::filesystem::path path;
+  std::filesystem::path path;  // as this process reaches it (/proc/<ns_holder>/root/... when ns_holder is set)
   SandboxUser user;
   std::optional<std::uint64_t> quota_bytes;
-  std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "polling" or "none"
+  std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "ext4 image (fuse2fs, namespace)", "polling" or "none"
+  pid_t ns_holder = 0;     // the fuse2fs whose user and mount namespaces hold the image (0: none)
 };
 
 // The consumer's workspace, ready for a command or a transfer: created (mode 0700, owned by
@@ -101,6 +103,7 @@ struct LaunchRequest {
   bool bind_self = false;    // this binary at kSelfMount (the cuda-server is runsnack itself)
   bool limit_address_space = true;  // RLIMIT_AS where no cgroup bounds memory (the CUDA driver cannot live with it)
   std::optional<std::uint64_t> file_size_limit;  // RLIMIT_FSIZE (a quota that is only polled)
+  pid_t ns_holder = 0;  // Workspace::ns_holder: bwrap starts in its user and mount namespaces
 };
 
 struct Launched {
