@@ -398,9 +398,10 @@ class AttackSuite:
         self.provider.stop()
         self.assertNotIn(self.workspace, mounts_under(self.tmp), "the provider left its workspace image mounted")
 
-    def test_disk_quota_holds_under_no_new_privs(self):
-        # The Debian unit's provider: an ordinary user with no_new_privs (NoNewPrivileges=yes), so the setuid
-        # fusermount3 cannot mount. fuse2fs mounts the image itself, in a user and mount namespace of its own.
+    def start_under_no_new_privs(self):
+        """The Debian unit's provider: an ordinary user with no_new_privs (NoNewPrivileges=yes), so the setuid
+        fusermount3 cannot mount; fuse2fs mounts the image itself, in a user and mount namespace of its own.
+        Returns the image's path."""
         if not self.AS_USER:
             self.skipTest("a root provider mounts the image with the kernel, no_new_privs or not")
         if not os.access("/usr/bin/fuse2fs", os.X_OK):
@@ -408,14 +409,36 @@ class AttackSuite:
         probe = subprocess.run(list(self.wrapper) + ["unshare", "--user", "--mount", "true"], capture_output=True)
         if probe.returncode != 0:
             self.skipTest("user namespaces are not available to an ordinary user here: %r" % probe.stderr)
-        self.set_fuse_open_to_users(True)
+        if self.user is None and (os.stat("/dev/fuse").st_mode & 0o006) != 0o006:
+            self.skipTest("/dev/fuse is closed to this user")
+        if self.user:
+            self.set_fuse_open_to_users(True)
         self.wrapper = tuple(self.wrapper[:-1]) + ("--no-new-privs", "--") if self.wrapper else \
             ("setpriv", "--no-new-privs", "--")
         self.start_pair("--disk-quota", QUOTA)
         image = self.workspace + ".img"
         self.addCleanup(self.stop_holders, image)
+        return image
+
+    def test_disk_quota_holds_under_no_new_privs(self):
+        image = self.start_under_no_new_privs()
         with open(self.provider.stderr_path, errors="replace") as f:
             self.assertNotIn("measured every 250 ms", f.read())
+        # The provider's own work in the workspace (sync, cp both ways, pull) reaches the image in
+        # fuse2fs's namespace, and so does the command.
+        self.write("in.txt", "synced")
+        ran = self.remote("sh", "-c", "mkdir -p out && cat in.txt > out/p.txt && echo pulled >> out/p.txt",
+                          extra=("--pull", "out"))
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        with open(os.path.join(self.work, "out", "p.txt")) as f:
+            self.assertEqual(f.read(), "syncedpulled\n")
+        self.ok(self.chome, "cp", self.link, os.path.join(self.work, "in.txt"), "remote:copied/in.txt")
+        back = os.path.join(self.tmp, "back")
+        os.makedirs(back)
+        self.ok(self.chome, "cp", self.link, "remote:copied/in.txt", back + "/")
+        with open(os.path.join(back, "in.txt")) as f:
+            self.assertEqual(f.read(), "synced")
+        self.assertFalse(os.listdir(self.workspace), "files landed in the host's folder beneath the image")
         used, cp = self.fill_past_the_quota()
         figure(self, "20 x 45 MB under a 50 MB quota, no_new_privs: %.1f MB landed on the host" % (used / MB))
         self.assertLess(used, 52 * MB, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
@@ -427,6 +450,23 @@ class AttackSuite:
         self.poll_until(lambda: not procs_with(image), 10, "fuse2fs to exit with the provider")
         self.assertEqual([p for p in all_pids() if self.workspace in mounts_seen_by(p)], [],
                          "a namespace still holds the workspace image mounted")
+
+    def test_disk_quota_namespace_ends_with_a_killed_provider(self):
+        image = self.start_under_no_new_privs()
+        self.write("in.txt", "kept")
+        ran = self.remote("sh", "-c", "cp in.txt made.txt")
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        self.assertEqual(len(procs_with(image)), 1)
+        os.kill(self.provider.pid, 9)  # no chance to unmount: its fuse2fs must not outlive it
+        self.provider.wait(15)
+        self.poll_until(lambda: not procs_with(image), 15, "fuse2fs to end with its killed provider")
+        self.assertEqual([p for p in all_pids() if self.workspace in mounts_seen_by(p)], [])
+        # The image was written out whole: the next provider mounts it again and finds the file.
+        self.provider = self.start_provider(self.phome, "--allow", "run,cp,cuda", "--disk-quota", QUOTA,
+                                            wrapper=self.wrapper, env_extra={"HOME": self.phome} if self.user else None)
+        self.link = self.provider.link
+        cp = self.run_cli(self.chome, "run", self.link, "--no-sync", "--", "cat", "made.txt", timeout=120)
+        self.assertEqual((cp.returncode, cp.stdout), (0, "kept"), cp.stderr)
 
     def stop_holders(self, image):
         # Only when a provider was killed before it could stop its image's fuse2fs (a failing test).
