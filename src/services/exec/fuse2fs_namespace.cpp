@@ -197,7 +197,8 @@ Result<NamespaceMount> mount_in_namespace(const sfs::path& image, const sfs::pat
       std::string said = read_log(log);
       ::close(log);
       end_namespace_mount(m, image);
-      return fail(errc::io_error, "fuse2fs did not mount " + image.string() + " in 20 s" + (said.empty() ? "" : ": " + said));
+      return fail(errc::io_error,
+                  "fuse2fs did not mount " + image.string() + " in 20 s" + (said.empty() ? "" : ": " + said));
     }
     std::this_thread::sleep_for(wait_ms);
     wait_ms = std::min(wait_ms * 2, std::chrono::milliseconds(100));
