@@ -284,12 +284,20 @@ Check check_disk_quota() {
   auto mounter = exec::image_mounter(&why);
   if (mounter == exec::ImageMounter::kernel)
     return {"disk quota", "ok", "share --disk-quota makes each workspace an ext4 image of that size (a hard total)", ""};
+  if (mounter == exec::ImageMounter::fuse2fs)
+    return {"disk quota", "ok",
+            "share --disk-quota makes each workspace an ext4 image of that size, mounted with fuse2fs through "
+            "fusermount3 (a hard total)",
+            ""};
   if (mounter)
     return {"disk quota", "ok",
-            "share --disk-quota makes each workspace an ext4 image of that size, mounted with fuse2fs (a hard total)", ""};
+            "share --disk-quota makes each workspace an ext4 image of that size, mounted by fuse2fs in a user and "
+            "mount namespace of its own, since fusermount3 cannot mount here (no_new_privs, or not setuid): a hard total",
+            ""};
   return {"disk quota", "warn",
           "share --disk-quota can only measure the workspace every 250 ms here (a fast writer passes it briefly): " + why,
-          "sudo apt install fuse2fs fuse3 (and /dev/fuse open to users, Debian's default), or share as root"};
+          "sudo apt install fuse2fs fuse3 (and /dev/fuse open to users, Debian's default; a service needs "
+          "DeviceAllow=/dev/fuse rw), or share as root"};
 }
 
 Check check_ports(PortRange range, std::uint16_t& free_port) {

@@ -96,7 +96,7 @@ def workspace_name(folder):
 class Proc:
     """A background runsnack process: stdout lines collected by a thread, stderr to a file."""
 
-    def __init__(self, test, args, home, env_extra=None, name="proc", wrapper=()):
+    def __init__(self, test, args, home, env_extra=None, name="proc", wrapper=(), cwd="cli"):
         self.test = test
         self.args = args
         self.home = home
@@ -106,7 +106,8 @@ class Proc:
         env = test.env(home, env_extra)
         # `wrapper`: a command that runs the binary, e.g. setpriv to start it as another user.
         self.popen = subprocess.Popen(list(wrapper) + [BIN] + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=self._stderr_file, env=env, start_new_session=True, cwd=test.cli_cwd)
+                                      stderr=self._stderr_file, env=env, start_new_session=True,
+                                      cwd=test.cli_cwd if cwd == "cli" else cwd)
         self.pid = self.popen.pid
         self.lines = []
         self._cond = threading.Condition()
@@ -199,7 +200,7 @@ class Provider(Proc):
 
     def __init__(self, test, home, extra_args=(), listen="127.0.0.1:0", name="provider", env_extra=None, wrapper=()):
         super().__init__(test, ["share", "--json", "--listen", listen] + list(extra_args), home, env_extra=env_extra,
-                         name=name, wrapper=wrapper)
+                         name=name, wrapper=wrapper, cwd=None)
         self.ready = self.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "the ready event")
         self.link = self.ready.get("link")
         self.grant = self.ready.get("grant")

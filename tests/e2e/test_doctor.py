@@ -73,6 +73,25 @@ class DoctorTest(E2ETestCase):
         self.assertIn("/dev/fuse is closed to this user", checks["disk quota"]["detail"])
         self.assertIn("fuse2fs", checks["disk quota"]["fix"])
 
+    def test_disk_quota_under_no_new_privs_names_the_namespace_mounter(self):
+        # The Debian unit's provider: an ordinary user with NoNewPrivileges, so the setuid fusermount3 cannot mount.
+        if os.geteuid() != 0 or not os.access("/usr/bin/fuse2fs", os.X_OK):
+            self.skipTest("needs root (to open /dev/fuse to users for the test) and fuse2fs")
+        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--no-new-privs"]
+        if subprocess.run(user + ["unshare", "--user", "--mount", "true"], capture_output=True).returncode != 0:
+            self.skipTest("user namespaces are closed to an ordinary user here")
+        mode = os.stat("/dev/fuse").st_mode & 0o777
+        self.addCleanup(os.chmod, "/dev/fuse", mode)
+        os.chmod("/dev/fuse", 0o666)
+        home = self.new_home()
+        os.chmod(home, 0o777)
+        cp = subprocess.run(user + [BIN, "doctor", "--json", "--no-port-mapping"], capture_output=True, text=True,
+                            env=self.env(home), timeout=60)
+        checks = {c["name"]: c for c in json.loads(cp.stdout)["checks"]}
+        self.assertEqual(checks["disk quota"]["status"], "ok", checks["disk quota"])
+        self.assertIn("namespace of its own", checks["disk quota"]["detail"])
+        self.assertIn("no_new_privs", checks["disk quota"]["detail"])
+
     def test_port_range_in_use_fails_with_the_fix(self):
         home = self.new_home()
         with socket.socket() as held:

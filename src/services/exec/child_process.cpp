@@ -105,6 +105,10 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
       struct rlimit rl{value, value};
       setrlimit(resource, &rl);
     }
+    if (options.userns_fd >= 0 && ::setns(options.userns_fd, CLONE_NEWUSER) != 0)
+      die(report, "entering the workspace's user namespace");
+    if (options.mntns_fd >= 0 && ::setns(options.mntns_fd, CLONE_NEWNS) != 0)
+      die(report, "entering the workspace's mount namespace");
     if (!options.staged.empty()) {
       if (::unshare(CLONE_NEWNS) != 0) die(report, "a mount namespace for staging");
       if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die(report, "making mounts private");

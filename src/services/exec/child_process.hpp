@@ -52,6 +52,12 @@ struct SpawnOptions {
   };
   std::vector<Staged> staged;
   std::string staging_dir;
+  // After joining the cgroups and setting the rlimits: the user namespace, then the mount
+  // namespace these descriptors name (a workspace image mounted by fuse2fs in namespaces of its
+  // own, fuse2fs_namespace.hpp). The program it execs is no more privileged there: this uid, no
+  // capabilities after exec.
+  int userns_fd = -1;
+  int mntns_fd = -1;
 };
 
 inline constexpr std::size_t kMaxKeptFds = 16;

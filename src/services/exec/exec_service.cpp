@@ -259,6 +259,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   launch.terms = terms;
   launch.cgroup_name = "runsnack-" + ctx.session_id + "-" + std::to_string(++counter);
   launch.user = ws->user;
+  launch.ns_holder = ws->ns_holder;
   launch.want_info = true;
   if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
   const WorkspaceUses::Use in_use = WorkspaceUses::begin(ws->path);  // until the command ends

@@ -119,9 +119,11 @@ Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms
   sfs::create_directories(ws.consumer_dir.parent_path(), ec);
   if (ws.quota_bytes) {
     if (auto mounter = image_mounter()) {
-      auto size = WorkspaceImages::instance().ensure(ws.consumer_dir, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
-      if (!size) return size.error();
+      auto image = WorkspaceImages::instance().ensure(ws.consumer_dir, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
+      if (!image) return image.error();
       ws.quota_mode = quota_mode_name(*mounter);
+      ws.ns_holder = image->holder;
+      ws.consumer_dir = seen_through(image->holder, ws.consumer_dir);
     } else {
       ws.quota_mode = "polling";
     }
@@ -140,7 +142,7 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& n
   Workspace ws = std::move(*folder);
   ws.name = name;
   ws.path = ws.consumer_dir / name;
-  ws.sync_state = sync_state_base(ws.consumer_dir, name);
+  ws.sync_state = sync_state_base(*workspace_for(consumer), name);  // on the host, outside the image
   std::error_code ec;
   if (!sfs::is_directory(ws.path, ec)) {
     if (workspace_names_in(ws.consumer_dir).size() >= kMaxWorkspacesPerConsumer)
@@ -237,6 +239,15 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
       req.spec.fds.self = place(self.get());
     }
   }
+  // The workspace image's mount exists only in its fuse2fs's mount namespace (fuse2fs_namespace.hpp).
+  fs::UniqueFd userns, mntns;
+  if (req.ns_holder > 0) {
+    const std::string ns = "/proc/" + std::to_string(req.ns_holder) + "/ns/";
+    userns = fs::UniqueFd(::open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
+    mntns = fs::UniqueFd(::open((ns + "mnt").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns || !mntns)
+      return fail(errc::io_error, "the workspace image's fuse2fs is gone: " + std::string(std::strerror(errno)));
+  }
   req.spec.tmp_bytes = req.terms.memory_bytes.value_or(default_tmp_bytes());
   req.spec.network = req.terms.network;
 
@@ -252,6 +263,8 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
   opts.no_new_privs = true;
   opts.staged = staged;
   opts.staging_dir = staging_dir;
+  opts.userns_fd = userns.get();
+  opts.mntns_fd = mntns.get();
   auto child = ChildProcess::spawn(opts);
   if (!child) return child.error();
   out.child.emplace(std::move(*child));

@@ -15,8 +15,9 @@
 //
 // Quota: an ext4 image of the quota's size mounted on the consumer's folder,
 // which holds all its workspaces (workspace_image.hpp: the kernel's as root,
-// fuse2fs as a user); where no image can be mounted that folder is measured
-// while a command runs
+// fuse2fs as a user, fuse2fs in a namespace of its own under no_new_privs,
+// whose namespaces the command's bwrap then starts in); where no image can be
+// mounted that folder is measured while a command runs
 // (quota_mode "polling"), which a fast writer can outrun by what it writes in
 // one poll interval.
 
@@ -73,13 +74,15 @@ std::vector<int> allowed_gpus(const Grant& grant);
 LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name);
 
 struct Workspace {
+  // Paths as this process reaches them (/proc/<ns_holder>/root/... when ns_holder is set).
   std::string name;                    // workspace_names.hpp
   std::filesystem::path path;          // <consumer_dir>/<name>: the command's /workspace
   std::filesystem::path consumer_dir;  // all the consumer's workspaces: what the quota bounds
-  std::filesystem::path sync_state;    // the run sync's remembered state (workspace_projects.hpp)
+  std::filesystem::path sync_state;    // the run sync's remembered state, on the host (workspace_projects.hpp)
   SandboxUser user;
   std::optional<std::uint64_t> quota_bytes;
-  std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "polling" or "none"
+  std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "ext4 image (fuse2fs, namespace)", "polling" or "none"
+  pid_t ns_holder = 0;     // the fuse2fs whose user and mount namespaces hold the image (0: none)
 };
 
 // The consumer's workspace `name` (checked by workspace_names.hpp), ready for a command or a
@@ -108,6 +111,7 @@ struct LaunchRequest {
   bool bind_self = false;    // this binary at kSelfMount (the cuda-server is runsnack itself)
   bool limit_address_space = true;  // RLIMIT_AS where no cgroup bounds memory (the CUDA driver cannot live with it)
   std::optional<std::uint64_t> file_size_limit;  // RLIMIT_FSIZE (a quota that is only polled)
+  pid_t ns_holder = 0;  // Workspace::ns_holder: bwrap starts in its user and mount namespaces
 };
 
 struct Launched {

@@ -184,6 +184,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   launch.terms = terms;
   launch.cgroup_name = "runsnack-shell-" + ctx.session_id + "-" + std::to_string(++counter);
   launch.user = ws->user;
+  launch.ns_holder = ws->ns_holder;
   launch.pty_slave = slave.get();
   if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
   const std::string command_line = launch.spec.argv[0] + " -l (shell)";

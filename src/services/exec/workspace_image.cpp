@@ -28,14 +28,6 @@ namespace {
 // ext4's own floor, with room for its metadata.
 constexpr std::uint64_t kMinImageBytes = 4 << 20;
 
-constexpr const char* kToolDirs[] = {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"};
-
-std::optional<std::string> find_tool(const std::string& name) {
-  for (const char* dir : kToolDirs)
-    if (std::string exe = dir + name; ::access(exe.c_str(), X_OK) == 0) return exe;
-  return std::nullopt;
-}
-
 Result<void> unmount(const sfs::path& dir, ImageMounter mounter) {
   if (mounter == ImageMounter::fuse2fs) return run_tool({"fusermount3", "-u", "-z", dir.string()});
   if (::umount2(dir.c_str(), MNT_DETACH) != 0) return fail(errc::io_error, std::strerror(errno));
@@ -105,6 +97,12 @@ Result<void> grow_image(const sfs::path& img, std::uint64_t bytes) {
 
 }  // namespace
 
+std::optional<std::string> find_tool(const std::string& name) {
+  for (const char* dir : {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"})
+    if (std::string exe = dir + name; ::access(exe.c_str(), X_OK) == 0) return exe;
+  return std::nullopt;
+}
+
 std::optional<ImageMounter> image_mounter(std::string* why) {
   auto no = [why](std::string text) -> std::optional<ImageMounter> {
     if (why) *why = std::move(text);
@@ -112,19 +110,31 @@ std::optional<ImageMounter> image_mounter(std::string* why) {
   };
   if (::geteuid() == 0) return ImageMounter::kernel;
   if (!find_tool("fuse2fs")) return no("fuse2fs is not installed (apt install fuse2fs fuse3)");
-  auto fusermount = find_tool("fusermount3");
-  struct stat st{};
-  if (!fusermount || ::stat(fusermount->c_str(), &st) != 0 || st.st_uid != 0 || !(st.st_mode & S_ISUID))
-    return no("fusermount3 is missing or not setuid root (apt install fuse3)");
-  if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
-    return no("this provider runs with no_new_privs (e.g. systemd's NoNewPrivileges=yes), so fusermount3 cannot mount");
   const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fd < 0) return no(std::string("/dev/fuse is closed to this user: ") + std::strerror(errno));
   ::close(fd);
-  return ImageMounter::fuse2fs;
+  // The setuid fusermount3 mounts for any user, unless this process has no_new_privs (then setuid gains nothing).
+  std::string setuid_why;
+  auto fusermount = find_tool("fusermount3");
+  struct stat st{};
+  if (!fusermount || ::stat(fusermount->c_str(), &st) != 0 || st.st_uid != 0 || !(st.st_mode & S_ISUID))
+    setuid_why = "fusermount3 is missing or not setuid root (apt install fuse3)";
+  else if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
+    setuid_why = "this provider runs with no_new_privs (e.g. systemd's NoNewPrivileges=yes), so fusermount3 cannot mount";
+  if (setuid_why.empty()) return ImageMounter::fuse2fs;
+  // Else fuse2fs mounts the image itself, in a user namespace of its own.
+  if (std::string ns_why; !user_namespaces_usable(&ns_why)) return no(setuid_why + ", and " + ns_why);
+  return ImageMounter::fuse2fs_namespace;
 }
 
-std::string quota_mode_name(ImageMounter m) { return m == ImageMounter::kernel ? "ext4 image" : "ext4 image (fuse2fs)"; }
+std::string quota_mode_name(ImageMounter m) {
+  switch (m) {
+    case ImageMounter::kernel: return "ext4 image";
+    case ImageMounter::fuse2fs: return "ext4 image (fuse2fs)";
+    case ImageMounter::fuse2fs_namespace: return "ext4 image (fuse2fs, namespace)";
+  }
+  return "ext4 image";
+}
 
 WorkspaceImages& WorkspaceImages::instance() {
   static WorkspaceImages images;
@@ -132,23 +142,42 @@ WorkspaceImages& WorkspaceImages::instance() {
 }
 
 WorkspaceImages::~WorkspaceImages() {
-  for (const auto& [dir, m] : mounted_)
+  for (auto& [dir, m] : mounted_) {
+    if (m.ns) {
+      end_namespace_mount(*m.ns, image_of(dir));  // its namespace, and the mount in it, end with it
+      continue;
+    }
     if (auto r = unmount(dir, m.mounter); !r) spdlog::warn("cannot unmount {}: {}", dir.string(), r.error().what());
+  }
 }
 
-Result<std::uint64_t> WorkspaceImages::ensure(const sfs::path& dir, std::uint64_t quota_bytes, uid_t uid, gid_t gid,
-                                              ImageMounter mounter) {
+Result<WorkspaceImages::Image> WorkspaceImages::ensure(const sfs::path& dir, std::uint64_t quota_bytes, uid_t uid,
+                                                      gid_t gid, ImageMounter mounter) {
   std::lock_guard lock(mu_);
   const std::uint64_t want = std::max(quota_bytes, kMinImageBytes);
-  if (auto it = mounted_.find(dir); it != mounted_.end()) return it->second.size;
   const sfs::path img = image_of(dir);
+  auto in_force = [](const Mounted& m) { return Image{m.size, m.ns ? m.ns->pid : 0}; };
+  if (auto it = mounted_.find(dir); it != mounted_.end()) {
+    if (!it->second.ns || still_running(*it->second.ns)) return in_force(it->second);
+    spdlog::warn("workspace {}: its fuse2fs has ended; mounting the image again", dir.string());
+    end_namespace_mount(*it->second.ns, img);
+    mounted_.erase(it);
+  }
   struct stat st{};
   if (mounter == ImageMounter::fuse2fs && ::stat(dir.c_str(), &st) != 0 && errno == ENOTCONN)
     (void)unmount(dir, mounter);  // its fuse2fs died with a provider that was killed
   if (is_mount_point(dir)) {  // left by a provider that was killed
-    mounted_[dir] = {image_size(img), mounter};
-    return mounted_[dir].size;
+    mounted_[dir] = {image_size(img), mounter == ImageMounter::fuse2fs_namespace ? ImageMounter::fuse2fs : mounter, {}};
+    return in_force(mounted_[dir]);
   }
+  if (mounter == ImageMounter::fuse2fs_namespace)
+    if (auto left = left_namespace_mount(img)) {  // its provider was killed, and it outlived it
+      if (is_mount_point(seen_through(left->pid, dir))) {
+        mounted_[dir] = {image_size(img), mounter, left};
+        return in_force(mounted_[dir]);
+      }
+      end_namespace_mount(*left, img);  // never two fuse2fs on one image
+    }
   std::error_code ec;
   if (!sfs::exists(img, ec)) {
     if (auto r = make_image(dir, img, want, uid, gid); !r) return r.error();
@@ -159,13 +188,19 @@ Result<std::uint64_t> WorkspaceImages::ensure(const sfs::path& dir, std::uint64_
                  dir.string(), size_text(image_size(img)), size_text(want));
   }
   sfs::create_directories(dir, ec);
+  if (mounter == ImageMounter::fuse2fs_namespace) {
+    auto ns = mount_in_namespace(img, dir);  // libfuse mounts nosuid,nodev
+    if (!ns) return Error(ns.error().code, "cannot mount the workspace image: " + ns.error().what());
+    mounted_[dir] = {image_size(img), mounter, *ns};
+    return in_force(mounted_[dir]);
+  }
   // fusermount3 adds nosuid,nodev for a user's mount.
   auto mounted = mounter == ImageMounter::kernel
                      ? run_tool({"mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img.string(), dir.string()})
                      : run_tool({"fuse2fs", img.string(), dir.string(), "-o", "rw"});
   if (!mounted) return Error(mounted.error().code, "cannot mount the workspace image: " + mounted.error().what());
-  mounted_[dir] = {image_size(img), mounter};
-  return mounted_[dir].size;
+  mounted_[dir] = {image_size(img), mounter, {}};
+  return in_force(mounted_[dir]);
 }
 
 bool is_mount_point(const sfs::path& dir) {

@@ -16,12 +16,18 @@
 // Root mounts the image with the kernel's ext4 (mount -o loop). A provider
 // that is not root mounts it with fuse2fs (libext2fs in a FUSE daemon of its
 // own uid, through the setuid fusermount3, as any user may on Debian): the
-// same hard total, slower writes. Where neither can mount (no fuse2fs, no
-// fuse3, /dev/fuse closed to this user) the provider measures the workspace
-// instead: `image_unavailable()` says why, launch.hpp says which is in force.
+// same hard total, slower writes. A provider with no_new_privs (the Debian
+// unit), for which the setuid fusermount3 cannot work, has fuse2fs mount it
+// in a user and mount namespace of its own (fuse2fs_namespace.hpp): the
+// provider then reaches the workspace through /proc/<pid>/root and commands
+// start in that namespace. Where none can mount (no fuse2fs, /dev/fuse
+// closed to this user, no user namespaces under no_new_privs) the provider
+// measures the workspace instead: `image_mounter()` says why, launch.hpp says
+// which is in force.
 // Thread-safe; blocking (mkfs takes up to a second): call it off the io thread.
 
 #include "core/error.hpp"
+#include "services/exec/fuse2fs_namespace.hpp"
 
 #include <sys/types.h>
 
@@ -35,10 +41,11 @@
 
 namespace runsnack::exec {
 
-enum class ImageMounter { kernel, fuse2fs };
+enum class ImageMounter { kernel, fuse2fs, fuse2fs_namespace };
 
 // How this process can mount a workspace image: the kernel as root, fuse2fs
-// otherwise; nullopt with `why` filled when it cannot.
+// through fusermount3 otherwise, fuse2fs in a namespace of its own where
+// fusermount3 cannot work (no_new_privs); nullopt with `why` filled when none can.
 std::optional<ImageMounter> image_mounter(std::string* why = nullptr);
 // The name of a mounter in the audit log and `started` limits.
 std::string quota_mode_name(ImageMounter m);
@@ -48,17 +55,20 @@ class WorkspaceImages {
   static WorkspaceImages& instance();
   ~WorkspaceImages();  // unmounts the images this process mounted
 
+  struct Image {
+    std::uint64_t size = 0;  // of the filesystem in force (may be larger than the quota it was made for)
+    pid_t holder = 0;        // fuse2fs_namespace: the fuse2fs whose mount namespace holds it (0: ours)
+  };
   // The workspace folder `dir` with an image of `quota_bytes` mounted on it.
-  // Returns the size of the filesystem in force (the image's, which may be
-  // larger than the quota when it was made for a larger one).
-  Result<std::uint64_t> ensure(const std::filesystem::path& dir, std::uint64_t quota_bytes, uid_t uid, gid_t gid,
-                               ImageMounter mounter);
+  Result<Image> ensure(const std::filesystem::path& dir, std::uint64_t quota_bytes, uid_t uid, gid_t gid,
+                       ImageMounter mounter);
 
  private:
   WorkspaceImages() = default;
   struct Mounted {
     std::uint64_t size = 0;
     ImageMounter mounter = ImageMounter::kernel;
+    std::optional<NamespaceMount> ns;  // fuse2fs_namespace
   };
   std::mutex mu_;
   std::map<std::filesystem::path, Mounted> mounted_;  // by this process: unmounted at exit
@@ -70,6 +80,9 @@ bool is_mount_point(const std::filesystem::path& dir);
 std::optional<std::uint64_t> free_bytes(const std::filesystem::path& dir);
 // Bytes of disk the files under `dir` take (st_blocks), on its filesystem only.
 std::uint64_t allocated_bytes(const std::filesystem::path& dir);
+
+// Where a tool is: /usr/sbin, /usr/bin, /sbin or /bin.
+std::optional<std::string> find_tool(const std::string& name);
 
 // Runs `argv` (looked up in /usr/sbin, /usr/bin, /sbin, /bin) and waits (a
 // daemon it starts must let go of its stdout and stderr, as fuse2fs does); its

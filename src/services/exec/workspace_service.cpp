@@ -26,8 +26,9 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
       if (!std::filesystem::is_directory(*consumer_dir, ec))
         return fail(errc::not_found, "there is no workspace '" + *name + "' (runsnack workspaces LINK lists them)");
       // Its quota image mounted and an earlier version's files adopted, as for any use.
-      if (auto folder = prepare_consumer_folder(ctx.consumer, terms); !folder) return folder.error();
-      return remove_workspace(*consumer_dir, *name);
+      auto folder = prepare_consumer_folder(ctx.consumer, terms);
+      if (!folder) return folder.error();
+      return remove_workspace(folder->consumer_dir, *name);
     });
     audit_event(ctx, "workspace_remove", removed ? "accept" : "refuse", removed ? "" : removed.error().what(),
                 {{"name", *name}});
@@ -40,8 +41,9 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
   auto listed = co_await fs::offload([&]() -> Result<std::vector<WorkspaceSummary>> {
     std::error_code ec;
     if (!std::filesystem::is_directory(*consumer_dir, ec)) return std::vector<WorkspaceSummary>{};
-    if (auto folder = prepare_consumer_folder(ctx.consumer, terms); !folder) return folder.error();
-    return summarize_workspaces(*consumer_dir);
+    auto folder = prepare_consumer_folder(ctx.consumer, terms);
+    if (!folder) return folder.error();
+    return summarize_workspaces(folder->consumer_dir);
   });
   if (!listed) co_return co_await refuse(*stream, listed.error());
   nlohmann::json list = nlohmann::json::array();
