@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "gpu/nvml.hpp"
+#include "gpu/process_memory.hpp"
 
 namespace runsnack {
 namespace {
@@ -156,6 +157,34 @@ TEST(Nvml, OpenReportsLibraryAndErrors) {
   EXPECT_TRUE(bad.error().is(errc::io_error));
   EXPECT_EQ(fake_live_inits(), 1);
   nvml->reset();
+  EXPECT_EQ(fake_live_inits(), 0);
+}
+
+TEST(GpuMemoryByProcess, FromNvmlComputeProcesses) {
+  ScopedEnv lib(kNvmlLibraryEnv, RUNSNACK_FAKE_NVML_PATH);
+  {
+    // More processes than the first buffer holds (NVML asks for a bigger one), and one whose use is not told.
+    std::string list = "4242:1000,4243:na";
+    for (int pid = 5000; pid < 5100; ++pid) list += "," + std::to_string(pid) + ":7";
+    ScopedEnv processes("FAKE_NVML_PROCESSES", list.c_str());
+    auto by_pid = gpu_memory_by_process();
+    ASSERT_TRUE(by_pid);
+    EXPECT_EQ(by_pid->at(4242), 1000u);
+    EXPECT_EQ(by_pid->at(4243), std::nullopt);  // there, but NVML does not tell how much
+    EXPECT_EQ(by_pid->size(), 2u + 62u);  // the fake holds at most 64
+  }
+  {
+    ScopedEnv none("FAKE_NVML_PROCESSES", nullptr);
+    auto by_pid = gpu_memory_by_process();
+    ASSERT_TRUE(by_pid);  // known: no process uses a GPU
+    EXPECT_TRUE(by_pid->empty());
+  }
+  {
+    ScopedEnv fail("FAKE_NVML_FAIL_INIT", "1");
+    EXPECT_FALSE(gpu_memory_by_process());
+  }
+  ScopedEnv missing(kNvmlLibraryEnv, "/nonexistent/libnvidia-ml.so.1");
+  EXPECT_FALSE(gpu_memory_by_process());
   EXPECT_EQ(fake_live_inits(), 0);
 }
 

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
+#include <functional>
 #include <cstdlib>
 
 namespace runsnack {
@@ -23,6 +25,8 @@ struct Nvml::Functions {
   Return (*device_get_memory_info)(Device, nvml::Memory*) = nullptr;
   Return (*device_get_utilization_rates)(Device, nvml::Utilization*) = nullptr;
   Return (*device_get_temperature)(Device, int, unsigned*) = nullptr;
+  Return (*device_get_compute_processes)(Device, unsigned*, nvml::ProcessInfo*) = nullptr;
+  Return (*device_get_compute_processes_v1)(Device, unsigned*, nvml::ProcessInfoV1*) = nullptr;
 };
 
 namespace {
@@ -76,6 +80,10 @@ Result<std::unique_ptr<Nvml>> Nvml::open() {
   resolve(handle, fns->device_get_memory_info, {"nvmlDeviceGetMemoryInfo"});
   resolve(handle, fns->device_get_utilization_rates, {"nvmlDeviceGetUtilizationRates"});
   resolve(handle, fns->device_get_temperature, {"nvmlDeviceGetTemperature"});
+  resolve(handle, fns->device_get_compute_processes,
+          {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  if (!fns->device_get_compute_processes)
+    resolve(handle, fns->device_get_compute_processes_v1, {"nvmlDeviceGetComputeRunningProcesses"});
 
   // Without these there is nothing to report; the rest are optional.
   if (!fns->init || !fns->shutdown || !fns->device_get_count || !fns->device_get_handle_by_index) {
@@ -183,6 +191,42 @@ Result<unsigned> Nvml::temperature_c(Device device) const {
   if (Return rc = fns_->device_get_temperature(device, nvml::kTemperatureGpu, &celsius); rc != nvml::kSuccess)
     return nvml_error(rc, "device temperature");
   return celsius;
+}
+
+namespace {
+
+// Calls `fn` with a buffer that grows once to the count NVML asks for (processes come and go
+// between the calls: then the second call may still be short, and the processes are unknown).
+template <class Info, class Fn>
+Result<std::vector<nvml::ProcessMemory>> list_processes(Fn fn, Device device,
+                                                        const std::function<Error(Return)>& error) {
+  constexpr unsigned kMaxProcesses = 4096;
+  std::vector<Info> infos(64);
+  unsigned count = static_cast<unsigned>(infos.size());
+  Return rc = fn(device, &count, infos.data());
+  if (rc == nvml::kInsufficientSize && count > infos.size()) {
+    infos.resize(std::min(count + 16, kMaxProcesses));
+    count = static_cast<unsigned>(infos.size());
+    rc = fn(device, &count, infos.data());
+  }
+  if (rc != nvml::kSuccess) return error(rc);
+  std::vector<nvml::ProcessMemory> out;
+  for (unsigned i = 0; i < std::min<std::size_t>(count, infos.size()); ++i) {
+    const auto used = infos[i].usedGpuMemory;
+    out.push_back({infos[i].pid, used == nvml::kValueNotAvailable ? std::nullopt : std::optional(used)});
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<nvml::ProcessMemory>> Nvml::compute_processes(Device device) const {
+  auto error = [this](Return rc) { return nvml_error(rc, "compute processes"); };
+  if (fns_->device_get_compute_processes)
+    return list_processes<nvml::ProcessInfo>(fns_->device_get_compute_processes, device, error);
+  if (fns_->device_get_compute_processes_v1)
+    return list_processes<nvml::ProcessInfoV1>(fns_->device_get_compute_processes_v1, device, error);
+  return missing("nvmlDeviceGetComputeRunningProcesses");
 }
 
 }  // namespace runsnack

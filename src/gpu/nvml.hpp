@@ -16,7 +16,9 @@
 // open(), so its const methods may be called from several threads.
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -41,6 +43,27 @@ struct Memory {  // nvmlMemory_t
 struct Utilization {  // nvmlUtilization_t, percent over the last sample period
   unsigned int gpu;
   unsigned int memory;
+};
+
+struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t: nvmlDeviceGetComputeRunningProcesses
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+
+struct ProcessInfo {  // nvmlProcessInfo_t (v2 layout): the _v2 and _v3 entry points
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+// NVML_ERROR_INSUFFICIENT_SIZE; NVML_VALUE_NOT_AVAILABLE (e.g. usedGpuMemory without the right to see it).
+inline constexpr Return kInsufficientSize = 7;
+inline constexpr unsigned long long kValueNotAvailable = ~0ULL;
+
+struct ProcessMemory {
+  unsigned int pid;
+  std::optional<unsigned long long> used_bytes;  // nullopt: NVML does not tell (another user's process)
 };
 }  // namespace nvml
 
@@ -74,6 +97,8 @@ class Nvml {
   Result<nvml::Memory> memory(nvml::Device device) const;
   Result<nvml::Utilization> utilization(nvml::Device device) const;
   Result<unsigned> temperature_c(nvml::Device device) const;
+  // The compute processes (CUDA contexts) on `device` and the GPU memory each uses.
+  Result<std::vector<nvml::ProcessMemory>> compute_processes(nvml::Device device) const;
 
   struct Functions;  // the resolved entry points (nvml.cpp)
 

@@ -57,6 +57,39 @@ std::string endpoint_text(const tcp::socket& s) {
   return Endpoint{ep.address().to_string(), ep.port()}.str();
 }
 
+// A command's row in the sessions table while it runs (services/exec/command_record.hpp). Rows
+// are written only while the Provider (and so the store) lives: `alive` expires with it.
+class StoredCommand final : public exec::CommandRecord {
+ public:
+  StoredCommand(SessionStore& store, std::weak_ptr<char> alive, CommandRow row)
+      : store_(store), alive_(std::move(alive)), row_(std::move(row)) {
+    add();
+  }
+  ~StoredCommand() override { remove(); }
+  void moved_to(const std::string& session_id) override {
+    remove();
+    row_.session_id = session_id;
+    add();
+  }
+
+ private:
+  void add() {
+    if (alive_.expired()) return;
+    auto id = store_.add_command(row_);
+    if (!id) spdlog::warn("sessions table: {}", id.error().what());
+    row_.id = id ? *id : -1;  // -1: nothing to remove
+  }
+  void remove() {
+    if (alive_.expired() || row_.id < 0) return;
+    if (auto r = store_.remove_command(row_.id, row_.session_id); !r)
+      spdlog::warn("sessions table: {}", r.error().what());
+    row_.id = -1;
+  }
+  SessionStore& store_;
+  std::weak_ptr<char> alive_;
+  CommandRow row_;
+};
+
 }  // namespace
 
 Provider::Provider(asio::any_io_executor ex, const Identity& identity, Database& db, ProviderOptions options,
@@ -360,7 +393,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);
   sessions_[session_id] = live;
   if (auto r = session_rows_.add({session_id, live->grant.id, consumer->str(), address, path, {},
-                                  std::chrono::system_clock::now(), ::getpid(), false});
+                                  std::chrono::system_clock::now(), ::getpid(), false, {}, 0});
       !r)
     spdlog::warn("sessions table: {}", r.error().what());
   if (on_event_)
@@ -430,7 +463,14 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
     (void)co_await stream->close_write();
     co_return;
   }
-  ServiceContext context{live->id, live->consumer, live->grant, {}, live->address};
+  ServiceContext context{live->id, live->consumer, live->grant, {}, live->address, {}};
+  context.record_command = [this, alive = std::weak_ptr<char>(audit_alive_),
+                            id = live->id](const exec::RunningCommand& c) -> std::shared_ptr<exec::CommandRecord> {
+    if (alive.expired()) return nullptr;  // a command started as the provider goes
+    return std::make_shared<StoredCommand>(session_rows_, alive,
+                                           CommandRow{0, id, c.command, std::chrono::system_clock::now(), c.pid,
+                                                      c.cgroup, ::getpid()});
+  };
   context.audit = [this, live, batch = entry->batch_audit](const std::string& kind, const std::string& decision,
                                                           const std::string& reason, const nlohmann::json& detail) {
     AuditEvent ev{std::chrono::system_clock::now(), kind, live->grant.id, live->consumer.str(), live->address,

@@ -136,7 +136,7 @@ class Provider {
   std::vector<AuditEvent> audit_queue_;  // audit_batched() records not yet written
   boost::asio::steady_timer audit_timer_;
   bool audit_timer_armed_ = false;
-  std::shared_ptr<char> audit_alive_ = std::make_shared<char>();  // expires with the Provider
+  std::shared_ptr<char> audit_alive_ = std::make_shared<char>();  // expires with the Provider (audit, command rows)
   std::map<std::string, std::shared_ptr<LiveSession>> sessions_;
   AdmissionSlots slots_;
   std::map<std::uint64_t, TlsStream*> handshaking_;  // by slot: what evict() closes

@@ -29,19 +29,19 @@ ServiceRouter default_services() {
   router.add(exec::kServiceRun, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                     const ServiceContext& ctx) {
                                    return exec::serve_run(std::move(stream), args,
-                                                          {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, {}});
+                                                          {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command, {}});
                                  },
                                  exec::kServiceRun, true});
   router.add(exec::kServiceCp, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                    const ServiceContext& ctx) {
                                   return exec::serve_cp(std::move(stream), args,
-                                                        {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, {}});
+                                                        {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command, {}});
                                 },
                                 exec::kServiceCp, true});
   router.add(exec::kServiceShell, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                       const ServiceContext& ctx) {
                                      return exec::serve_shell(std::move(stream), args,
-                                                              {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, {}});
+                                                              {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command, {}});
                                    },
                                    exec::kServiceShell, true});
   // cuda: one cuda-server per stream; it audits each server itself (cuda_start, cuda_end).
@@ -49,7 +49,7 @@ ServiceRouter default_services() {
                                       std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                       const ServiceContext& ctx) {
                                     return cuda::serve_cuda_stream(sessions, std::move(stream), args,
-                                                            {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit});
+                                                            {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command});
                                   },
                                   cuda::kServiceCuda, false});
   return router;

@@ -8,6 +8,7 @@
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
 #include "net/yamux_session.hpp"
+#include "services/exec/command_record.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,8 @@ struct ServiceContext {
   // Where the session comes from: "IP:PORT", or "relay IP:PORT" (the relay's
   // address) for a relayed session.
   std::string address;
+  // Records each command a service runs for this session (`runsnack sessions`).
+  exec::CommandRecorder record_command;
 };
 
 using ServiceHandler = std::function<boost::asio::awaitable<void>(std::shared_ptr<MuxStream> stream,

@@ -62,6 +62,22 @@ CREATE TABLE sessions (
   kicked    INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 )sql"},
+    // The commands each live session runs (store/session_store.hpp): what
+    // `runsnack sessions` measures. At most kMaxSessionCommands rows per
+    // session; further ones are only counted (sessions.unlisted_commands).
+    {4, R"sql(
+CREATE TABLE session_commands (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id    TEXT NOT NULL,
+  command       TEXT NOT NULL,               -- the consumer's command line, cut to kMaxCommandText bytes
+  started       INTEGER NOT NULL,            -- unix seconds
+  pid           INTEGER NOT NULL,            -- the sandbox's outermost process (bwrap)
+  cgroup        TEXT NOT NULL DEFAULT '',    -- its cgroup folder; '' under rlimits
+  provider_pid  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX session_commands_by_session ON session_commands (session_id);
+ALTER TABLE sessions ADD COLUMN unlisted_commands INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <map>
 
 namespace runsnack {
 namespace {
@@ -13,7 +14,8 @@ using nlohmann::json;
 
 constexpr const char* kColumns = "id, grant_id, peer, address, path, services, opened, pid, kicked";
 
-Result<std::vector<SessionRow>> collect(Statement& stmt) {
+// with_unlisted: the statement selects sessions.unlisted_commands after kColumns.
+Result<std::vector<SessionRow>> collect(Statement& stmt, bool with_unlisted = false) {
   std::vector<SessionRow> out;
   for (;;) {
     auto row = stmt.step();
@@ -32,8 +34,25 @@ Result<std::vector<SessionRow>> collect(Statement& stmt) {
     s.opened = from_unix(stmt.column_int64(6));
     s.pid = stmt.column_int64(7);
     s.kicked = stmt.column_int64(8) != 0;
+    if (with_unlisted) s.unlisted_commands = stmt.column_int64(9);
     out.push_back(std::move(s));
   }
+}
+
+// The longest prefix of `text` of at most `max` bytes that does not split a UTF-8 sequence.
+std::string_view utf8_prefix(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return text;
+  std::size_t cut = max;
+  // Back off continuation bytes (10xxxxxx) to the start of the sequence they belong to.
+  for (int i = 0; i < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++i) --cut;
+  return text.substr(0, cut);
+}
+
+// `text`, or its start and "…" when it is longer than kMaxCommandText bytes.
+std::string bounded_command(std::string_view text) {
+  static constexpr std::string_view kEllipsis = "\u2026";
+  if (text.size() <= kMaxCommandText) return std::string(text);
+  return std::string(utf8_prefix(text, kMaxCommandText - kEllipsis.size())) + std::string(kEllipsis);
 }
 
 std::string services_text(const std::vector<std::string>& services) {
@@ -41,6 +60,16 @@ std::string services_text(const std::vector<std::string>& services) {
 }
 
 }  // namespace
+
+std::string short_command_line(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& arg : argv) {
+    if (!line.empty()) line += ' ';
+    line.append(utf8_prefix(arg, kMaxCommandText + 1 - std::min(line.size(), kMaxCommandText)));
+    if (line.size() > kMaxCommandText) break;
+  }
+  return bounded_command(line);
+}
 
 bool process_running(std::int64_t pid) {
   if (pid <= 0) return false;
@@ -90,12 +119,81 @@ Result<void> SessionStore::remove(const std::string& id) {
   return stmt->bind(1, std::string_view(id)).run();
 }
 
-Result<std::vector<SessionRow>> SessionStore::live() {
-  auto stmt = db_.prepare(std::string("SELECT ") + kColumns + " FROM sessions ORDER BY opened, id");
+Result<std::int64_t> SessionStore::add_command(const CommandRow& row) {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.error();
+  auto count = db_.prepare("SELECT count(*) FROM session_commands WHERE session_id = ?1");
+  if (!count) return count.error();
+  count->bind(1, std::string_view(row.session_id));
+  auto counted = count->step();
+  if (!counted) return counted.error();
+  std::int64_t id = 0;
+  if (*counted && count->column_int64(0) >= static_cast<std::int64_t>(kMaxSessionCommands)) {
+    auto more = db_.prepare("UPDATE sessions SET unlisted_commands = unlisted_commands + 1 WHERE id = ?1");
+    if (!more) return more.error();
+    if (auto r = more->bind(1, std::string_view(row.session_id)).run(); !r) return r.error();
+  } else {
+    auto insert = db_.prepare(
+        "INSERT INTO session_commands (session_id, command, started, pid, cgroup, provider_pid) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    if (!insert) return insert.error();
+    const std::string command = bounded_command(row.command);
+    if (auto r = insert->bind(1, std::string_view(row.session_id))
+                     .bind(2, std::string_view(command))
+                     .bind(3, to_unix(row.started))
+                     .bind(4, row.pid)
+                     .bind(5, std::string_view(row.cgroup))
+                     .bind(6, row.provider_pid)
+                     .run();
+        !r)
+      return r.error();
+    id = db_.last_insert_rowid();
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  return id;
+}
+
+Result<void> SessionStore::remove_command(std::int64_t id, const std::string& session_id) {
+  if (id == 0) {
+    auto less = db_.prepare(
+        "UPDATE sessions SET unlisted_commands = unlisted_commands - 1 WHERE id = ?1 AND unlisted_commands > 0");
+    if (!less) return less.error();
+    return less->bind(1, std::string_view(session_id)).run();
+  }
+  auto stmt = db_.prepare("DELETE FROM session_commands WHERE id = ?1");
   if (!stmt) return stmt.error();
-  auto rows = collect(*stmt);
+  return stmt->bind(1, id).run();
+}
+
+Result<std::vector<SessionRow>> SessionStore::live() {
+  auto stmt = db_.prepare(std::string("SELECT ") + kColumns + ", unlisted_commands FROM sessions ORDER BY opened, id");
+  if (!stmt) return stmt.error();
+  auto rows = collect(*stmt, true);
   if (!rows) return rows.error();
   std::erase_if(*rows, [](const SessionRow& s) { return !process_running(s.pid); });
+  if (rows->empty()) return rows;
+  std::map<std::string, SessionRow*> by_id;
+  for (auto& s : *rows) by_id[s.id] = &s;
+  auto commands = db_.prepare(
+      "SELECT id, session_id, command, started, pid, cgroup, provider_pid FROM session_commands ORDER BY started, id");
+  if (!commands) return commands.error();
+  for (;;) {
+    auto row = commands->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto it = by_id.find(commands->column_text(1));
+    // A command whose session is gone (lost, waiting for a re-attach) shows again under the session that re-attaches.
+    if (it == by_id.end()) continue;
+    CommandRow c;
+    c.id = commands->column_int64(0);
+    c.session_id = it->first;
+    c.command = commands->column_text(2);
+    c.started = from_unix(commands->column_int64(3));
+    c.pid = commands->column_int64(4);
+    c.cgroup = commands->column_text(5);
+    c.provider_pid = commands->column_int64(6);
+    it->second->commands.push_back(std::move(c));
+  }
   return rows;
 }
 
@@ -140,6 +238,20 @@ Result<std::int64_t> SessionStore::prune_dead() {
     if (!del) return del.error();
     if (auto r = del->bind(1, pid).run(); !r) return r.error();
     gone += db_.changes();
+  }
+  auto providers = db_.prepare("SELECT DISTINCT provider_pid FROM session_commands");
+  if (!providers) return providers.error();
+  dead.clear();
+  for (;;) {
+    auto row = providers->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    if (!process_running(providers->column_int64(0))) dead.push_back(providers->column_int64(0));
+  }
+  for (auto pid : dead) {
+    auto del = db_.prepare("DELETE FROM session_commands WHERE provider_pid = ?1");
+    if (!del) return del.error();
+    if (auto r = del->bind(1, pid).run(); !r) return r.error();
   }
   return gone;
 }

@@ -192,9 +192,15 @@ class Plumbing(CudaBase):
         pid = starts[0]["detail"]["pid"]
         self.assertTrue(pid_alive(pid), "the cuda-server should run while the program does")
         self.assertIn(b"cuda-server", cmdline(pid))
+        # `runsnack sessions` lists the server under the session, by the pid the audit names.
+        def servers():
+            live = json.loads(self.ok(self.phome, "sessions", "--json").stdout)
+            return [c for s in live for c in s["commands"] if c["command"].startswith("cuda-server")]
+        self.assertEqual([c["pid"] for c in servers()], [pid])
         proc.signal(signal.SIGKILL)
         self.poll_until(lambda: not pid_alive(pid), 15, "cuda-server %d gone after the consumer died" % pid,
                         interval=0.1)
+        self.poll_until(lambda: not servers(), 10, "the server's row to go")
         ends = self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the cuda_end audit record")
         self.assertIn("went away", ends[0]["reason"])
 

@@ -4,10 +4,11 @@ import datetime
 import json
 import os
 import signal
+import sqlite3
 import time
 import unittest
 
-from harness import (E2ETestCase, READY_DEADLINE, random_secret, replace_query_param, replace_secret)
+from harness import (BIN, E2ETestCase, READY_DEADLINE, random_secret, replace_query_param, replace_secret)
 
 
 class ProviderKey(E2ETestCase):
@@ -284,6 +285,108 @@ class SessionsAndKick(E2ETestCase):
         self.poll_until(lambda: json.loads(self.ok(phome, "sessions", "--json").stdout) == [], 20, "no live sessions")
         # The link itself still works.
         self.assertEqual(self.info(chome, provider.link)["grant"]["id"], provider.grant)
+
+
+# Burns CPU for a while, holds 64 MB, then waits for Ctrl-C (the consumer's SIGINT ends it).
+BURN_AND_HOLD = """
+import time
+block = b'x' * (64 << 20)
+end = time.time() + 1.5
+n = 0
+while time.time() < end:
+    n += 1
+print('ready', flush=True)
+time.sleep(600)
+"""
+
+
+class SessionCommands(E2ETestCase):
+    """`runsnack sessions` shows each session's running commands with what they use now."""
+
+    def setUp(self):
+        super().setUp()
+        self.phome, self.chome = self.new_home("provider"), self.new_home("consumer")
+        self.provider = self.start_provider(self.phome, "--allow", "run,cp")
+        self.work = self.new_home("work")
+
+    def sessions(self, env_extra=None):
+        return json.loads(self.ok(self.phome, "sessions", "--json", env_extra=env_extra).stdout)
+
+    def command_rows(self):
+        db = sqlite3.connect(os.path.join(self.phome, "runsnack.db"))
+        try:
+            return db.execute("SELECT session_id, command FROM session_commands").fetchall()
+        finally:
+            db.close()
+
+    def start_run(self, *cmd):
+        return self.start(self.chome, "run", self.provider.link, "--sync", self.work, "--", *cmd, name="run")
+
+    def wait_output(self, proc, text):
+        self.poll_until(lambda: any(text in l for l in proc.lines) or not proc.alive(), 60, "%r from the command" % text)
+        self.assertTrue(any(text in l for l in proc.lines), "%r %s" % (proc.lines, proc.stderr()))
+
+    def test_running_command_with_cpu_and_memory_then_gone(self):
+        run = self.start_run("python3", "-c", BURN_AND_HOLD)
+        self.wait_output(run, "ready")
+        no_nvml = {"RUNSNACK_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"}
+        live = self.sessions(no_nvml)
+        self.assertEqual(len(live), 1, live)
+        self.assertIn("run", live[0]["services"])
+        commands = live[0]["commands"]
+        self.assertEqual(len(commands), 1, commands)
+        c = commands[0]
+        self.assertTrue(c["command"].startswith("python3 -c \nimport time\nblock = b'x'"), c)
+        self.assertTrue(c["since"].endswith("Z"), c)
+        self.assertGreater(c["pid"], 0)
+        self.assertGreaterEqual(c["cpu_seconds"], 1.0, c)       # it burned 1.5 s before "ready"
+        self.assertGreaterEqual(c["memory_bytes"], 60 << 20, c)  # and holds 64 MB
+        self.assertIsNone(c["gpu_memory_bytes"], c)              # no NVML: unknown, not 0
+        self.assertEqual(live[0]["unlisted_commands"], 0)
+
+        human = self.ok(self.phome, "sessions", env_extra=no_nvml).stdout
+        self.assertIn("COMMAND", human)
+        line = [l for l in human.splitlines() if "python3 -c" in l]
+        self.assertEqual(len(line), 1, human)
+        self.assertTrue(line[0].startswith("    "), human)      # indented under its session
+        self.assertIn(str(c["pid"]), line[0])
+        self.assertIn(" MB", line[0])
+
+        # GPU memory per process through NVML (a stand-in library): the command's processes only.
+        fake = os.path.join(os.path.dirname(BIN), "..", "gpu", "librunsnack_fake_nvml.so")
+        if os.path.exists(fake):
+            with_gpu = self.sessions({"RUNSNACK_NVML_LIBRARY": fake,
+                                      "FAKE_NVML_PROCESSES": "%d:123456789,1:999" % c["pid"]})
+            self.assertEqual(with_gpu[0]["commands"][0]["gpu_memory_bytes"], 123456789)
+            idle = self.sessions({"RUNSNACK_NVML_LIBRARY": fake, "FAKE_NVML_PROCESSES": "1:999"})
+            self.assertEqual(idle[0]["commands"][0]["gpu_memory_bytes"], 0)
+
+        run.signal(signal.SIGINT)  # Ctrl-C: the command ends
+        self.assertIsNotNone(run.wait(30), "run did not end after Ctrl-C")
+        self.poll_until(lambda: self.command_rows() == [], 20, "the command's row to go")
+        self.assertEqual([s for s in self.sessions() if s["commands"]], [])
+
+    def test_hostile_command_line_is_cut_and_escaped_and_kick_ends_it(self):
+        # 100 kB of command line with terminal control sequences in it.
+        junk = "\x1b]0;owned\x07\x1b[2J" + "A" * 50000
+        run = self.start_run("sh", "-c", "echo ready; exec sleep 600", junk, "B" * 50000)
+        self.wait_output(run, "ready")
+        live = self.poll_until(lambda: [s for s in self.sessions() if s["commands"]], 20, "the command")
+        c = live[0]["commands"][0]
+        self.assertLessEqual(len(c["command"].encode()), 256, c)
+        self.assertTrue(c["command"].startswith("sh -c echo ready; exec sleep 600 \x1b]0;owned"), c)
+        self.assertTrue(c["command"].endswith("\u2026"), c)
+        [(_, stored)] = self.command_rows()
+        self.assertLessEqual(len(stored.encode()), 256)
+        human = self.ok(self.phome, "sessions").stdout
+        self.assertNotIn("\x1b", human)   # no raw escape reaches the terminal
+        self.assertIn("\\x1b]0;owned", human)
+
+        self.ok(self.phome, "kick", live[0]["session"])
+        self.assertIsNotNone(run.wait(30), "the kicked session's run did not end: %s" % run.stderr())
+        self.poll_until(lambda: self.command_rows() == [], 20, "the kicked session's command to go")
+        kicks = [e for e in self.audit(self.phome) if e["kind"] == "kick"]
+        self.assertEqual(len(kicks), 1)
 
 
 class Revocation(E2ETestCase):

@@ -1,5 +1,6 @@
 """runsnack shell end to end, driven through tmux: a real terminal, keys, resizes."""
 
+import json
 import os
 import re
 import shlex
@@ -137,11 +138,18 @@ class Shell(E2ETestCase):
         self.start_shell(exec_=True)
         self.keys("sleep 4712")
         self.poll_until(lambda: self.procs_with("sleep\x004712"), 20, "the remote sleep")
+        # `runsnack sessions` shows the shell as the session's running command, with what it uses.
+        def commands():
+            return [c for s in json.loads(self.ok(self.phome, "sessions", "--json").stdout) for c in s["commands"]]
+        [shell] = commands()
+        self.assertTrue(shell["command"].endswith(" -l (shell)"), shell)
+        self.assertGreater(shell["memory_bytes"], 0, shell)
         self.poll_until(lambda: os.path.exists(self.pid_file), 5, "the pid file")
         with open(self.pid_file) as f:
             pid = int(f.read())
         os.kill(pid, signal.SIGKILL)  # the runsnack shell we started (exec'd in place of its sh)
         self.poll_until(lambda: not self.procs_with("sleep\x004712"), 5, "the remote processes gone")
+        self.poll_until(lambda: not commands(), 20, "the shell's row to go")
 
 
 if __name__ == "__main__":

@@ -117,3 +117,42 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned 
   *temp = device->temp;
   return 0;
 }
+
+/* nvmlProcessInfo_t of the _v2/_v3 entry points. FAKE_NVML_PROCESSES="PID:BYTES,PID:BYTES" lists
+ * the compute processes of device 0 (BYTES "na": NVML_VALUE_NOT_AVAILABLE); device 1 has none. */
+typedef struct {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
+  nvmlProcessInfo_t found[64];
+  unsigned n = 0;
+  const char* list = getenv("FAKE_NVML_PROCESSES");
+  if (device == &devices[0] && list) {
+    const char* p = list;
+    while (*p && n < 64) {
+      char* end = NULL;
+      found[n].pid = (unsigned)strtoul(p, &end, 10);
+      if (*end != ':') break;
+      p = end + 1;
+      if (strncmp(p, "na", 2) == 0) {
+        found[n].usedGpuMemory = ~0ULL;
+        end = (char*)p + 2;
+      } else {
+        found[n].usedGpuMemory = strtoull(p, &end, 10);
+      }
+      found[n].gpuInstanceId = found[n].computeInstanceId = ~0U;
+      ++n;
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (*count < n) {
+    *count = n;
+    return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+  }
+  *count = n;
+  if (n) memcpy(infos, found, n * sizeof found[0]);
+  return 0;
+}

@@ -203,6 +203,8 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
   }
   auto child = started->child;
   const pid_t pid = child->pid();
+  auto record = exec::record_command(context.record, {"cuda-server (runsnack cuda)", pid,
+                                                      started->cgroup ? started->cgroup->usage_dir().string() : ""});
   const std::string backend = host_backend() ? "host" : "driver";
   nlohmann::json limits = started->limits;
   audit("cuda_start", "accept", "", {{"pid", pid}, {"backend", backend}, {"limits", limits}});
@@ -245,6 +247,7 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     arm_grace();
   }
   const exec::ExitInfo ended = co_await child->wait();
+  record.reset();
   if (*grace) (*grace)->cancel();
   std::optional<std::uint64_t> peak = started->cgroup ? started->cgroup->peak_memory() : std::nullopt;
   started->cgroup.reset();  // kills any straggler, removes the group

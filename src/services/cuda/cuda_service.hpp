@@ -28,6 +28,7 @@
 #include "crypto/peer_id.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
+#include "services/exec/command_record.hpp"
 #include "services/forward/token_bucket.hpp"
 #include "session/session.hpp"
 
@@ -53,6 +54,7 @@ struct CudaContext {
   PeerId consumer;
   Grant grant;
   std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
+  exec::CommandRecorder record;  // each running server, for `runsnack sessions`
 };
 
 // Per session: servers running and the bandwidth bucket they share.

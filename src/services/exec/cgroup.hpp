@@ -33,6 +33,8 @@ class Cgroup {
   void kill_all();
   std::optional<std::uint64_t> peak_memory() const;
   const char* mode() const { return v2_ ? "cgroup v2" : "cgroup v1"; }
+  // Where its memory (and on v2 its CPU time) is counted: the unified group, or v1's memory group.
+  std::filesystem::path usage_dir() const { return dirs_.empty() ? std::filesystem::path() : dirs_.back(); }
 
  private:
   Cgroup() = default;

@@ -179,7 +179,7 @@ void CommandLink::take_over(std::shared_ptr<MuxStream> stream, std::uint64_t out
 }
 
 asio::awaitable<void> CommandLink::serve_attach(std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
-                                                const PeerId& consumer) {
+                                                const PeerId& consumer, const std::string& session_id) {
   const std::string token = string_or(args, "token");
   auto& r = registry();
   auto it = token.empty() ? r.links.end() : r.links.find(token);
@@ -199,6 +199,7 @@ asio::awaitable<void> CommandLink::serve_attach(std::shared_ptr<MuxStream> strea
   // generation), "attached" goes first, then what the consumer missed.
   link->attaching_ = true;
   link->take_over(stream, out, err, lost_out, lost_err);
+  if (link->on_attach_ && !session_id.empty()) link->on_attach_(session_id);
   spdlog::info("run: a command was re-attached ({} bytes of its output lost)", lost_out + lost_err);
   const nlohmann::json attached = {{"type", "attached"}, {"lost_out", lost_out}, {"lost_err", lost_err}};
   (void)co_await fs::write_control(*stream, attached);

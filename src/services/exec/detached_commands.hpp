@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -68,9 +69,11 @@ class CommandLink : public std::enable_shared_from_this<CommandLink> {
   // The end: half-closes the current stream; the token is no longer valid.
   boost::asio::awaitable<void> close_write();
 
-  // Serves {"mode":"attach"} on `stream` for `consumer` (see above).
+  // Serves {"mode":"attach"} on `stream` for `consumer` (see above), from session `session_id`.
   static boost::asio::awaitable<void> serve_attach(std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
-                                                   const PeerId& consumer);
+                                                   const PeerId& consumer, const std::string& session_id = {});
+  // Told the session of each re-attach (the command's record moves there: command_record.hpp).
+  void on_attach(std::function<void(const std::string& session_id)> fn) { on_attach_ = std::move(fn); }
 
  private:
   CommandLink(std::shared_ptr<MuxStream> stream, PeerId consumer, std::string token);
@@ -97,6 +100,7 @@ class CommandLink : public std::enable_shared_from_this<CommandLink> {
   bool detached_ = false;
   bool gone_ = false;
   bool closed_ = false;
+  std::function<void(const std::string&)> on_attach_;
 };
 
 }  // namespace runsnack::exec

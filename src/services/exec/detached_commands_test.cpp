@@ -97,6 +97,8 @@ TEST(CommandLink, ReattachReplaysFromTheConsumersCount) {
     auto p1 = c1_p1.second;
     auto link = CommandLink::create(p1, peer(1));
     EXPECT_FALSE(link->token().empty());
+    std::vector<std::string> moved_to;  // the sessions the command's record moved to
+    link->on_attach([&](const std::string& session) { moved_to.push_back(session); });
     const auto text1 = bytes("hello ");
     const bool ok7 = static_cast<bool>(co_await link->write_output(fs::FrameType::out, text1));
     EXPECT_TRUE(ok7);
@@ -111,7 +113,8 @@ TEST(CommandLink, ReattachReplaysFromTheConsumersCount) {
     auto c2 = c2_p2.first;
     auto p2 = c2_p2.second;
     const nlohmann::json args = {{"mode", "attach"}, {"token", link->token()}, {"out", 8}, {"err", 0}};
-    co_await CommandLink::serve_attach(p2, args, peer(1));
+    co_await CommandLink::serve_attach(p2, args, peer(1), "SESSION2");
+    EXPECT_EQ(moved_to, std::vector<std::string>{"SESSION2"});
     auto attached = co_await fs::read_control(*c2);
     EXPECT_TRUE(attached);
     if (attached) {

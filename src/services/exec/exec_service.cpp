@@ -16,6 +16,7 @@
 #include "services/exec/workspace_projects.hpp"
 #include "services/exec/workspace_service.hpp"
 #include "services/exec/workspace_transfer.hpp"
+#include "store/session_store.hpp"
 #include "services/fs/offload.hpp"
 #include "services/fs/path_rules.hpp"
 #include "services/fs/transfer.hpp"
@@ -273,6 +274,8 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   ctl->outer = child.pid();
   ctl->info = std::move(launched->info);
   if (launched->cgroup) ctl->cgroup.emplace(std::move(*launched->cgroup));
+  auto record = record_command(ctx.record, {short_command_line(req->argv), ctl->outer,
+                                            ctl->cgroup ? ctl->cgroup->usage_dir().string() : ""});
 
   std::string command_line;
   for (const auto& a : req->argv) command_line += (command_line.empty() ? "" : " ") + a;
@@ -282,6 +285,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   auto link = CommandLink::create(stream, ctx.consumer);
   nlohmann::json started = {{"type", "started"}, {"limits", limits}};
   if (!link->token().empty()) started["token"] = link->token();
+  if (record) link->on_attach([weak = std::weak_ptr(record)](const std::string& s) { if (auto r = weak.lock()) r->moved_to(s); });
   (void)co_await link->write_control(started);
 
   // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
@@ -303,6 +307,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   co_await pump_output(*link, child.take_stdout(), child.take_stderr());
   ExitInfo exit = co_await child.wait();
   ctl->finished = true;
+  record.reset();
   if (ctl->deadline) ctl->deadline->cancel();
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -351,7 +356,7 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
   context.workspace = *workspace;
   if (mode == "sync") co_return co_await serve_sync(stream, context, std::string(), true);
   if (mode == "exec") co_return co_await run_exec(stream, context);
-  if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer);
+  if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer, context.session_id);
   if (mode == "workspaces" || mode == "remove") co_return co_await serve_workspaces(stream, context, args);
   if (mode == "pull") {
     SendRequest req{string_list(field_or(args, "paths", nullptr)), std::string(), false, "pull"};

@@ -31,6 +31,7 @@
 #include "crypto/peer_id.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
+#include "services/exec/command_record.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,7 @@ struct ExecContext {
   Grant grant;
   // Writes one audit record (kind, decision, reason, detail); grant, peer and address are the provider's to fill.
   std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
+  CommandRecorder record;  // each running command, for `runsnack sessions` (command_record.hpp)
   std::string workspace;  // the consumer's workspace this stream works in (workspace_names.hpp); set by the service
 };
 

@@ -195,6 +195,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   ChildProcess* child = &*launched->child;
   ctl->outer = child->pid();
   if (launched->cgroup) ctl->cgroup.emplace(std::move(*launched->cgroup));
+  auto record = record_command(ctx.record, {command_line, ctl->outer, ctl->cgroup ? ctl->cgroup->usage_dir().string() : ""});
 
   nlohmann::json limits = launched->limits;
   limits["disk_quota_enforced_by"] = ws->quota_mode;
@@ -216,6 +217,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   co_await pump_pty(*stream, ctl);
   ExitInfo exit = co_await child->wait();
   ctl->finished = true;
+  record.reset();
   if (ctl->deadline) ctl->deadline->cancel();
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
   ctl->cgroup.reset();  // kills any straggler, removes the group

@@ -2,6 +2,7 @@
 
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
+#include "services/exec/process_usage.hpp"
 #include "store/database.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -12,15 +13,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 
 namespace runsnack::exec {
 
@@ -123,42 +119,8 @@ boost::asio::awaitable<void> enforce_budget(std::shared_ptr<UsageBudget> budget,
 }
 
 double tree_cpu_seconds(pid_t root) {
-  // /proc/PID/stat: "pid (comm) state ppid ... utime(14) stime(15) cutime(16) cstime(17)".
-  std::map<pid_t, pid_t> parent;
-  std::map<pid_t, double> cpu;
-  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string text;
-    if (!std::getline(in, text)) continue;
-    auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 2));
-    std::string state;
-    long long ppid = 0, skip = 0, ut = 0, st = 0, cut = 0, cst = 0;
-    rest >> state >> ppid;
-    for (int i = 0; i < 9; ++i) rest >> skip;  // fields 5..13
-    rest >> ut >> st >> cut >> cst;
-    if (!rest) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
-    parent[pid] = static_cast<pid_t>(ppid);
-    cpu[pid] = static_cast<double>(ut + st + cut + cst) / tick;
-  }
   double total = 0;
-  for (const auto& [pid, seconds] : cpu) {
-    for (pid_t p = pid; p > 1;) {
-      if (p == root) {
-        total += seconds;
-        break;
-      }
-      auto it = parent.find(p);
-      if (it == parent.end()) break;
-      p = it->second;
-    }
-  }
+  for (const auto& p : process_tree(read_processes(), root)) total += p.cpu_seconds;
   return total;
 }
 
