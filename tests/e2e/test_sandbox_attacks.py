@@ -25,7 +25,7 @@ import threading
 import time
 import unittest
 
-from harness import E2ETestCase, BIN, REPO
+from harness import E2ETestCase, BIN, REPO, workspace_name
 
 MB = 1000 * 1000
 QUOTA = "50M"  # parse_size: M is 2^20 bytes
@@ -624,7 +624,8 @@ class AttackSuite:
         self.assertNotEqual(cp.returncode, 0)
         out = os.path.join(self.tmp, "cp-out")
         os.makedirs(out)
-        cp = self.run_cli(self.chome, "cp", self.link, "remote:d", out + "/")
+        # From the workspace the run above synced `dest` to.
+        cp = self.run_cli(self.chome, "cp", "--workspace", workspace_name(dest), self.link, "remote:d", out + "/")
         u = os.path.join(out, "d", "u")
         if os.path.islink(u):
             real = os.path.realpath(u)
