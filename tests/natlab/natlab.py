@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """NAT lab: real `runsnack` processes in Linux network namespaces behind
-iptables NAT routers, on TEST-NET addresses only (ARCHITECTURE.md section 9).
+iptables NAT routers, on TEST-NET addresses only (docs/ARCHITECTURE.md section 9).
 
     nl-c2 192.0.2.11 --+                                   +-- nl-c 203.0.113.10
     nl-p  192.0.2.10 --+-- nl-ra --+   bridge in nl-inet   +-- nl-rb
