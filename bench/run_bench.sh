@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run_bench.sh [RUNSNACK_BIN]: `runsnack run` against ssh and rsync on
-# loopback, measured in the same run (ARCHITECTURE.md section 9):
+# loopback, measured in the same run (docs/ARCHITECTURE.md section 9):
 #   - `runsnack run LINK --no-sync -- true` round trip vs `ssh localhost true`
 #   - first sync of a tree of mixed file sizes (TREE_MB, default 1024) vs `rsync -a -e ssh`
 #   - no-change re-sync vs rsync

@@ -1,4 +1,4 @@
-// `runsnack pool ...`: the compute pool (ARCHITECTURE.md section 7).
+// `runsnack pool ...`: the compute pool (docs/ARCHITECTURE.md section 7).
 // serve (the coordinator), join (a worker), submit/status/jobs/cancel/credits
 // (a consumer, by the submit link) and audit-ledger (on the coordinator's
 // own database).

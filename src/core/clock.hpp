@@ -1,5 +1,5 @@
 #pragma once
-// The clock seam (STYLE.md rule 4): protocol and policy code takes a Clock so
+// The clock seam (docs/ARCHITECTURE.md section 13, rule 4): protocol and policy code takes a Clock so
 // tests can step time; production uses SystemClock.
 
 #include <chrono>

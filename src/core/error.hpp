@@ -1,5 +1,5 @@
 #pragma once
-// The project's one error convention (STYLE.md rule 5): an `errc` enum in its
+// The project's one error convention (docs/ARCHITECTURE.md section 13, rule 5): an `errc` enum in its
 // own boost::system category, carried with a one-line human message in
 // `Error`, returned as `Result<T>` for expected failures. Exceptions are kept
 // for broken invariants and are caught where a coroutine is spawned.

@@ -1,5 +1,5 @@
 #pragma once
-// Secrets and the keyed primitives built on them (ARCHITECTURE.md section 3).
+// Secrets and the keyed primitives built on them (docs/ARCHITECTURE.md section 3).
 //
 // A link secret never leaves the consumer and is never stored by the
 // provider. Both sides derive the grant key from it; the consumer proves it

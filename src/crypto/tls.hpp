@@ -1,5 +1,5 @@
 #pragma once
-// TLS 1.3 contexts that authenticate peers by key pinning (ARCHITECTURE.md
+// TLS 1.3 contexts that authenticate peers by key pinning (docs/ARCHITECTURE.md
 // section 3). Raw OpenSSL, no Asio: the net layer hands the SSL_CTX to
 // asio::ssl::context's native-handle constructor, which takes ownership.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // What a provider's GPUs look like right now, for the info service and
-// `runsnack share` (ARCHITECTURE.md section 6), read through NVML.
+// `runsnack share` (docs/ARCHITECTURE.md section 6), read through NVML.
 //
 // query_gpus() never fails and never throws: a machine with no NVIDIA driver,
 // an NVML that will not initialise, or no devices all give an empty `gpus`

@@ -1,5 +1,5 @@
 #pragma once
-// A Grant is what one link allows (ARCHITECTURE.md section 3). The provider
+// A Grant is what one link allows (docs/ARCHITECTURE.md section 3). The provider
 // stores it (store/GrantStore); the secret itself is never stored, only the
 // key derived from it, against which consumers prove possession.
 //

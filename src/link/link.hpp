@@ -1,6 +1,6 @@
 #pragma once
 // The link: everything a consumer needs to reach a provider and prove it may,
-// in one URL a person can paste (ARCHITECTURE.md section 3).
+// in one URL a person can paste (docs/ARCHITECTURE.md section 3).
 //
 //   runsnack://[RDV-HOST:PORT]/g/GRANT-ID?peer=PEER-ID[&c=HOST:PORT,HOST:PORT...]#k=SECRET
 //   \______/   \___________/ \_________/ \__________/ \______________________/ \______/

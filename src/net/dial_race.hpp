@@ -1,5 +1,5 @@
 #pragma once
-// A race of connection attempts to one provider (ARCHITECTURE.md section
+// A race of connection attempts to one provider (docs/ARCHITECTURE.md section
 // 5.3): direct dials, punched sockets and relayed sockets all end in a TLS
 // handshake that must pin the expected PeerId; the first to get there wins,
 // the rest are cancelled or dropped. dial_direct() is the direct-only case.

@@ -1,7 +1,7 @@
 #pragma once
 // Direct dialing: TCP connect + TLS handshake to every candidate address of a
 // link at once; the first connection whose handshake pins the expected
-// PeerId wins and the others are cancelled (ARCHITECTURE.md section 5.3).
+// PeerId wins and the others are cancelled (docs/ARCHITECTURE.md section 5.3).
 // Later issues add hole punching and relays as further racers.
 
 #include "crypto/peer_id.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// Port mapping on the provider's router (ARCHITECTURE.md section 5.1):
+// Port mapping on the provider's router (docs/ARCHITECTURE.md section 5.1):
 // NAT-PMP (libnatpmp) first, then UPnP-IGD (miniupnpc). The mapping lives as
 // long as the PortMapping object: the destructor removes it. Blocking calls,
 // each bounded (about 2 s per protocol), made once at start and once at exit.

@@ -1,5 +1,5 @@
 #pragma once
-// TCP sockets for NAT traversal (ARCHITECTURE.md section 5.3): sockets bound
+// TCP sockets for NAT traversal (docs/ARCHITECTURE.md section 5.3): sockets bound
 // with SO_REUSEADDR + SO_REUSEPORT so that a signaling connection and a
 // simultaneous-open attempt share one local port (and so one NAT mapping),
 // and connects with a deadline.

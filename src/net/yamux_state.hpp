@@ -1,5 +1,5 @@
 #pragma once
-// The yamux protocol logic without I/O (STYLE.md rule 3): the stream table,
+// The yamux protocol logic without I/O (docs/ARCHITECTURE.md section 13, rule 3): the stream table,
 // per-stream send and receive windows with receive-window auto-tuning,
 // SYN/ACK/FIN/RST transitions, GoAway, ping ids and keepalive, and every limit
 // on what a peer may make us hold. It is fed decoded headers and the current

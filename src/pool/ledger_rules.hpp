@@ -1,6 +1,6 @@
 #pragma once
 // The credit ledger's rules as pure functions: amounts, the price of one
-// accepted task, and the audit of a whole ledger (ARCHITECTURE.md section 7).
+// accepted task, and the audit of a whole ledger (docs/ARCHITECTURE.md section 7).
 //
 // Amounts are integers in micro-credits (no rounding drift). Accounts:
 //   "peer:<PeerId>"  a participant (consumer or provider), never negative

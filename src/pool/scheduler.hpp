@@ -1,5 +1,5 @@
 #pragma once
-// The pool's scheduling and lease policy as pure functions (STYLE.md rule 3):
+// The pool's scheduling and lease policy as pure functions (docs/ARCHITECTURE.md section 13, rule 3):
 // no I/O, no clock of its own; the coordinator feeds them the waiting devices,
 // the pending count and the current time. Part 2 replaces the policy behind
 // these functions (price, reliability, exploration).

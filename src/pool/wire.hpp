@@ -1,6 +1,6 @@
 #pragma once
 // The pool's wire helpers: base64 and hex for bytes inside JSON messages, and
-// the limits on what a peer may send (STYLE.md rule 6: bounded peer input).
+// the limits on what a peer may send (docs/ARCHITECTURE.md section 13, rule 6: bounded peer input).
 //
 // Messages on "pool-worker" and "pool-client" streams are length-prefixed
 // JSON (session/session.hpp), one request and one answer at a time:

@@ -1,6 +1,6 @@
 #pragma once
 // A pool workload: the four things the coordinator, the workers and the
-// submitter need to know of a kind of job (ARCHITECTURE.md section 7):
+// submitter need to know of a kind of job (docs/ARCHITECTURE.md section 7):
 //   plan    (coordinator, at submit) check the spec, say how many tasks
 //   run     (worker) compute one task into stdout and files
 //   checker (coordinator) verify a task's result before it is accepted and

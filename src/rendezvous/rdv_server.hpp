@@ -1,6 +1,6 @@
 #pragma once
 // The rendezvous server: signaling for providers and consumers, and a relay
-// that splices two matched connections (ARCHITECTURE.md section 5; the wire
+// that splices two matched connections (docs/ARCHITECTURE.md section 5; the wire
 // format is in rdv_codec.hpp). It keeps everything in memory and stores
 // nothing on disk; a restart forgets registrations, providers reconnect.
 //

@@ -1,6 +1,6 @@
 #pragma once
-// What a rendezvous knows, without sockets or a clock of its own (STYLE.md
-// rule 3): providers still proving their PeerId, authenticated registrations,
+// What a rendezvous knows, without sockets or a clock of its own (docs/ARCHITECTURE.md
+// section 13, rule 3): providers still proving their PeerId, authenticated registrations,
 // relay slots and per-IP counts. The server (rdv_server.cpp) moves the bytes
 // and asks the Registry what to do; rdv_server_fuzz.cpp drives it with
 // arbitrary messages from many connections.

@@ -1,6 +1,6 @@
 #pragma once
 // The grant proof exchanged right after the TLS handshake, before the
-// multiplexer starts (ARCHITECTURE.md section 3):
+// multiplexer starts (docs/ARCHITECTURE.md section 3):
 //
 //   consumer -> provider  {"v":1,"grant":"<grant id>","proof":"<base32 HMAC>"}
 //   provider -> consumer  {"ok":true,"session":"<id>"}

@@ -1,7 +1,7 @@
 #pragma once
 // The provider's answer to the grant proof, read by the multiplexer's own
 // reader, so that a consumer's first requests travel right behind its proof
-// instead of a round trip later (ARCHITECTURE.md section 3, "pipelined
+// instead of a round trip later (docs/ARCHITECTURE.md section 3, "pipelined
 // proof"). The provider is unchanged: it reads the proof, answers, and only
 // then starts its multiplexer, which finds the consumer's frames already
 // waiting; on a refusal it closes without reading them.

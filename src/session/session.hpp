@@ -1,5 +1,5 @@
 #pragma once
-// One authenticated peer connection: TLS + yamux + grant (ARCHITECTURE.md
+// One authenticated peer connection: TLS + yamux + grant (docs/ARCHITECTURE.md
 // section 2). Streams are opened and accepted by service name; the first
 // message on each stream is a StreamHeader (session/stream_header.hpp).
 //

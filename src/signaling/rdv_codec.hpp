@@ -1,7 +1,7 @@
 #pragma once
 // The rendezvous protocol: signaling between providers, consumers and a
 // rendezvous server, and the opening message of a relay connection
-// (ARCHITECTURE.md section 5). Pure: no sockets, no clock.
+// (docs/ARCHITECTURE.md section 5). Pure: no sockets, no clock.
 //
 // Every message uses the session framing (session/message.hpp):
 //

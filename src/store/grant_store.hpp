@@ -1,5 +1,5 @@
 #pragma once
-// The provider's grants, one row per link (ARCHITECTURE.md section 3), in the
+// The provider's grants, one row per link (docs/ARCHITECTURE.md section 3), in the
 // `grants` table of a store Database (opened with Database::open()).
 //
 // Row mapping: times are unix seconds, "none" optionals are NULL, the key is a

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """WAN lab: a consumer and a provider in two Linux network namespaces joined by
 an emulated internet path (wanbridge: delay, jitter, loss, reordering, a rate
-limit, blackholes), on TEST-NET addresses only (ARCHITECTURE.md section 9).
+limit, blackholes), on TEST-NET addresses only (docs/ARCHITECTURE.md section 9).
 
     consumer ns  203.0.113.2 [wan0 tap] ~~ wanbridge ~~ [wan0 tap] 203.0.113.1  router ns  198.51.100.1 [lan0]
                                                                     (the rendezvous runs here)    |  veth

@@ -1,5 +1,5 @@
 #pragma once
-// The pool's multi-objective scheduler (ARCHITECTURE.md section 7): a pure,
+// The pool's multi-objective scheduler (docs/ARCHITECTURE.md section 7): a pure,
 // stateful decision machine. The coordinator feeds it events (devices
 // joining and leaving, copies of tasks starting and ending, verdicts on
 // results) with the current time, and asks it what an idle device should do

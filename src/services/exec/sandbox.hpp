@@ -1,5 +1,5 @@
 #pragma once
-// The bubblewrap sandbox a consumer's command runs in (ARCHITECTURE.md
+// The bubblewrap sandbox a consumer's command runs in (docs/ARCHITECTURE.md
 // section 6), as a pure description turned into bwrap's argv and the
 // environment; no process is started here (exec/child_process.hpp does that),
 // so the run service, shell and the pool worker share one policy.
