@@ -11,6 +11,9 @@
 // Thread-safety: as Database (one thread at a time). On PostgreSQL the
 // read-then-write transactions hold an exclusive advisory lock and claims a
 // shared one with FOR UPDATE SKIP LOCKED (pool/sql.hpp).
+//
+// Implemented by concern in pool_store*.cpp (the list is at the top of
+// pool_store.cpp).
 
 #include "core/error.hpp"
 #include "pool/ledger_rules.hpp"

@@ -77,19 +77,14 @@ Result<std::vector<ShardFailure>> PoolStore::failures(const std::string& job, st
       "SELECT shard, attempt, exit_code, time, peer, stderr FROM failures WHERE job = ? ORDER BY time, shard LIMIT ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(job)).bind(2, limit);
-  std::vector<ShardFailure> out;
-  while (true) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
+  return read_rows(*st, [](SqlStmt& r) {
     ShardFailure f;
-    f.shard = st->column_int64(0), f.attempt = st->column_int64(1), f.exit_code = st->column_int64(2);
-    f.time_ms = st->column_int64(3), f.peer = st->column_text(4);
-    auto blob = st->column_blob(5);
+    f.shard = r.column_int64(0), f.attempt = r.column_int64(1), f.exit_code = r.column_int64(2);
+    f.time_ms = r.column_int64(3), f.peer = r.column_text(4);
+    auto blob = r.column_blob(5);
     f.stderr_tail.assign(blob.begin(), blob.end());
-    out.push_back(std::move(f));
-  }
-  return out;
+    return f;
+  });
 }
 
 Result<void> PoolStore::record_unverified(const std::string& job) {

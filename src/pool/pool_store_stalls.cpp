@@ -11,14 +11,7 @@ Result<std::vector<PoolStore::JobLoad>> PoolStore::running_job_loads(std::int64_
       "FROM jobs j WHERE j.state = 'running' ORDER BY j.created LIMIT ?");
   if (!st) return st.error();
   st->bind(1, limit);
-  std::vector<JobLoad> out;
-  while (true) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back({st->column_text(0), st->column_int64(1), st->column_int64(2)});
-  }
-  return out;
+  return read_rows(*st, [](SqlStmt& r) { return JobLoad{r.column_text(0), r.column_int64(1), r.column_int64(2)}; });
 }
 
 Result<std::set<std::string>> PoolStore::online_worker_peers() {
@@ -27,12 +20,7 @@ Result<std::set<std::string>> PoolStore::online_worker_peers() {
   auto st = db_.prepare("SELECT DISTINCT peer FROM devices WHERE online = 1 AND excluded IS NULL");
   if (!st) return st.error();
   std::set<std::string> out;
-  while (true) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.insert(st->column_text(0));
-  }
+  if (auto r = for_each_row(*st, [&](SqlStmt& p) { out.insert(p.column_text(0)); }); !r) return r.error();
   return out;
 }
 
@@ -42,37 +30,29 @@ Result<PoolStore::JobBars> PoolStore::job_bars(const std::string& job, std::int6
   if (!pending) return pending.error();
   pending->bind(1, std::string_view(job)).bind(2, limit);
   std::map<std::string, std::size_t> index;
-  while (true) {
-    auto row = pending->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    index.emplace(pending->column_text(0), out.pending.size());
-    out.pending.push_back({pending->column_text(0), {}, ""});
-  }
+  auto read_pending = for_each_row(*pending, [&](SqlStmt& r) {
+    index.emplace(r.column_text(0), out.pending.size());
+    out.pending.push_back({r.column_text(0), {}, ""});
+  });
+  if (!read_pending) return read_pending.error();
   auto bars = db_.prepare(
       "SELECT x.task, x.peer, x.reason FROM rejections x JOIN tasks t ON t.id = x.task "
       "WHERE t.job = ? AND t.state = 'pending' ORDER BY x.time");
   if (!bars) return bars.error();
   bars->bind(1, std::string_view(job));
-  while (true) {
-    auto row = bars->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    auto it = index.find(bars->column_text(0));
-    if (it == index.end()) continue;
+  auto read_bars = for_each_row(*bars, [&](SqlStmt& r) {
+    auto it = index.find(r.column_text(0));
+    if (it == index.end()) return;
     auto& p = out.pending[it->second];
-    p.barred.insert(bars->column_text(1));
-    p.last_reason = bars->column_text(2);
-  }
+    p.barred.insert(r.column_text(1));
+    p.last_reason = r.column_text(2);
+  });
+  if (!read_bars) return read_bars.error();
   auto leased = db_.prepare("SELECT id FROM tasks WHERE state = 'leased' AND job = ?");
   if (!leased) return leased.error();
   leased->bind(1, std::string_view(job));
-  while (true) {
-    auto row = leased->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.leased.push_back(leased->column_text(0));
-  }
+  auto read_leased = for_each_row(*leased, [&](SqlStmt& r) { out.leased.push_back(r.column_text(0)); });
+  if (!read_leased) return read_leased.error();
   return out;
 }
 

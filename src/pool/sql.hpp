@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 struct pg_conn;
@@ -126,6 +127,26 @@ class SqlDb {
   std::unique_ptr<PgPrepared> prepared_;  // on the heap: statements keep a pointer across moves
   int depth_ = 0;  // open transactions (outermost plus savepoints)
 };
+
+// Steps `st` through its rows, calling `on_row(st)` to read each one's
+// columns: the loop every query of several rows needs, written once.
+template <class OnRow>
+Result<void> for_each_row(SqlStmt& st, OnRow&& on_row) {
+  while (true) {
+    auto row = st.step();
+    if (!row) return row.error();
+    if (!*row) return {};
+    on_row(st);
+  }
+}
+
+// Every row, as `read(st)` makes it of the row's columns.
+template <class Read, class Row = std::decay_t<std::invoke_result_t<Read&, SqlStmt&>>>
+Result<std::vector<Row>> read_rows(SqlStmt& st, Read&& read) {
+  std::vector<Row> out;
+  if (auto r = for_each_row(st, [&](SqlStmt& s) { out.push_back(read(s)); }); !r) return r.error();
+  return out;
+}
 
 // SQLite's `?` and `?N` parameters as PostgreSQL's `$N` (quoted text kept).
 std::string to_postgres_params(std::string_view sql);

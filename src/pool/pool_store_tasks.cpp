@@ -1,0 +1,241 @@
+// PoolStore: tasks and their leases: which tasks a device may take, claims,
+// heartbeats, and leases given back, released or expired (requeued or
+// failed by the retry rules of pool/scheduler.hpp).
+#include "pool/pool_store.hpp"
+
+#include "pool/scheduler.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace runsnack::pool {
+namespace {
+
+// No work without pay: a job `j` whose tasks the device (an SQL parameter)
+// may take: any job for a free device (price 0), for a priced one only a job
+// whose escrow holds credit (a job without a budget goes to free devices only).
+std::string payable_by_device(const std::string& device_param) {
+  return "(COALESCE((SELECT d.price FROM devices d WHERE d.id = " + device_param + "), 0) = 0 OR "
+         "COALESCE((SELECT b.amount FROM balances b WHERE b.account = 'escrow:' || j.id), 0) > 0)";
+}
+
+}  // namespace
+
+Result<std::int64_t> PoolStore::pending_count(std::int64_t at_most) {
+  auto st = db_.prepare(
+      "SELECT COUNT(*) FROM (SELECT 1 FROM jobs j JOIN tasks t ON t.job = j.id AND t.state = 'pending' "
+      "WHERE j.state = 'running' LIMIT ?) AS x");
+  if (!st) return st.error();
+  st->bind(1, at_most);
+  auto row = st->step();
+  if (!row) return row.error();
+  return st->column_int64(0);
+}
+
+Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit,
+                                                                     const std::string& peer, const std::string& device) {
+  auto st = db_.prepare(
+      "SELECT j.id, j.workload, j.info, (SELECT COUNT(*) FROM (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
+      "AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?3) "
+      "LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND " + payable_by_device("?4") + " AND EXISTS "
+      "(SELECT 1 FROM tasks t WHERE t.state = 'pending' AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x "
+      "WHERE x.task = t.id AND x.peer = ?3)) ORDER BY j.created LIMIT ?1");
+  if (!st) return st.error();
+  st->bind(1, limit).bind(2, count_limit).bind(3, std::string_view(peer)).bind(4, std::string_view(device));
+  return read_rows(*st, [](SqlStmt& r) {
+    return PendingJobRow{r.column_text(0), r.column_text(1), r.column_int64(3),
+                         nlohmann::json::parse(r.column_text(2), nullptr, false)};
+  });
+}
+
+Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
+                                                   std::int64_t now_ms, const std::optional<std::string>& only_job) {
+  auto tasks = claim_many(device, peer, now_ms, 1, only_job);
+  if (!tasks) return tasks.error();
+  if (tasks->empty()) return std::optional<LeasedTask>{};
+  return std::optional<LeasedTask>(std::move(tasks->front()));
+}
+
+Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device, const std::string& peer,
+                                                      std::int64_t now_ms, std::int64_t max,
+                                                      const std::optional<std::string>& only_job) {
+  std::vector<LeasedTask> out;
+  auto tx = db_.begin(/*shared=*/true);
+  if (!tx) return tx.error();
+  // One statement picks and leases up to ?5 tasks of one job: only rows still
+  // 'pending' can be taken. On PostgreSQL concurrent claims skip each other's
+  // rows instead of waiting. The oldest running job with a task this peer may
+  // take, then that job's lowest pending shards: two index walks (jobs by
+  // (state, created), tasks by (state, job, shard)), never a sort of every
+  // pending task. A job with fewer pending tasks than wanted: the next job.
+  // The lease records the device's price and measured score now: the terms
+  // it is paid at, whatever the device registers later.
+  // The pick is a MATERIALIZED CTE, run once: as `id IN (SELECT ... LIMIT n
+  // FOR UPDATE SKIP LOCKED)` PostgreSQL may plan it as a subquery re-run for
+  // every pending row, each run skipping the rows this statement already
+  // updated, so a claim for one task leased every pending task of the job.
+  const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
+  const std::string payable = payable_by_device("?1");
+  const std::string sql =
+      "WITH picked AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
+      (only_job ? "(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running' AND " + payable + ")"
+                : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND " + payable + " AND EXISTS (SELECT 1 FROM "
+                  "tasks t WHERE t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
+      " AND " + not_rejected + " ORDER BY t.shard LIMIT ?5" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
+      ") UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
+      "lease_deadline = ?4, lease_price = (SELECT d.price FROM devices d WHERE d.id = ?1), "
+      "lease_score = (SELECT d.score FROM devices d WHERE d.id = ?1) "
+      "WHERE id IN (SELECT id FROM picked) AND state = 'pending' RETURNING id, job, shard, attempts";
+  while (static_cast<std::int64_t>(out.size()) < max) {
+    auto st = db_.prepare(sql);
+    if (!st) return st.error();
+    st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
+    st->bind(5, max - static_cast<std::int64_t>(out.size()));
+    if (only_job) st->bind(6, std::string_view(*only_job));
+    const std::size_t before = out.size();
+    auto leased = for_each_row(*st, [&](SqlStmt& r) {
+      LeasedTask t;
+      t.id = r.column_text(0), t.job = r.column_text(1), t.shard = r.column_int64(2), t.attempt = r.column_int64(3);
+      out.push_back(std::move(t));
+    });
+    if (!leased) return leased.error();
+    if (out.size() == before) break;
+    // RETURNING's order is unspecified: lowest shards first, as leased.
+    std::sort(out.begin() + static_cast<std::ptrdiff_t>(before), out.end(),
+              [](const LeasedTask& a, const LeasedTask& b) { return a.shard < b.shard; });
+  }
+  for (auto& t : out) {
+    auto meta = job_meta(t.job);
+    if (!meta) return meta.error();
+    t.spec = (*meta)->spec, t.shards = (*meta)->shards, t.workload = (*meta)->workload;
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  for (const auto& t : out) remember_ref(t.id, TaskRef{t.job, t.shard});
+  return out;
+}
+
+Result<void> PoolStore::unclaim(const std::string& task, std::int64_t attempt) {
+  auto st = db_.prepare(
+      "UPDATE tasks SET state = 'pending', attempts = attempts - 1, device = NULL, worker = NULL, lease_start = NULL, "
+      "lease_deadline = NULL WHERE id = ? AND state = 'leased' AND attempts = ?");
+  if (!st) return st.error();
+  return st->bind(1, std::string_view(task)).bind(2, attempt).run();
+}
+
+Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) {
+  // Only leases with less than three quarters left: a batch of short tasks
+  // is usually done before any needs it, so heartbeats do not rewrite every
+  // fresh lease (long tasks are still renewed every lease/4 or so).
+  auto st = db_.prepare(
+      "UPDATE tasks SET lease_deadline = ?1 WHERE worker = ?2 AND state = 'leased' AND lease_deadline <= ?3");
+  if (!st) return st.error();
+  st->bind(1, now_ms + policy_.lease_ms).bind(2, std::string_view(peer)).bind(3, now_ms + policy_.lease_ms * 3 / 4);
+  if (auto r = st->run(); !r) return r;
+  auto dv = db_.prepare("UPDATE devices SET last_seen = ?, online = 1 WHERE peer = ?");
+  if (!dv) return dv.error();
+  return dv->bind(1, now_ms).bind(2, std::string_view(peer)).run();
+}
+
+Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::string& job, std::int64_t attempts,
+                                        const std::string& reason, std::int64_t now_ms) {
+  // Only lost attempts count against max_attempts here: runs that exited
+  // non-zero follow the job's --retries (shard_failed()).
+  auto q = db_.prepare("SELECT t.exit_failures, j.allow_failures FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.id = ?");
+  if (!q) return q.error();
+  q->bind(1, std::string_view(task));
+  auto row = q->step();
+  if (!row) return row.error();
+  const std::int64_t exit_failures = *row ? q->column_int64(0) : 0;
+  const bool allow_failures = *row && q->column_int64(1) != 0;
+  if (*row)
+    if (auto more = q->step(); !more) return more.error();
+  if (after_lost_attempt(static_cast<int>(attempts - exit_failures), policy_.max_attempts) == RetryDecision::requeue) {
+    auto st = db_.prepare(
+        "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ? "
+        "WHERE id = ? AND state = 'leased'");
+    if (!st) return st.error();
+    return st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run();
+  }
+  auto st = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE id = ? AND state = 'leased'");
+  if (!st) return st.error();
+  if (auto r = st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run(); !r) return r;
+  if (allow_failures) {
+    auto finished = maybe_finish(job, now_ms);
+    if (!finished) return finished.error();
+    return {};
+  }
+  return finish_job(job, "failed",
+                    "task " + task + " failed " + std::to_string(attempts) + " times; last: " + reason, now_ms);
+}
+
+Result<void> PoolStore::fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
+                                     const std::string& reason, std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT job, attempts FROM tasks WHERE id = ? AND state = 'leased' AND worker = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task)).bind(2, std::string_view(peer));
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row || st->column_int64(1) != attempt) return {};  // not this peer's live lease: nothing to undo
+  std::string job = st->column_text(0);
+  if (auto r = requeue_or_fail(task, job, attempt, reason, now_ms); !r) return r;
+  return tx->commit();
+}
+
+Result<int> PoolStore::release_worker(const std::string& peer, std::int64_t now_ms) {
+  return release_leases(peer, nullptr, "worker " + peer + " went away", now_ms);
+}
+
+Result<int> PoolStore::release_stale_leases(const std::string& peer, const std::vector<std::string>& keep,
+                                            std::int64_t now_ms) {
+  return release_leases(peer, &keep, "worker " + peer + " came back without this task", now_ms);
+}
+
+// keep == nullptr: the worker is gone (all its leases, device offline).
+Result<int> PoolStore::release_leases(const std::string& peer, const std::vector<std::string>* keep,
+                                      const std::string& reason, std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  auto st = db_.prepare("SELECT id, job, attempts FROM tasks WHERE worker = ? AND state = 'leased'");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(peer));
+  std::vector<std::tuple<std::string, std::string, std::int64_t>> leased;
+  auto read = for_each_row(*st, [&](SqlStmt& r) {
+    std::string id = r.column_text(0);
+    if (keep && std::find(keep->begin(), keep->end(), id) != keep->end()) return;
+    leased.emplace_back(std::move(id), r.column_text(1), r.column_int64(2));
+  });
+  if (!read) return read.error();
+  for (const auto& [task, job, attempts] : leased)
+    if (auto r = requeue_or_fail(task, job, attempts, reason, now_ms); !r) return r.error();
+  if (!keep) {
+    auto dv = db_.prepare("UPDATE devices SET online = 0 WHERE peer = ?");
+    if (!dv) return dv.error();
+    if (auto r = dv->bind(1, std::string_view(peer)).run(); !r) return r.error();
+  }
+  if (auto r = tx->commit(); !r) return r.error();
+  return static_cast<int>(leased.size());
+}
+
+Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
+  auto tx = db_.begin();
+  if (!tx) return tx.error();
+  // Only the leases past their deadline: not every lease, four times a second.
+  auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased' AND lease_deadline <= ?");
+  if (!st) return st.error();
+  st->bind(1, now_ms);
+  std::vector<std::tuple<std::string, std::string, std::int64_t>> expired;
+  auto read = for_each_row(*st, [&](SqlStmt& r) {
+    TimePoint deadline{std::chrono::milliseconds(r.column_int64(3))};
+    if (lease_expired(deadline, TimePoint{std::chrono::milliseconds(now_ms)}))
+      expired.emplace_back(r.column_text(0), r.column_text(1), r.column_int64(2));
+  });
+  if (!read) return read.error();
+  for (const auto& [task, job, attempts] : expired)
+    if (auto r = requeue_or_fail(task, job, attempts, "lease expired", now_ms); !r) return r.error();
+  if (auto r = tx->commit(); !r) return r.error();
+  return static_cast<int>(expired.size());
+}
+
+}  // namespace runsnack::pool
