@@ -65,7 +65,7 @@ class ServiceRouter {
   std::map<std::string, ServiceEntry> services_;
 };
 
-// The foundation's services: info and its bandwidth probe.
+// Every service a provider serves: info and its bandwidth probe, forward, run, cp, shell and cuda.
 ServiceRouter default_services();
 
 }  // namespace runsnack
