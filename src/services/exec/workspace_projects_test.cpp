@@ -123,8 +123,11 @@ TEST(WorkspaceProjects, AtMostAHundredPerConsumer) {
   const std::array<std::uint8_t, 32> raw{};
   const PeerId consumer = PeerId::from_raw_public_key(raw);
   const RunTerms terms;
-  for (std::size_t i = 0; i < kMaxWorkspacesPerConsumer; ++i)
-    ASSERT_TRUE(prepare_workspace(consumer, "w" + std::to_string(i), terms)) << i;
+  for (std::size_t i = 0; i < kMaxWorkspacesPerConsumer; ++i) {
+    std::string name = "w";
+    name += std::to_string(i);  // not "w" + ...: GCC 12's -Wrestrict misfires on that at -O2
+    ASSERT_TRUE(prepare_workspace(consumer, name, terms)) << i;
+  }
   auto one_more = prepare_workspace(consumer, "one-more", terms);
   ASSERT_FALSE(one_more);
   EXPECT_TRUE(one_more.error().is(errc::exhausted));
