@@ -6,6 +6,25 @@
 // JSON (session/session.hpp), one request and one answer at a time:
 //   request  {"op": "<name>", ...}
 //   answer   {"ok": true, ...} | {"ok": false, "error": "<one line>"}
+//
+// "pool-worker" (worker.cpp -> Coordinator::handle_worker), in the order a worker uses them:
+//   register    public_key, device {kind, name, score, price}, holding [task ids it still answers for]
+//               -> device, lease_ms, calibrate {seed, iterations} (calibration.hpp)
+//   calibrated  checkpoints                     -> score (the coordinator's measure, not the hint)
+//   claim       max                             -> tasks [...] | task null, retry_ms (nothing to do)
+//   input       job                             -> input (the job's input, once per worker)
+//   heartbeat                                   -> (extends the worker's leases)
+//   result      task, attempt, exit_code, stdout (base64), files, signature (hex), stderr?,
+//               frames? (binary frames follow, below)
+//   failed      task, attempt, reason
+//   results     results [result | failed ...]   -> answers [...] (one transaction)
+// "pool-client" (cli/cmd_pool.cpp -> Coordinator::handle_client):
+//   submit      workload, spec, input, budget?, retries?, allow_failures?, prefer?
+//                                               -> job, tasks, free_only
+//   status | jobs  job?                         -> jobs [{state, counts, failures, spending, ...}]
+//   result      job, shard                      -> result {exit_code, stdout (base64), files} | null
+//   cancel      job                             -> (the job stops; its unspent escrow returns)
+//   credits                                     -> peer, balance, entries
 
 #include "core/error.hpp"
 
