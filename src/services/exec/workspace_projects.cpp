@@ -34,9 +34,8 @@ std::mutex& adopt_mutex() {
   return mu;
 }
 
-bool is_workspace_entry(const std::string& name) {
-  return name != "lost+found" && !name.starts_with('.') && checked_workspace_name(name).has_value();
-}
+// The name rule already leaves out lost+found, the marker and folders being removed.
+bool is_workspace_entry(const std::string& name) { return checked_workspace_name(name).has_value(); }
 
 std::string random_suffix() {
   static std::atomic<std::uint64_t> counter{0};
