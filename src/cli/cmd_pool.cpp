@@ -9,6 +9,7 @@
 #include "cli/pool_links.hpp"
 #include "cli/pool_replies.hpp"
 #include "cli/session_runner.hpp"
+#include "cli/share_link.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
 #include "core/duration.hpp"
@@ -23,7 +24,7 @@
 #include "pool/worker.hpp"
 #include "pool/workload.hpp"
 #include "pool/workloads/builtin.hpp"
-#include "provider/provider.hpp"
+#include "provider/host.hpp"
 #include "store/grant_store.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -32,6 +33,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <fstream>
@@ -76,8 +79,8 @@ Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolP
 
 struct ServeArgs {
   std::string db, listen, starting_credits, lease = "30", http, scheduler = "learned", max_price, give_up_after = "60",
-              independent_wait;
-  bool json = false;
+              independent_wait, rendezvous;
+  bool json = false, no_port_mapping = false;
 };
 
 void log_error(std::exception_ptr e) {
@@ -140,9 +143,9 @@ int serve(const ServeArgs& args) {
   const bool reuse = args.listen.empty() && !state.listen.empty();
   const std::string listen = !args.listen.empty() ? args.listen : reuse ? state.listen : "0.0.0.0:0";
 
-  ProviderOptions options;
+  HostOptions options;
   auto colon = listen.rfind(':');
-  options.listen_address = listen.substr(0, colon);
+  options.provider.listen_address = listen.substr(0, colon);
   std::uint16_t port = 0;
   if (colon != std::string::npos) {
     try {
@@ -151,9 +154,21 @@ int serve(const ServeArgs& args) {
       return report("bad --listen '" + listen + "': expected ADDR:PORT");
     }
   }
-  options.ports = {port, port};
+  options.provider.ports = {port, port};
   // Workers and submitters are sessions: a lab's machines may share one NAT address.
-  options.sessions = {4096, 512};
+  options.provider.sessions = {4096, 512};
+  options.port_mapping = !args.no_port_mapping;
+  {
+    auto dir = state_dir();
+    if (!dir) return report(dir.error());
+    auto setting = rendezvous_setting(args.rendezvous, *dir);
+    if (!setting) return report(setting.error());
+    if (!setting->empty()) {
+      auto ep = parse_endpoint(*setting, "rendezvous");
+      if (!ep) return report(ep.error());
+      options.rendezvous = *ep;
+    }
+  }
 
   asio::io_context io(1);
   auto emit = [&args](const json& ev) {
@@ -177,46 +192,69 @@ int serve(const ServeArgs& args) {
   if (args.scheduler == "learned") coordinator.use_learned_scheduler();
   ServiceRouter router = default_services();
   coordinator.add_services(router);
-  Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
-  if (auto r = provider.listen(); !r) {
+  HostEvents events;
+  events.provider = emit;
+  events.rendezvous = [&args](const std::string& state) {
+    if (args.json) print_json({{"event", "rendezvous"}, {"state", state}});
+    else spdlog::info("rendezvous: {}", state);
+  };
+  events.not_mapped = [&args](const std::string& why) {
+    if (args.json) print_json({{"event", "port_mapping"}, {"mapped", false}, {"why", why}});
+    else spdlog::debug("no port mapping: {}", why);
+  };
+  const bool has_rendezvous = options.rendezvous.has_value();
+  events.mapped = [&args, has_rendezvous](const PortMapping& mapping) {
+    if (args.json)
+      print_json({{"event", "mapped"}, {"address", mapping.external().str()}, {"protocol", mapping.protocol()}});
+    else
+      std::cerr << "The router maps the coordinator's port to " << mapping.external().str() << " ("
+                << mapping.protocol() << ")"
+                << (has_rendezvous ? ": workers and submitters outside find it through the rendezvous" : "")
+                << std::endl;
+  };
+  ProviderHost host(io.get_executor(), *identity, *db, std::move(options), std::move(router), std::move(events));
+  if (auto r = host.listen(); !r) {
     if (reuse)
       return report("cannot listen on " + listen + ", the address this coordinator's links name (from its last run): " +
                     r.error().what() + "; stop what holds it, or give --listen ADDR:PORT (its links then change)");
     return report(r.error());
   }
-  state.listen = options.listen_address + ":" + std::to_string(provider.local_endpoint().port());
+  state.listen = listen.substr(0, colon) + ":" + std::to_string(host.local_endpoint().port());
+  state.rendezvous = host.rendezvous();
   auto join_link = reuse_or_make_grant(*db, state.join, pool::kServiceWorker, "pool join");
   if (!join_link) return report(join_link.error());
   auto submit_link = reuse_or_make_grant(*db, state.submit, pool::kServiceClient, "pool submit");
   if (!submit_link) return report(submit_link.error());
   if (auto r = save_pool_serve_state(state); !r) return report(r.error());
   const std::string join_grant = join_link->grant, submit_grant = submit_link->grant;
-  const auto candidates = provider.candidates();
-  const auto join = std::make_optional(pool_link_text(*identity, candidates, *join_link));
-  const auto submit = std::make_optional(pool_link_text(*identity, candidates, *submit_link));
+  const std::string join = host.link(join_link->grant, join_link->secret);
+  const std::string submit = host.link(submit_link->grant, submit_link->secret);
   // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
   asio::signal_set signals(io, SIGINT, SIGTERM);
   if (args.json) {
-    print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", dashboard.url()},
-                {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
-                {"db", db_shown}, {"listen", state.listen}});
+    json ready = {{"event", "ready"}, {"join", join}, {"submit", submit}, {"http", dashboard.url()},
+                  {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
+                  {"db", db_shown}, {"listen", state.listen}};
+    if (host.rendezvous()) ready["rendezvous"] = host.rendezvous()->str();
+    print_json(ready);
   } else {
-    std::cout << "join:   " << *join << "\nsubmit: " << *submit << std::endl;
+    std::cout << "join:   " << join << "\nsubmit: " << submit << std::endl;
     if (dashboard.server()) std::cout << "http:   " << dashboard.server()->url() << std::endl;
-    std::cerr << "Pool coordinator on port " << provider.local_endpoint().port() << " (links " << join_grant << ", "
-              << submit_grant << "; revoke with `runsnack revoke`). Ctrl-C stops." << std::endl;
+    std::cerr << "Pool coordinator on port " << host.local_endpoint().port() << " (links " << join_grant << ", "
+              << submit_grant << "; revoke with `runsnack revoke`)"
+              << (host.rendezvous() ? "; registered at the rendezvous " + host.rendezvous()->str() : "")
+              << ". Ctrl-C stops." << std::endl;
   }
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
     coordinator.stop();
-    provider.stop();
+    host.stop();
     dashboard.stop();
   });
-  asio::co_spawn(io, provider.run(), [&](std::exception_ptr e) {
+  host.start([&] {  // the provider ended (a signal, or a failure it logged)
     signals.cancel();
     coordinator.stop();
     dashboard.stop();
-    log_error(e);
   });
   asio::co_spawn(io, coordinator.run_maintenance(), log_error);
   if (dashboard.server()) asio::co_spawn(io, dashboard.server()->run(), log_error);
@@ -528,6 +566,11 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
                         "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");
+  serve_cmd->add_option("--rendezvous", sa->rendezvous,
+                        "HOST:PORT of a rendezvous to register at, for workers and submitters behind NAT: the links "
+                        "then name it (also RUNSNACK_RENDEZVOUS or config.json)");
+  serve_cmd->add_flag("--no-port-mapping", sa->no_port_mapping,
+                      "Do not ask the router for a port mapping (UPnP/NAT-PMP)");
   serve_cmd->add_flag("--json", sa->json, "One JSON event per line; the first is {\"event\":\"ready\",...}");
   serve_cmd->callback([&status, sa] { run_command(status, [&] { return serve(*sa); }); });
 

@@ -4,6 +4,7 @@
 #include "crypto/secret.hpp"
 #include "link/link.hpp"
 #include "net/listener.hpp"
+#include "provider/host.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/pool_store.hpp"
@@ -68,6 +69,11 @@ Result<std::optional<PoolServeState>> load_pool_serve_state() {
   if (!j.is_object()) return fail(errc::malformed, path->string() + " is not the coordinator's saved state (JSON object)");
   PoolServeState s;
   if (j.contains("listen") && j["listen"].is_string()) s.listen = j["listen"].get<std::string>();
+  if (j.contains("rendezvous") && j["rendezvous"].is_string()) {
+    auto rendezvous = parse_endpoint(j["rendezvous"].get<std::string>(), "rendezvous");
+    if (!rendezvous) return fail(errc::malformed, path->string() + ": " + rendezvous.error().what());
+    s.rendezvous = *rendezvous;
+  }
   s.join = link_of(j, "join");
   s.submit = link_of(j, "submit");
   return std::optional<PoolServeState>(std::move(s));
@@ -77,6 +83,7 @@ Result<void> save_pool_serve_state(const PoolServeState& state) {
   auto path = state_path(kStateFile);
   if (!path) return path.error();
   json j = {{"listen", state.listen}};
+  if (state.rendezvous) j["rendezvous"] = state.rendezvous->str();
   if (state.join) j["join"] = {{"grant", state.join->grant}, {"secret", state.join->secret}};
   if (state.submit) j["submit"] = {{"grant", state.submit->grant}, {"secret", state.submit->secret}};
   const fs::path tmp = path->string() + ".tmp";
@@ -113,16 +120,6 @@ Result<SavedLink> reuse_or_make_grant(Database& db, std::optional<SavedLink>& sa
   if (auto r = grants.create(grant); !r) return r.error();
   saved = SavedLink{grant.id, secret};
   return *saved;
-}
-
-std::string pool_link_text(const Identity& id, const std::vector<Endpoint>& candidates, const SavedLink& saved) {
-  Link link;
-  link.candidates = candidates;
-  if (link.candidates.size() > kMaxLinkCandidates) link.candidates.resize(kMaxLinkCandidates);
-  link.provider = id.peer_id();
-  link.grant_id = saved.grant;
-  link.secret = saved.secret;
-  return format_link(link);
 }
 
 namespace {
@@ -185,7 +182,8 @@ int make_pool_link(bool join, const std::string& credits_text, const std::string
   if (credits)
     if (auto r = store->offer_link_credits(grant->grant, *credits); !r) return report(r.error());
   const std::string text =
-      pool_link_text(*identity, local_candidates(boost::asio::ip::tcp::endpoint(address, port)), *grant);
+      mint_link((*state)->rendezvous, local_candidates(boost::asio::ip::tcp::endpoint(address, port)), identity->peer_id(),
+                grant->grant, grant->secret);
   if (as_json) {
     print_json({{"link", text}, {"grant", grant->grant}, {"kind", join ? "join" : "submit"},
                 {"credits", pool::format_credits(credits.value_or(0))}});

@@ -29,6 +29,7 @@ struct SavedLink {
 
 struct PoolServeState {
   std::string listen;  // ADDR:PORT as bound last time
+  std::optional<Endpoint> rendezvous;  // the rendezvous it registered at last time (`pool link` names it)
   std::optional<SavedLink> join, submit;
 };
 
@@ -39,7 +40,6 @@ Result<void> save_pool_serve_state(const PoolServeState& state);
 // new grant for `service`; `saved` is updated to what the link uses.
 Result<SavedLink> reuse_or_make_grant(Database& db, std::optional<SavedLink>& saved, const char* service,
                                       const char* label);
-std::string pool_link_text(const Identity& id, const std::vector<Endpoint>& candidates, const SavedLink& link);
 
 // pool grant, pool link.
 void add_pool_bank_commands(CLI::App& pool, ExitStatus& status);
