@@ -13,7 +13,7 @@
 #   - `runsnack info` setup time (session setup_ms, and the whole command's wall time)
 #   - remote CUDA on the provider's host test double (RUNSNACK_CUDA_BACKEND=host): wall time and
 #     synchronous round trips (RUNSNACK_CUDA_STATS=1) of tests/netlab/cuda_loop 1000 (1000 rounds
-#     of copy in, kernel launch, copy back)
+#     of copy in, kernel launch, copy back; the double runs cuda_loop's kernel on the host)
 #   - `info --probe-bytes` throughput direct vs relayed through the rendezvous (a second provider,
 #     registered there; for the relayed run the router drops consumer <-> provider traffic, so
 #     only the relay is left)
@@ -196,7 +196,6 @@ bench_path() {
       "$CUDA_LOOP" 1000 >"$TMP/cuda-$PRESET.out" 2>"$TMP/cuda-$PRESET.err"
     result cuda_1000_rounds_wall_ms "$(ms_since "$t")"
     result cuda_sync_round_trips "$(grep -o '[0-9]* synchronous round trips' "$TMP/cuda-$PRESET.err" | cut -d' ' -f1)"
-    result cuda_refused_launches "$(awk '/RESULT refused_launches/{print $3}' "$TMP/cuda-$PRESET.out")"
   fi
 
   echo "== $PRESET: direct vs relayed (info --probe-bytes)" >&2
@@ -257,8 +256,7 @@ for p, v in r.items():
           f"{f(p,'ssh_l_mbit')} vs direct {f(p,'direct_mbit')} ({ratio(p,'forward_mbit','ssh_l_mbit')} ssh)")
     print(f"  first byte: forward {f(p,'forward_ttfb_ms')} ms, ssh -L {f(p,'ssh_l_ttfb_ms')}, direct {f(p,'direct_ttfb_ms')}")
     print(f"  info {f(p,'info_wall_ms')} ms (session setup {f(p,'info_setup_ms')} ms)")
-    print(f"  cuda 1000 rounds {f(p,'cuda_1000_rounds_wall_ms')} ms, {f(p,'cuda_sync_round_trips')} synchronous round trips "
-          f"({f(p,'cuda_refused_launches')} launches refused by the double)")
+    print(f"  cuda 1000 rounds {f(p,'cuda_1000_rounds_wall_ms')} ms, {f(p,'cuda_sync_round_trips')} synchronous round trips")
     print(f"  probe direct {f(p,'probe_direct_mbit')} Mbit/s, relayed {f(p,'probe_relayed_mbit')} "
           f"({ratio(p,'probe_relayed_mbit','probe_direct_mbit')})")
 PY

@@ -20,7 +20,7 @@ void add_cuda_server_command(CLI::App& app, ExitStatus& status) {
   auto* cmd = app.add_subcommand("cuda-server", "Serve one remote CUDA client on an inherited socket (internal)");
   cmd->group("");  // hidden from the main help
   cmd->add_option("--fd", opts->fd, "Connected stream socket to serve until EOF")->required();
-  cmd->add_option("--backend", opts->backend, "driver (the real GPU) or host (a test double that runs no kernels)")
+  cmd->add_option("--backend", opts->backend, "driver (the real GPU) or host (a test double that runs only its test kernels)")
       ->capture_default_str()
       ->check(CLI::IsMember({"driver", "host"}));
   cmd->callback([opts, &status] {

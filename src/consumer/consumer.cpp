@@ -3,6 +3,7 @@
 #include "core/log_exceptions.hpp"
 #include "crypto/tls.hpp"
 #include "net/dial_race.hpp"
+#include "net/path_plan.hpp"
 #include "net/punch.hpp"
 #include "net/tcp_tuning.hpp"
 #include "net/transport.hpp"
@@ -47,32 +48,13 @@ asio::awaitable<void> end_unanswered(std::weak_ptr<Mux> mux, std::shared_ptr<Pen
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// When nothing direct or punched has won this long after the synchronised
-// start, the relay joins the race.
-constexpr milliseconds kRelayAfter{1500};
-
-// What the rendezvous told us, for naming the path afterwards.
-struct RendezvousNotes {
-  bool answered = false;  // introduction received, or failed
-  std::optional<Endpoint> mapped;
+// The plan (net/path_plan.hpp) and a signal for "the rendezvous answered",
+// shared by connect() and the rendezvous racer.
+struct Planned {
+  Planned(asio::any_io_executor ex, PathPlan p) : plan(std::move(p)), answered(ex, Clock::time_point::max()) {}
+  PathPlan plan;
+  asio::steady_timer answered;  // cancelled when the introduction arrives or fails
 };
-
-asio::awaitable<void> sleep_until_decided(std::shared_ptr<DialRace> race, Clock::time_point until) {
-  asio::steady_timer t(co_await asio::this_coro::executor);
-  while (!race->decided() && Clock::now() < until) {
-    t.expires_after(std::min<Clock::duration>(milliseconds(25), until - Clock::now()));
-    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
-}
-
-asio::awaitable<void> wait_for_notes(std::shared_ptr<RendezvousNotes> notes, milliseconds at_most) {
-  asio::steady_timer t(co_await asio::this_coro::executor);
-  auto until = Clock::now() + at_most;
-  while (!notes->answered && Clock::now() < until) {
-    t.expires_after(milliseconds(25));
-    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
-}
 
 // The caller has called race->hold() for us.
 asio::awaitable<void> punch_racer(std::shared_ptr<DialRace> race, asio::ip::tcp::endpoint local,
@@ -83,45 +65,65 @@ asio::awaitable<void> punch_racer(std::shared_ptr<DialRace> race, asio::ip::tcp:
   race->release();
 }
 
-// Introduction, then a simultaneous open and, later, the relay. The caller
-// has called race->hold() for us.
-asio::awaitable<void> rendezvous_racer(std::shared_ptr<DialRace> race, Link link,
-                                       std::shared_ptr<RendezvousNotes> notes, Clock::time_point deadline) {
-  auto left = [&] { return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now())); };
+// One action of the plan, after the introduction.
+asio::awaitable<void> carry_out(PathAction a, std::shared_ptr<DialRace> race, const Link& link,
+                                const rdv::Introduction& intro, Clock::time_point deadline) {
+  if (a.kind == PathAction::Kind::dial) {
+    race->dial(a.endpoint, "direct");
+  } else if (a.kind == PathAction::Kind::punch) {
+    asio::ip::tcp::endpoint remote(asio::ip::make_address(a.endpoint.host), a.endpoint.port);
+    auto ex = co_await asio::this_coro::executor;
+    race->hold();
+    asio::co_spawn(ex, punch_racer(race, intro.local, remote, a.at), asio::detached);
+  } else {
+    auto left = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    auto s = co_await rdv::open_relay(*link.rendezvous, intro.intro.token, "consumer", left);
+    if (s) race->handshake(std::move(*s), *link.rendezvous, "relayed");
+    else race->note_failure(s.error().what());
+  }
+}
+
+// The introduction, then what the plan makes of it: more addresses, a
+// simultaneous open and, later, the relay. The caller has called
+// race->hold() for us.
+asio::awaitable<void> rendezvous_racer(std::shared_ptr<DialRace> race, Link link, std::shared_ptr<Planned> planned,
+                                       Clock::time_point deadline) {
+  const auto left = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
   const std::string peer = link.provider.str();
-  auto intro = co_await rdv::request_introduction(*link.rendezvous, peer, link.grant_id, {}, left());
-  notes->answered = true;
+  auto intro = co_await rdv::request_introduction(*link.rendezvous, peer, link.grant_id, {}, left);
+  planned->answered.cancel();
   if (!intro) {
+    planned->plan.introduction_failed();
     race->note_failure(intro.error().what());
     race->release();
     co_return;
   }
-  notes->mapped = intro->intro.mapped;
-  auto ex = co_await asio::this_coro::executor;
-  // The provider's current candidates, which a short link may have left out.
-  for (const auto& c : intro->intro.candidates)
-    if (std::find(link.candidates.begin(), link.candidates.end(), c) == link.candidates.end()) race->dial(c, "direct");
-  if (notes->mapped && std::find(link.candidates.begin(), link.candidates.end(), *notes->mapped) == link.candidates.end())
-    race->dial(*notes->mapped, "direct");
-  auto start = intro->received + milliseconds(intro->intro.delay_ms);
+  PathIntroduction told{intro->intro.candidates, intro->intro.mapped, std::nullopt,
+                        intro->received + milliseconds(intro->intro.delay_ms), intro->intro.relay};
   boost::system::error_code ec;
-  auto remote_addr = asio::ip::make_address(intro->intro.peer_observed.host, ec);
-  if (!ec) {
-    race->hold();
-    asio::co_spawn(ex, punch_racer(race, intro->local, {remote_addr, intro->intro.peer_observed.port}, start),
-                   asio::detached);
-  }
-  if (intro->intro.relay) {
-    co_await sleep_until_decided(race, std::min(start + kRelayAfter, deadline));
-    if (!race->decided() && Clock::now() < deadline) {
-      auto s = co_await rdv::open_relay(*link.rendezvous, intro->intro.token, "consumer", left());
-      if (s) race->handshake(std::move(*s), *link.rendezvous, "relayed");
-      else race->note_failure(s.error().what());
-    }
+  asio::ip::make_address(intro->intro.peer_observed.host, ec);
+  if (!ec) told.punch_to = intro->intro.peer_observed;
+  if (race->decided()) planned->plan.won();
+  auto actions = planned->plan.introduced(told, Clock::now());
+  for (const auto& a : actions) co_await carry_out(a, race, link, *intro, deadline);
+  while (auto at = planned->plan.next_wakeup()) {
+    co_await race->wait_decided(std::min(*at, deadline));
+    if (race->decided()) planned->plan.won();
+    auto due = planned->plan.tick(Clock::now());
+    for (const auto& a : due) co_await carry_out(a, race, link, *intro, deadline);
+    if (Clock::now() >= deadline) break;
   }
   // The signaling connection holds our NAT mapping while a punch may still land.
-  co_await sleep_until_decided(race, deadline);
+  co_await race->wait_decided(deadline);
   race->release();
+}
+
+// Returns when the rendezvous has answered, or after `at_most`.
+asio::awaitable<void> wait_answered(std::shared_ptr<Planned> planned, milliseconds at_most) {
+  if (planned->plan.rendezvous_answered()) co_return;
+  asio::steady_timer t(co_await asio::this_coro::executor, at_most);
+  co_await (planned->answered.async_wait(asio::as_tuple(asio::use_awaitable)) ||
+            t.async_wait(asio::as_tuple(asio::use_awaitable)));
 }
 }  // namespace
 
@@ -137,18 +139,18 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   if (link.candidates.empty() && !link.rendezvous) co_return fail(errc::invalid_argument, "the link has no address to dial");
   auto ex = co_await asio::this_coro::executor;
   auto race = DialRace::create(ex, tls_, link.provider);
-  for (const auto& c : link.candidates) race->dial(c, "direct");
-  auto notes = std::make_shared<RendezvousNotes>();
+  auto planned = std::make_shared<Planned>(ex, PathPlan(link.candidates, deadline));
+  for (const auto& a : planned->plan.start()) race->dial(a.endpoint, "direct");
   if (link.rendezvous) {
     race->hold();
-    asio::co_spawn(ex, rendezvous_racer(race, link, notes, deadline), asio::detached);
+    asio::co_spawn(ex, rendezvous_racer(race, link, planned, deadline), asio::detached);
   }
   auto dialed = co_await race->wait(deadline);
   if (!dialed) co_return dialed.error();
   if (dialed->path == "direct" && link.rendezvous) {
-    // A direct win may have been to the router's mapped port: ask the notes.
-    co_await wait_for_notes(notes, milliseconds(500));
-    if (notes->mapped && *notes->mapped == dialed->endpoint) dialed->path = "mapped";
+    // A direct win may have been to the router's mapped port, which only the introduction names.
+    co_await wait_answered(planned, milliseconds(500));
+    dialed->path = planned->plan.name(dialed->endpoint, dialed->path);
   }
   if (options.still_wanted && !options.still_wanted())
     co_return fail(errc::closed, "another attempt made the session first");

@@ -90,6 +90,22 @@ void DialRace::offer(DialResult r) {
   if (decided()) return;  // a loser that finished late: its stream closes
   winner_ = std::move(r);
   wake_.cancel();
+  wake_decided_waiters();
+}
+
+void DialRace::wake_decided_waiters() {
+  for (auto* t : decided_waiters_) t->cancel();
+}
+
+asio::awaitable<void> DialRace::wait_decided(std::chrono::steady_clock::time_point until) {
+  asio::steady_timer t(ex_);
+  auto self = shared_from_this();  // the race outlives this wait
+  auto it = decided_waiters_.insert(decided_waiters_.end(), &t);
+  while (!decided() && std::chrono::steady_clock::now() < until) {
+    t.expires_at(until);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  decided_waiters_.erase(it);
 }
 
 void DialRace::cancel_all() {
@@ -102,6 +118,7 @@ asio::awaitable<Result<DialResult>> DialRace::wait(std::chrono::steady_clock::ti
     co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
   }
   cancel_all();
+  wake_decided_waiters();
   if (winner_) {
     DialResult r = std::move(*winner_);
     winner_.reset();

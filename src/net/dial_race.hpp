@@ -39,6 +39,9 @@ class DialRace : public std::enable_shared_from_this<DialRace> {
   void note_failure(std::string why);
   bool decided() const { return winner_.has_value() || taken_; }
 
+  // Returns when a path has won (or the race was taken) or at `until`.
+  boost::asio::awaitable<void> wait_decided(std::chrono::steady_clock::time_point until);
+
   // The winner, or the reason none won by `deadline`.
   boost::asio::awaitable<Result<DialResult>> wait(std::chrono::steady_clock::time_point deadline);
   void cancel_all();
@@ -53,10 +56,12 @@ class DialRace : public std::enable_shared_from_this<DialRace> {
 
  private:
   DialRace(boost::asio::any_io_executor ex, boost::asio::ssl::context& tls, PeerId expected);
+  void wake_decided_waiters();
   boost::asio::any_io_executor ex_;
   boost::asio::ssl::context& tls_;
   PeerId expected_;
   boost::asio::steady_timer wake_;
+  std::list<boost::asio::steady_timer*> decided_waiters_;  // woken when the race is decided
   std::list<boost::asio::cancellation_signal> cancel_;
   std::optional<DialResult> winner_;
   bool taken_ = false;

@@ -1,7 +1,7 @@
 """Remote CUDA end to end: `runsnack share --allow cuda` and `runsnack cuda LINK -- CMD`.
 
 The provider runs with RUNSNACK_CUDA_BACKEND=host: its cuda-server backs device memory with host RAM
-and runs no kernels (a test double; no GPU here). Two groups:
+and runs only the test programs' own kernels, in C++ (a test double; no GPU here). Two groups:
 
 - Plumbing (no CUDA toolkit needed): small Python programs stand in for CUDA processes and talk to
   $RUNSNACK_CUDA_SOCKET directly; RUNSNACK_CUDA_LIBDIR points at a folder with a placeholder
@@ -9,11 +9,13 @@ and runs no kernels (a test double; no GPU here). Two groups:
   exit status and signals, and a consumer killed mid-run leaving no cuda-server behind.
 - Program (`python3 test_cuda.py --program`, exit 77 = skipped where nvcc is absent): the nvcc-built
   static-cudart tests/cuda/vector_add.cu through the real shim: the remote (fake) device's name, the
-  memcpy round trip and memset, and the launch failing with the double's cudaErrorNotSupported.
+  memcpy round trip and memset, and its kernel's result; and tests/netlab/cuda_loop's synchronous
+  round trips (RUNSNACK_CUDA_STATS=1): one per copy back, none per launch or copy to the device.
 """
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -255,15 +257,36 @@ class Program(CudaBase):
         self.assertIn("device 0: RunSnack HostBackend", out, cp.stderr)
         self.assertIn("round trip: ok", out)
         self.assertIn("memset result: ok", out)
-        self.assertIn("kernel: cudaErrorNotSupported", out)  # the double runs no kernels
-        self.assertEqual(cp.returncode, 2, out + cp.stderr)
+        self.assertIn("kernel: cudaSuccess", out)
+        self.assertIn("result: ok", out)  # c = a + b: the arguments reached the (host) kernel right
+        self.assertEqual(cp.returncode, 0, out + cp.stderr)
         final = self.final_json(out)
-        self.assertEqual(final["status"], 2)
+        self.assertEqual(final["status"], 0)
         self.assertGreaterEqual(final["connections"], 1)
         self.assertGreater(final["bytes_to_provider"], 8 << 20)  # two 4 MiB copies to the device
-        self.assertGreater(final["bytes_from_provider"], 8 << 20)  # two 4 MiB copies back
+        self.assertGreater(final["bytes_from_provider"], 12 << 20)  # three 4 MiB copies back
         ends = self.poll_until(lambda: self.cuda_events("cuda_end"), 10, "the cuda_end audit record")
         self.assertFalse(pid_alive(ends[0]["detail"]["pid"]))
+
+    def sync_round_trips(self, cuda_loop, rounds):
+        """The synchronous round trips `runsnack cuda` reports for `cuda_loop ROUNDS`."""
+        cp = self.run_cli(self.chome, "cuda", self.provider.link, "--", cuda_loop, str(rounds),
+                          env_extra={"RUNSNACK_CUDA_STATS": "1"}, timeout=300)
+        self.assertEqual(cp.returncode, 0, cp.stdout[-2000:] + cp.stderr[-2000:])
+        self.assertIn("RESULT rounds %d" % rounds, cp.stdout)  # every round's data came back + 1
+        m = re.search(r"(\d+) synchronous round trips", cp.stderr)
+        self.assertIsNotNone(m, "no RUNSNACK_CUDA_STATS line in: " + cp.stderr[-2000:])
+        return int(m.group(1))
+
+    def test_one_round_trip_per_copy_back_none_per_launch(self):
+        cuda_loop = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(BIN))), "tests", "netlab",
+                                 "cuda_loop")
+        self.assertTrue(os.access(cuda_loop, os.X_OK), "%s is not built (the build found nvcc)" % cuda_loop)
+        self.pair()
+        # Each round: a copy to the device, a launch, a copy back. The start-up's round trips are
+        # the same for both runs, so the difference is what 40 rounds cost.
+        few, many = self.sync_round_trips(cuda_loop, 10), self.sync_round_trips(cuda_loop, 50)
+        self.assertEqual(many - few, 40, "%d and %d round trips for 10 and 50 rounds" % (few, many))
 
 
 if __name__ == "__main__":

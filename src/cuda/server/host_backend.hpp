@@ -1,6 +1,7 @@
-// A Backend that keeps "device" memory in host RAM. A UNIT-TEST TOOL ONLY:
+// A Backend that keeps "device" memory in host RAM. A TEST TOOL ONLY:
 // memory, copies, memset, modules, streams and events are recorded and
-// behave, but a kernel launch is recorded and NOT executed; it answers
+// behave; a kernel launch is recorded and executed only for the test
+// programs' own kernels (host_kernels.hpp); any other launch answers
 // CUDA_ERROR_NOT_SUPPORTED, so nothing built on it may claim to run kernels.
 #pragma once
 
@@ -15,15 +16,12 @@ namespace runsnack::cuda {
 
 class HostBackend : public Backend {
  public:
-  static constexpr const char* kDeviceName = "RunSnack HostBackend (test double, runs no kernels)";
+  static constexpr const char* kDeviceName = "RunSnack HostBackend (test double, runs only its test kernels)";
   static constexpr std::uint64_t kTotalMemory = 1ull << 30;
   static constexpr std::uint64_t kGlobalSize = 64 * 1024;
 
   // One line per call, e.g. "mem_alloc 4096", for tests to check the order.
   std::vector<std::string> calls() const;
-  // The parameter layout to report for kernels of this name (the double does
-  // not read module metadata), so tests can check the client's packing.
-  void set_params(const std::string& kernel, std::vector<wire::Param> params);
 
   int init() override;
   int driver_version(int& version) override;
@@ -87,8 +85,7 @@ class HostBackend : public Backend {
   u64 next_handle_ = 0xd0000;
   bool initialised_ = false;
   int primary_retains_ = 0;
-  std::map<std::string, u64> globals_;
-  std::map<std::string, std::vector<wire::Param>> params_;  // "owner/name" -> address
+  std::map<std::string, u64> globals_;  // "owner/name" -> address
   std::map<u64, std::string> contexts_, modules_, functions_, libraries_, kernels_, streams_, events_;
 };
 

@@ -148,7 +148,7 @@ Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms
 nlohmann::json cuda_availability() {
   if (host_backend())
     return {{"available", true}, {"backend", "host"},
-            {"note", "host-RAM test double (RUNSNACK_CUDA_BACKEND=host): no GPU, kernels do not run"}};
+            {"note", "host-RAM test double (RUNSNACK_CUDA_BACKEND=host): no GPU, runs only its test kernels"}};
   if (auto driver = cuda::find_real_driver())
     return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + *driver}};
   return {{"available", false}, {"backend", "driver"}, {"note", "no CUDA driver (libcuda.so.1) on the provider"}};

@@ -68,7 +68,7 @@ struct CudaSessions {
 };
 
 // What the provider can offer: {"available":bool,"backend":"driver"|"host","note":"..."}.
-// The backend is "host" when RUNSNACK_CUDA_BACKEND=host (a test double: no GPU, no kernels).
+// The backend is "host" when RUNSNACK_CUDA_BACKEND=host (a test double: no GPU, only its test kernels run).
 nlohmann::json cuda_availability();
 
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
