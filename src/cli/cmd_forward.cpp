@@ -4,10 +4,10 @@
 // background, and connections accepted meanwhile wait for it.
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
-#include "cli/reconnect.hpp"
 #include "cli/state.hpp"
 #include "core/printable.hpp"
 #include "consumer/consumer.hpp"
+#include "consumer/reconnect.hpp"
 #include "services/forward/forward_service.hpp"
 #include "services/forward/splice.hpp"
 
@@ -96,7 +96,7 @@ nlohmann::json session_event(const char* name, const Session& s) {
           {"address", s.info().remote_address}, {"setup_ms", s.info().setup.count() / 1000.0}};
 }
 
-// Watches the session; when it ends, makes a new one (cli/reconnect.hpp) until stop. A refusal
+// Watches the session; when it ends, makes a new one (consumer/reconnect.hpp) until stop. A refusal
 // (the link revoked or expired) stops the forward.
 asio::awaitable<void> keep_session(std::shared_ptr<ForwardState> state) {
   while (!state->stopping) {
@@ -109,8 +109,10 @@ asio::awaitable<void> keep_session(std::shared_ptr<ForwardState> state) {
     state->session.reset();
     state->event({{"event", "session_lost"}, {"reason", reason}});
     if (!state->json) std::cerr << "session lost (" << printable(reason) << "); reconnecting..." << std::endl;
-    auto fresh = co_await reconnect(*state->consumer, state->link, state->connect,
-                                    std::chrono::steady_clock::time_point::max(), &state->stopping);
+    ReconnectOptions again;
+    again.connect = state->connect;
+    again.stop = &state->stopping;  // until a refusal or Ctrl-C
+    auto fresh = co_await reconnect(*state->consumer, state->link, std::move(again));
     if (fresh) {
       state->session = std::shared_ptr<Session>(std::move(*fresh));
       state->event(session_event("reconnected", *state->session));

@@ -10,17 +10,12 @@
 #include "core/paths.hpp"
 #include "crypto/secret.hpp"
 #include "gpu/gpu_info.hpp"
-#include "net/port_mapping.hpp"
-#include "provider/provider.hpp"
+#include "provider/host.hpp"
 #include "services/exec/run_terms.hpp"
 #include "services/exec/workspace_image.hpp"
-#include "signaling/rdv_client.hpp"
 #include "services/forward/forward_target.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -29,10 +24,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <future>
+#include <functional>
 #include <iostream>
-#include <thread>
 #include <unistd.h>
 
 namespace runsnack::cli {
@@ -100,10 +93,6 @@ std::string status_line(const ProviderStats& s, const std::vector<int>& gpus) {
   line += " | in " + human_bytes(s.bytes_in) + " | out " + human_bytes(s.bytes_out);
   return line;
 }
-// The router's port mapping lease; renewed at half of it while sharing, so a
-// router that enforces leases never drops a live share's mapping.
-constexpr std::chrono::duration<std::uint32_t> kMappingLease{7200};
-
 // --label: one line of at most kMaxLabelChars characters (it is printed by `links`, and by consumers with --public-label).
 constexpr std::size_t kMaxLabelChars = 200;
 
@@ -172,7 +161,23 @@ int share(const ShareArgs& args) {
   // The status line's control codes only for a terminal; a log file gets plain lines.
   const bool show_status = !args.json && isatty(STDERR_FILENO);
   const char* clear_line = show_status ? "\r\033[K" : "";
-  Provider provider(io.get_executor(), *identity, *db, options, default_services(), [&](const nlohmann::json& ev) {
+  HostOptions host_options;
+  host_options.provider = options;
+  host_options.port_mapping = !args.no_port_mapping;
+  {
+    auto state = state_dir();
+    if (!state) return report(state.error());
+    auto setting = rendezvous_setting(args.rendezvous, *state);
+    if (!setting) return report(setting.error());
+    if (!setting->empty()) {
+      auto ep = parse_endpoint(*setting, "rendezvous");
+      if (!ep) return report(ep.error());
+      host_options.rendezvous = *ep;
+    }
+  }
+  const auto& rendezvous = host_options.rendezvous;
+  HostEvents events;
+  events.provider = [&](const nlohmann::json& ev) {
     if (args.json) {
       print_json(ev);
     } else if (ev["event"] == "session_open") {
@@ -185,54 +190,35 @@ int share(const ShareArgs& args) {
       std::cerr << clear_line << "! refused " << ev["address"].get<std::string>() << ": " << ev["reason"].get<std::string>()
                 << "\n";
     }
-  });
-  if (auto r = provider.listen(); !r) return report(r.error());
-
-  std::optional<Endpoint> rendezvous;
-  {
-    auto state = state_dir();
-    if (!state) return report(state.error());
-    auto setting = rendezvous_setting(args.rendezvous, *state);
-    if (!setting) return report(setting.error());
-    if (!setting->empty()) {
-      auto ep = parse_endpoint(*setting, "rendezvous");
-      if (!ep) return report(ep.error());
-      rendezvous = *ep;
-    }
-  }
+  };
+  events.rendezvous = [json = args.json](const std::string& state) {
+    if (json) print_json({{"event", "rendezvous"}, {"state", state}});
+    else spdlog::info("rendezvous: {}", state);
+  };
+  events.not_mapped = [json = args.json](const std::string& why) {
+    if (json) print_json({{"event", "port_mapping"}, {"mapped", false}, {"why", why}});
+    else spdlog::debug("no port mapping: {}", why);
+  };
+  std::uint16_t port = 0;  // set once listening
+  events.mapped = [&](const PortMapping& mapping) {
+    const std::string external = mapping.external().str();
+    if (args.json)
+      print_json({{"event", "mapped"}, {"address", external}, {"protocol", mapping.protocol()}});
+    else
+      std::cerr << clear_line << "The router maps port " << port << " to " << external << " (" << mapping.protocol()
+                << ")" << (rendezvous ? ": consumers outside find it through the rendezvous" : "") << std::endl;
+  };
+  ProviderHost host(io.get_executor(), *identity, *db, std::move(host_options), default_services(), std::move(events));
+  if (auto r = host.listen(); !r) return report(r.error());
+  port = host.local_endpoint().port();
   // The link carries what is known at once (these addresses, the
-  // rendezvous); the router's port mapping is asked for in the background
-  // below and reaches consumers through the rendezvous when it comes.
-  std::vector<Endpoint> candidates = provider.candidates();
-  std::unique_ptr<PortMapping> mapping;  // for the share's lifetime (removed when it dies)
-  std::unique_ptr<rdv::ProviderAgent> agent;
-  if (rendezvous) {
-    rdv::AgentConfig config;
-    config.server = *rendezvous;
-    config.peer = identity->peer_id().str();
-    config.identity = &*identity;  // proves the PeerId to the rendezvous
-    config.grants = [&db] {
-      std::vector<std::string> ids;
-      GrantStore store(*db);
-      if (auto list = store.list(false)) for (const auto& g : *list) ids.push_back(g.id);
-      return ids;
-    };
-    config.candidates = candidates;
-    config.on_state = [json = args.json](const std::string& state) {
-      if (json) print_json({{"event", "rendezvous"}, {"state", state}});
-      else spdlog::info("rendezvous: {}", state);
-    };
-    agent = std::make_unique<rdv::ProviderAgent>(io.get_executor(), std::move(config),
-                                                 [&provider](asio::ip::tcp::socket s, std::string path) {
-                                                   provider.adopt(std::move(s), std::move(path));
-                                                 });
-  }
+  // rendezvous); the router's port mapping comes later, through the rendezvous.
+  std::vector<Endpoint> candidates = host.candidates();
 
   // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
   asio::signal_set signals(io, SIGINT, SIGTERM);
   nlohmann::json ready = {{"event", "ready"}, {"peer", identity->peer_id().str()},
-                          {"listen", provider.local_endpoint().address().to_string() + ":" +
-                                         std::to_string(provider.local_endpoint().port())}};
+                          {"listen", host.local_endpoint().address().to_string() + ":" + std::to_string(port)}};
   // In the machine's state, `share` at a terminal hands its links to this process (serving_notice.hpp).
   std::optional<ServingNotice> notice;
   if (state_is_machine_wide()) {
@@ -246,116 +232,37 @@ int share(const ShareArgs& args) {
   if (!args.serve_only) {
     auto made = create_grant(args, *gpus, *db);
     if (!made) return report(made.error());
-    std::string text = link_text(rendezvous, candidates, identity->peer_id(), made->grant.id, made->secret);
+    std::string text = host.link(made->grant.id, made->secret);
     announce_link(args, *made, text, ready);
     if (!args.json) {
-      std::cerr << "Sharing as " << identity->peer_id().str() << " on port " << provider.local_endpoint().port()
+      std::cerr << "Sharing as " << identity->peer_id().str() << " on port " << port
                 << " (link " << made->grant.id << ", " << expiry_note(args, made->grant) << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
       for (const auto& t : made->forward.targets)
         std::cerr << "Exposing " << t.name << " -> " << t.address() << (t.host_header ? " (Host header rewritten)" : "")
                   << "; the consumer runs `runsnack forward LINK " << t.name << "`" << std::endl;
     }
   } else if (!args.json) {
-    std::cerr << "Serving existing links as " << identity->peer_id().str() << " on port "
-              << provider.local_endpoint().port() << ". Ctrl-C stops." << std::endl;
+    std::cerr << "Serving existing links as " << identity->peer_id().str() << " on port " << port << ". Ctrl-C stops."
+              << std::endl;
   }
   if (args.json) print_json(ready);
 
-  signals.async_wait([&](const boost::system::error_code& ec, int) {
-    if (ec) return;
-    provider.stop();
-    if (agent) agent->stop();
-  });
-  asio::co_spawn(io, provider.run(), [&](std::exception_ptr e) {
-    signals.cancel();
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        spdlog::error("provider: {}", ex.what());
-      }
-    }
-  });
-
-  if (agent)
-    asio::co_spawn(io, agent->run(), [](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        spdlog::error("rendezvous agent: {}", ex.what());
-      }
-    });
-
   // The live status line, only for a person watching a terminal.
   asio::steady_timer status_timer(io);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    status_timer.cancel();
+    if (!ec) host.stop();
+  });
+  host.start([&] { signals.cancel(); });  // the provider ended: so does the wait for a signal
   std::function<void()> tick = [&] {
     status_timer.expires_after(std::chrono::seconds(1));
     status_timer.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
-      std::cerr << "\r\033[K" << status_line(provider.stats(), *gpus) << std::flush;
+      std::cerr << "\r\033[K" << status_line(host.stats(), *gpus) << std::flush;
       tick();
     });
   };
   if (show_status) tick();
-  signals.async_wait([&](const boost::system::error_code&, int) { status_timer.cancel(); });
-
-  asio::steady_timer mapping_timer(io);
-  std::function<void()> renew_mapping = [&] {
-    mapping_timer.expires_after(kMappingLease / 2);
-    mapping_timer.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      std::string why;
-      if (mapping->renew(kMappingLease.count(), why)) spdlog::debug("port mapping renewed: {}", mapping->external().str());
-      else spdlog::warn("port mapping renewal failed: {}", why);
-      renew_mapping();
-    });
-  };
-  bool stopping = false;  // a signal came, or the provider ended (which cancels `signals`)
-  signals.async_wait([&](const boost::system::error_code&, int) {
-    stopping = true;
-    mapping_timer.cancel();
-  });
-
-  // The router's answer (NAT-PMP, then UPnP: seconds where no router
-  // answers) on a thread of its own; the share serves meanwhile.
-  struct MappingAnswer {
-    std::unique_ptr<PortMapping> mapping;
-    std::string why;
-  };
-  std::promise<MappingAnswer> mapping_promise;
-  std::future<MappingAnswer> mapping_answer = mapping_promise.get_future();
-  auto on_mapping_answer = [&] {
-    MappingAnswer a = mapping_answer.get();
-    if (!a.mapping) {
-      if (args.json) print_json({{"event", "port_mapping"}, {"mapped", false}, {"why", a.why}});
-      else spdlog::debug("no port mapping: {}", a.why);
-      return;
-    }
-    mapping = std::move(a.mapping);  // removed from the router when the share ends
-    if (stopping) return;              // no renewal timer to keep the loop alive, no announcement
-    const std::string external = mapping->external().str();
-    if (args.json) {
-      print_json({{"event", "mapped"}, {"address", external}, {"protocol", mapping->protocol()}});
-    } else {
-      std::cerr << clear_line << "The router maps port " << provider.local_endpoint().port() << " to " << external
-                << " (" << mapping->protocol() << ")"
-                << (agent ? ": consumers outside find it through the rendezvous" : "") << std::endl;
-    }
-    if (agent) agent->set_mapped(mapping->external());
-    renew_mapping();
-  };
-  std::jthread mapping_asker;  // joined before the objects it answers to go
-  if (!args.no_port_mapping && !provider.local_endpoint().address().is_loopback()) {
-    mapping_asker = std::jthread([&io, &mapping_promise, &on_mapping_answer, port = provider.local_endpoint().port()] {
-      MappingAnswer a;
-      a.mapping = PortMapping::create(port, kMappingLease.count(), a.why);
-      mapping_promise.set_value(std::move(a));
-      asio::post(io, on_mapping_answer);
-    });
-  } else {
-    mapping_promise.set_value({});
-  }
 
   io.run();
   if (show_status) std::cerr << "\r\033[K";

@@ -4,6 +4,7 @@
 #include "crypto/secret.hpp"
 #include "link/link.hpp"
 #include "net/listener.hpp"
+#include "provider/host.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/pool_store.hpp"
@@ -31,21 +32,11 @@ bool is_postgres_url(const std::string& db) {
   return db.rfind("postgres://", 0) == 0 || db.rfind("postgresql://", 0) == 0;
 }
 
-// The coordinator's store as `--db` names it (an existing one).
-Result<pool::PoolStore> open_existing_store(const std::string& db) {
-  if (is_postgres_url(db)) return pool::PoolStore::open_postgres(db, {});
-  fs::path path;
-  if (db.empty()) {
-    auto p = state_path("pool.db");
-    if (!p) return p.error();
-    path = *p;
-  } else if (db.rfind("sqlite:", 0) == 0 && db.size() > 7) {
-    path = db.substr(7);
-  } else {
-    return fail(errc::invalid_argument, "bad --db '" + db + "': expected sqlite:PATH or postgres://...");
-  }
-  if (!fs::exists(path)) return fail(errc::not_found, "no pool database at " + path.string() + " (run on the coordinator's machine)");
-  return pool::PoolStore::open(path, {});
+// "--db sqlite:PATH" (or a bare path); default pool.db in the state folder.
+Result<fs::path> pool_db_path(const std::string& db) {
+  if (db.empty()) return state_path("pool.db");
+  if (db.rfind("sqlite:", 0) == 0 && db.size() > 7) return fs::path(db.substr(7));
+  return fail(errc::invalid_argument, "bad --db '" + db + "': expected sqlite:PATH or postgres://...");
 }
 
 std::optional<SavedLink> link_of(const json& j, const char* key) {
@@ -56,6 +47,21 @@ std::optional<SavedLink> link_of(const json& j, const char* key) {
 }
 
 }  // namespace
+
+// The store named by --db: SQLite (default) or PostgreSQL.
+Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolPolicy& policy, std::string& shown,
+                                        bool must_exist) {
+  if (is_postgres_url(db)) {
+    shown = db.substr(0, db.find('?'));
+    return pool::PoolStore::open_postgres(db, policy);
+  }
+  auto path = pool_db_path(db);
+  if (!path) return path.error();
+  if (must_exist && !fs::exists(*path))
+    return fail(errc::not_found, "no pool database at " + path->string() + " (run on the coordinator's machine)");
+  shown = "sqlite:" + path->string();
+  return pool::PoolStore::open(*path, policy);
+}
 
 Result<std::optional<PoolServeState>> load_pool_serve_state() {
   auto path = state_path(kStateFile);
@@ -68,6 +74,11 @@ Result<std::optional<PoolServeState>> load_pool_serve_state() {
   if (!j.is_object()) return fail(errc::malformed, path->string() + " is not the coordinator's saved state (JSON object)");
   PoolServeState s;
   if (j.contains("listen") && j["listen"].is_string()) s.listen = j["listen"].get<std::string>();
+  if (j.contains("rendezvous") && j["rendezvous"].is_string()) {
+    auto rendezvous = parse_endpoint(j["rendezvous"].get<std::string>(), "rendezvous");
+    if (!rendezvous) return fail(errc::malformed, path->string() + ": " + rendezvous.error().what());
+    s.rendezvous = *rendezvous;
+  }
   s.join = link_of(j, "join");
   s.submit = link_of(j, "submit");
   return std::optional<PoolServeState>(std::move(s));
@@ -77,6 +88,7 @@ Result<void> save_pool_serve_state(const PoolServeState& state) {
   auto path = state_path(kStateFile);
   if (!path) return path.error();
   json j = {{"listen", state.listen}};
+  if (state.rendezvous) j["rendezvous"] = state.rendezvous->str();
   if (state.join) j["join"] = {{"grant", state.join->grant}, {"secret", state.join->secret}};
   if (state.submit) j["submit"] = {{"grant", state.submit->grant}, {"secret", state.submit->secret}};
   const fs::path tmp = path->string() + ".tmp";
@@ -115,16 +127,6 @@ Result<SavedLink> reuse_or_make_grant(Database& db, std::optional<SavedLink>& sa
   return *saved;
 }
 
-std::string pool_link_text(const Identity& id, const std::vector<Endpoint>& candidates, const SavedLink& saved) {
-  Link link;
-  link.candidates = candidates;
-  if (link.candidates.size() > kMaxLinkCandidates) link.candidates.resize(kMaxLinkCandidates);
-  link.provider = id.peer_id();
-  link.grant_id = saved.grant;
-  link.secret = saved.secret;
-  return format_link(link);
-}
-
 namespace {
 
 int grant_credits(const std::string& peer_text, const std::string& amount_text, const std::string& db, bool as_json) {
@@ -133,7 +135,8 @@ int grant_credits(const std::string& peer_text, const std::string& amount_text, 
   auto amount = pool::parse_credits(amount_text);
   if (!amount) return report(amount.error());
   if (*amount <= 0) return report("a grant must be more than 0 credits");
-  auto store = open_existing_store(db);
+  std::string shown;
+  auto store = open_pool_store(db, {}, shown, true);
   if (!store) return report(store.error());
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
@@ -174,7 +177,8 @@ int make_pool_link(bool join, const std::string& credits_text, const std::string
   if (!home) return report(home.error());
   std::optional<pool::PoolStore> store;
   if (credits) {  // the store first: no link that promises credits it cannot carry
-    auto s = open_existing_store(db);
+    std::string shown;
+    auto s = open_pool_store(db, {}, shown, true);
     if (!s) return report(s.error());
     store.emplace(std::move(*s));
   }
@@ -185,7 +189,8 @@ int make_pool_link(bool join, const std::string& credits_text, const std::string
   if (credits)
     if (auto r = store->offer_link_credits(grant->grant, *credits); !r) return report(r.error());
   const std::string text =
-      pool_link_text(*identity, local_candidates(boost::asio::ip::tcp::endpoint(address, port)), *grant);
+      mint_link((*state)->rendezvous, local_candidates(boost::asio::ip::tcp::endpoint(address, port)), identity->peer_id(),
+                grant->grant, grant->secret);
   if (as_json) {
     print_json({{"link", text}, {"grant", grant->grant}, {"kind", join ? "join" : "submit"},
                 {"credits", pool::format_credits(credits.value_or(0))}});

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "crypto/identity.hpp"
 #include "link/endpoint.hpp"
+#include "pool/pool_store.hpp"
 #include "store/database.hpp"
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,7 @@ struct SavedLink {
 
 struct PoolServeState {
   std::string listen;  // ADDR:PORT as bound last time
+  std::optional<Endpoint> rendezvous;  // the rendezvous it registered at last time (`pool link` names it)
   std::optional<SavedLink> join, submit;
 };
 
@@ -39,7 +41,11 @@ Result<void> save_pool_serve_state(const PoolServeState& state);
 // new grant for `service`; `saved` is updated to what the link uses.
 Result<SavedLink> reuse_or_make_grant(Database& db, std::optional<SavedLink>& saved, const char* service,
                                       const char* label);
-std::string pool_link_text(const Identity& id, const std::vector<Endpoint>& candidates, const SavedLink& link);
+
+// The coordinator's store named by --db: "sqlite:PATH" (default pool.db in the state folder) or a
+// postgres:// URL; `shown` gets it without secrets. `must_exist`: a missing SQLite file is an error.
+Result<pool::PoolStore> open_pool_store(const std::string& db, const pool::PoolPolicy& policy, std::string& shown,
+                                        bool must_exist);
 
 // pool grant, pool link.
 void add_pool_bank_commands(CLI::App& pool, ExitStatus& status);

@@ -2,9 +2,9 @@
 
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
-#include "cli/reconnect.hpp"
 #include "cli/state.hpp"
 #include "consumer/consumer.hpp"
+#include "consumer/reconnect.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -44,8 +44,10 @@ int run_session_command(const SessionCommand& command) {
           exit_code = co_await command.body(**session);
           if (exit_code != kReconnect) co_return;
           std::cerr << "runsnack: the connection was lost; reconnecting..." << std::endl;
-          session = co_await reconnect(**consumer, *link, options,
-                                       std::chrono::steady_clock::now() + command.reconnect_for);
+          ReconnectOptions again;
+          again.connect = options;
+          again.give_up = std::chrono::steady_clock::now() + command.reconnect_for;
+          session = co_await reconnect(**consumer, *link, std::move(again));
         }
       },
       [&](std::exception_ptr e) {

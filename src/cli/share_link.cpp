@@ -9,6 +9,7 @@
 #include "core/paths.hpp"
 #include "crypto/secret.hpp"
 #include "link/link.hpp"
+#include "provider/host.hpp"
 #include "services/exec/run_terms.hpp"
 #include "store/grant_store.hpp"
 
@@ -133,24 +134,6 @@ Result<NewGrant> create_grant(const ShareArgs& args, const std::vector<int>& gpu
   return made;
 }
 
-std::string link_text(const std::optional<Endpoint>& rendezvous, const std::vector<Endpoint>& candidates,
-                      const PeerId& provider, const std::string& grant_id, const std::string& secret) {
-  Link link;
-  link.rendezvous = rendezvous;
-  link.candidates = candidates;
-  link.provider = provider;
-  link.grant_id = grant_id;
-  link.secret = secret;
-  std::string text = format_link(link);
-  // With a rendezvous the consumer learns every candidate from it, so the
-  // link keeps only the first ones that fit.
-  while (rendezvous && text.size() > kMaxRendezvousLinkChars && !link.candidates.empty()) {
-    link.candidates.pop_back();
-    text = format_link(link);
-  }
-  return text;
-}
-
 std::string expiry_note(const ShareArgs& args, const Grant& grant) {
   if (!grant.expires) return "never expires";
   std::string note = "expires " + rfc3339(*grant.expires);
@@ -193,7 +176,7 @@ int share_through_service(const ShareArgs& args, const std::vector<int>& gpus) {
     if (!db) return report(db.error());
     auto made = create_grant(args, gpus, *db);
     if (!made) return report(made.error());
-    announce_link(args, *made, link_text(service.rendezvous, service.candidates, service.peer, made->grant.id, made->secret),
+    announce_link(args, *made, mint_link(service.rendezvous, service.candidates, service.peer, made->grant.id, made->secret),
                   ready);
     if (!args.json)
       std::cerr << "Link " << made->grant.id << " (" << expiry_note(args, made->grant) << ")"

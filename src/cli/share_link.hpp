@@ -57,9 +57,6 @@ struct ShareArgs {
 // forgotten links do not pile up.
 inline constexpr const char* kDefaultLinkLifetime = "24h";
 
-// Links with a rendezvous stay short enough to type and to fit a small QR code.
-inline constexpr std::size_t kMaxRendezvousLinkChars = 159;
-
 // --rendezvous, else RUNSNACK_RENDEZVOUS, else {"rendezvous": "HOST:PORT"} in `state`/config.json;
 // empty when none.
 Result<std::string> rendezvous_setting(const std::string& flag, const std::filesystem::path& state);
@@ -73,10 +70,6 @@ struct NewGrant {
 
 // Checks the terms (--expires, --allow, --expose, --ollama, limits) and stores the grant in `db`.
 Result<NewGrant> create_grant(const ShareArgs& args, const std::vector<int>& gpus, Database& db);
-
-// The link's text; with a rendezvous, trimmed of candidates to kMaxRendezvousLinkChars.
-std::string link_text(const std::optional<Endpoint>& rendezvous, const std::vector<Endpoint>& candidates,
-                      const PeerId& provider, const std::string& grant_id, const std::string& secret);
 
 // "expires TIME" (saying when it is the default lifetime) or "never expires", for share's human output.
 std::string expiry_note(const ShareArgs& args, const Grant& grant);

@@ -20,7 +20,7 @@ namespace runsnack {
 struct ConnectOptions {
   std::chrono::milliseconds timeout{10000};  // whole setup: dial, TLS, proof
   // Asked once the TLS handshake is done, before the grant proof: false ends the attempt
-  // there, so that one of several racing attempts (cli/reconnect.hpp) that is no longer
+  // there, so that one of several racing attempts (consumer/reconnect.hpp) that is no longer
   // wanted does not count as a use of the link. Empty: always wanted.
   std::function<bool()> still_wanted;
   // Return as soon as the proof is sent: the command's first requests follow it in the same

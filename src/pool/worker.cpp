@@ -1,5 +1,6 @@
 #include "pool/worker.hpp"
 
+#include "consumer/reconnect.hpp"
 #include "core/json_fields.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/workload.hpp"
@@ -297,19 +298,13 @@ asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, Wo
   w.identity = identity;
   w.score = w.opt.score > 0 ? w.opt.score : calibrate_cpu();
   std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
+  ReconnectOptions again;  // the first session too: a coordinator not up yet is waited for
+  again.on_retry = [](const Error& e) { spdlog::warn("pool: cannot reach the coordinator ({}); retrying", e.what()); };
   while (true) {
-    auto session = co_await consumer->connect(w.opt.link);
-    if (!session) {
-      const auto& e = session.error();
-      if (e.is(errc::revoked) || e.is(errc::expired) || e.is(errc::auth_failed) || e.is(errc::exhausted) ||
-          e.is(errc::not_found) || e.is(errc::refused) || e.is(errc::peer_mismatch) ||
-          e.what().find("revoked") != std::string::npos) {
-        std::cerr << "runsnack: " << e.what() << std::endl;
-        co_return 1;
-      }
-      spdlog::warn("pool: cannot reach the coordinator ({}); retrying", e.what());
-      co_await sleep_for(std::chrono::seconds(1));
-      continue;
+    auto session = co_await reconnect(*consumer, w.opt.link, again);
+    if (!session) {  // a refusal (revoked, expired, wrong key): final
+      std::cerr << "runsnack: " << session.error().what() << std::endl;
+      co_return 1;
     }
     auto done = co_await serve_session(w, **session);
     if (done) co_return *done;

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import time
 import unittest
@@ -91,6 +92,29 @@ class PoolTest(PoolBase):
         self.assertGreater(spent, 0)
         self.assertAlmostEqual(float(self.credits(user)["balance"]), 100 - spent, places=5)
         self.audit_ok()
+
+    def test_coordinator_registers_at_a_rendezvous_and_a_worker_finds_it_there(self):
+        rdv = self.start(self.new_home("rdv"), "rendezvous", "--listen", "127.0.0.1:0", "--json", name="rdv")
+        rdv_ready = rdv.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "the rendezvous")
+        rdv_address = "127.0.0.1:" + rdv_ready["listen"].rsplit(":", 1)[1]
+        ready = self.start_pool("--rendezvous", rdv_address, "--no-port-mapping")
+        self.assertEqual(ready["rendezvous"], rdv_address)
+        for kind in ("join", "submit"):
+            self.assertTrue(ready[kind].startswith("runsnack://%s/g/" % rdv_address), ready[kind])
+        self.coord.wait_for(lambda e: e.get("event") == "rendezvous" and e["state"].startswith("registered"),
+                            READY_DEADLINE, "the coordinator's registration at the rendezvous")
+        # The join link without its addresses: the worker reaches the coordinator only through the rendezvous.
+        through_rdv = re.sub(r"&c=[^&#]*", "", ready["join"])
+        self.assertNotIn("c=", through_rdv)
+        self.start_worker("w", link=through_rdv)
+        user = self.user()
+        cp, lines = self.submit(user, "--shards", "2", "--budget", "5", "--", "echo", "hi")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(lines[-1]["state"], "done", lines)
+        # `pool link` names the rendezvous too (it was saved with the coordinator's address).
+        cp = self.ok(self.chome, "pool", "link", "--json", *self.db_args())
+        made = json.loads(cp.stdout.strip().splitlines()[-1])
+        self.assertTrue(made["link"].startswith("runsnack://%s/g/" % rdv_address), made)
 
     def test_status_jobs_credits_and_cancel_read_as_tables_without_json(self):
         self.start_pool()
