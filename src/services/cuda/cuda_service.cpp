@@ -106,7 +106,7 @@ struct Started {
 // The server runs in the consumers' sandbox (exec/sandbox.hpp): its own unprivileged uid, no
 // capabilities, the seccomp filter, no network, no workspace and no state folder, only the
 // grant's /dev/nvidia* nodes; this binary is bound in read-only and runs as `cuda-server`.
-Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms) {
+Result<Started> start_server(const ServiceContext& ctx, const exec::RunTerms& terms) {
   static std::atomic<std::uint64_t> counter{0};
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -155,7 +155,7 @@ nlohmann::json cuda_availability() {
 }
 
 asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
-                                        nlohmann::json args, CudaContext context) {
+                                        nlohmann::json args, ServiceContext context) {
   auto audit = [&](const std::string& kind, const std::string& decision, const std::string& reason,
                    nlohmann::json detail) {
     detail["session"] = context.session_id;
@@ -203,7 +203,7 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
   }
   auto child = started->child;
   const pid_t pid = child->pid();
-  auto record = exec::record_command(context.record, {"cuda-server (runsnack cuda)", pid,
+  auto record = record_command(context.record_command, {"cuda-server (runsnack cuda)", pid,
                                                       started->cgroup ? started->cgroup->usage_dir().string() : ""});
   const std::string backend = host_backend() ? "host" : "driver";
   nlohmann::json limits = started->limits;

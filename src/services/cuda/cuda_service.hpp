@@ -28,8 +28,8 @@
 #include "crypto/peer_id.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
-#include "services/exec/command_record.hpp"
 #include "services/forward/token_bucket.hpp"
+#include "session/service.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -49,14 +49,6 @@ inline constexpr std::chrono::milliseconds kServerExitGrace{3000};
 // Servers (CUDA contexts: each costs GPU memory) one session may run at once.
 inline constexpr int kMaxServersPerSession = 16;
 
-struct CudaContext {
-  std::string session_id;
-  PeerId consumer;
-  Grant grant;
-  std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
-  exec::CommandRecorder record;  // each running server, for `runsnack sessions`
-};
-
 // Per session: servers running and the bandwidth bucket they share.
 // Shared by the provider's handler; one executor.
 struct CudaSessions {
@@ -74,7 +66,7 @@ nlohmann::json cuda_availability();
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
 boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions,
                                                std::shared_ptr<MuxStream> stream, nlohmann::json args,
-                                               CudaContext context);
+                                               ServiceContext context);
 
 // Consumer halves. Both fail with errc::refused and the provider's reason
 // when the link does not allow cuda or the server cannot start.

@@ -69,8 +69,8 @@ struct Fixture {
     asio::co_spawn(io, server->run(), asio::detached);
   }
 
-  CudaContext context() {
-    CudaContext c;
+  ServiceContext context() {
+    ServiceContext c;
     c.session_id = "s1";
     c.grant.id = "grant00001";
     c.audit = [this](const std::string& k, const std::string& d, const std::string& r, const nlohmann::json& j) {

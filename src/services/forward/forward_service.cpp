@@ -83,7 +83,7 @@ struct OpenSlot {
 }  // namespace
 
 asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std::shared_ptr<MuxStream> stream,
-                                    nlohmann::json args, ForwardContext context) {
+                                    nlohmann::json args, ServiceContext context) {
   auto audit = [&](const std::string& decision, const std::string& reason, const nlohmann::json& detail) {
     if (context.audit) context.audit(kServiceForward, decision, reason, detail);
   };

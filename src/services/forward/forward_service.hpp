@@ -25,6 +25,7 @@
 #include "net/mux_stream.hpp"
 #include "services/forward/forward_target.hpp"
 #include "services/forward/token_bucket.hpp"
+#include "session/service.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -39,16 +40,6 @@
 namespace runsnack {
 
 inline constexpr std::chrono::milliseconds kForwardConnectTimeout{5000};
-
-// Writes one audit record: kind ("forward"), decision ("accept"|"refuse"), reason, detail.
-using ForwardAudit = std::function<void(const std::string& kind, const std::string& decision,
-                                        const std::string& reason, const nlohmann::json& detail)>;
-
-struct ForwardContext {
-  std::string session_id;
-  Grant grant;
-  ForwardAudit audit;  // may be empty (tests)
-};
 
 class ForwardService {
  public:
@@ -66,7 +57,7 @@ class ForwardService {
 
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
 boost::asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std::shared_ptr<MuxStream> stream,
-                                           nlohmann::json args, ForwardContext context);
+                                           nlohmann::json args, ServiceContext context);
 
 // Consumer halves.
 struct ForwardListing {
