@@ -20,7 +20,7 @@ ServiceRouter default_services() {
                                co_await serve_probe(*stream, args);
                              },
                              kServiceInfo, false});
-  router.add(kServiceForward, {[forward = std::make_shared<ForwardService>()](std::shared_ptr<MuxStream> stream,
+  router.add(kServiceForward, {[forward = std::make_shared<SessionLimiter>()](std::shared_ptr<MuxStream> stream,
                                  const nlohmann::json& args, const ServiceContext& ctx) {
                                 return serve_forward(forward, std::move(stream), args, ctx);
                               },
@@ -30,7 +30,7 @@ ServiceRouter default_services() {
   router.add(exec::kServiceCp, {exec::serve_cp, exec::kServiceCp, true});
   router.add(exec::kServiceShell, {exec::serve_shell, exec::kServiceShell, true});
   // cuda: one cuda-server per stream; it audits each server itself (cuda_start, cuda_end).
-  router.add(cuda::kServiceCuda, {[sessions = std::make_shared<cuda::CudaSessions>()](
+  router.add(cuda::kServiceCuda, {[sessions = std::make_shared<SessionLimiter>()](
                                       std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                       const ServiceContext& ctx) {
                                     return cuda::serve_cuda_stream(sessions, std::move(stream), args, ctx);

@@ -17,14 +17,14 @@
 // connections, both directions). Every forwarded connection, refused or not,
 // goes to the audit log: target, bytes each way, duration, why it ended.
 //
-// Threading: one executor. ForwardService is shared by the provider's
-// handler (shared_ptr) and outlives the streams it serves.
+// Threading: one executor. The SessionLimiter (services/common) is shared by
+// the provider's handler (shared_ptr) and outlives the streams it serves.
 
 #include "core/error.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
 #include "services/forward/forward_target.hpp"
-#include "services/forward/token_bucket.hpp"
+#include "services/common/session_limiter.hpp"
 #include "session/service.hpp"
 #include "session/session.hpp"
 
@@ -41,22 +41,8 @@ namespace runsnack {
 
 inline constexpr std::chrono::milliseconds kForwardConnectTimeout{5000};
 
-class ForwardService {
- public:
-  // Per session: open connections and the shared bandwidth bucket.
-  struct SessionState {
-    std::int64_t open = 0;
-    std::shared_ptr<TokenBucket> bucket;
-  };
-
-  std::map<std::string, SessionState>& sessions() { return sessions_; }
-
- private:
-  std::map<std::string, SessionState> sessions_;
-};
-
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
-boost::asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std::shared_ptr<MuxStream> stream,
+boost::asio::awaitable<void> serve_forward(std::shared_ptr<SessionLimiter> limiter, std::shared_ptr<MuxStream> stream,
                                            nlohmann::json args, ServiceContext context);
 
 // Consumer halves.
