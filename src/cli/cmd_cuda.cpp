@@ -13,7 +13,7 @@
 #include "core/printable.hpp"
 #include "cuda/shim_location.hpp"
 #include "services/cuda/cuda_service.hpp"
-#include "services/cuda/relay.hpp"
+#include "services/common/pump.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -218,7 +218,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
     ~Active() { --s.active; }
   } active{*state};  // counted by the caller, before this frame existed
   if (state->session_lost) co_return;  // closing the socket: the shim reports the error
-  cuda::widen_socket_buffers(socket.native_handle());
+  widen_socket_buffers(socket.native_handle());
   auto stream = co_await cuda::open_cuda(*state->session, nullptr);
   if (!stream) {
     ++state->refused;
@@ -230,8 +230,9 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
     co_return;
   }
   ++state->connections;
-  const cuda::RelayOptions options;
-  cuda::RelayResult result = co_await cuda::relay(socket, **stream, options);
+  PumpOptions options;
+  options.buffer_bytes = cuda::kPumpBytes;
+  PumpResult result = co_await pump(socket, **stream, options);
   state->bytes_to_provider += result.socket_to_stream;
   state->bytes_from_provider += result.stream_to_socket;
   if (result.stream_failed) note_session_end(*state);

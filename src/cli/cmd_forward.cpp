@@ -9,7 +9,7 @@
 #include "consumer/consumer.hpp"
 #include "consumer/reconnect.hpp"
 #include "services/forward/forward_service.hpp"
-#include "services/forward/splice.hpp"
+#include "services/common/pump.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -152,8 +152,8 @@ asio::awaitable<void> serve_local(std::shared_ptr<ForwardState> state, tcp::sock
     co_return;
   }
   state->event({{"event", "open"}, {"id", id}, {"target", target}});
-  const SpliceOptions options;
-  SpliceResult result = co_await splice(socket, **stream, options);
+  const PumpOptions options;
+  PumpResult result = co_await pump(socket, **stream, options);
   nlohmann::json closed = {{"event", "closed"},
                            {"id", id},
                            {"target", target},

@@ -57,9 +57,9 @@ std::string endpoint_text(const tcp::socket& s) {
   return Endpoint{ep.address().to_string(), ep.port()}.str();
 }
 
-// A command's row in the sessions table while it runs (services/exec/command_record.hpp). Rows
+// A command's row in the sessions table while it runs (session/command_record.hpp). Rows
 // are written only while the Provider (and so the store) lives: `alive` expires with it.
-class StoredCommand final : public exec::CommandRecord {
+class StoredCommand final : public CommandRecord {
  public:
   StoredCommand(SessionStore& store, std::weak_ptr<char> alive, CommandRow row)
       : store_(store), alive_(std::move(alive)), row_(std::move(row)) {
@@ -465,7 +465,7 @@ asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live,
   }
   ServiceContext context{live->id, live->consumer, live->grant, {}, live->address, {}};
   context.record_command = [this, alive = std::weak_ptr<char>(audit_alive_),
-                            id = live->id](const exec::RunningCommand& c) -> std::shared_ptr<exec::CommandRecord> {
+                            id = live->id](const RunningCommand& c) -> std::shared_ptr<CommandRecord> {
     if (alive.expired()) return nullptr;  // a command started as the provider goes
     return std::make_shared<StoredCommand>(session_rows_, alive,
                                            CommandRow{0, id, c.command, std::chrono::system_clock::now(), c.pid,

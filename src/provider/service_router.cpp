@@ -20,36 +20,20 @@ ServiceRouter default_services() {
                                co_await serve_probe(*stream, args);
                              },
                              kServiceInfo, false});
-  router.add(kServiceForward, {[forward = std::make_shared<ForwardService>()](std::shared_ptr<MuxStream> stream,
+  router.add(kServiceForward, {[forward = std::make_shared<SessionLimiter>()](std::shared_ptr<MuxStream> stream,
                                  const nlohmann::json& args, const ServiceContext& ctx) {
-                                return serve_forward(forward, std::move(stream), args, {ctx.session_id, ctx.grant, ctx.audit});
+                                return serve_forward(forward, std::move(stream), args, ctx);
                               },
                               kServiceForward, false, true});
   // run (sync, exec, pull) and cp: services/exec/exec_service.hpp; they audit each command themselves.
-  router.add(exec::kServiceRun, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
-                                    const ServiceContext& ctx) {
-                                   return exec::serve_run(std::move(stream), args,
-                                                          {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command, {}});
-                                 },
-                                 exec::kServiceRun, true});
-  router.add(exec::kServiceCp, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
-                                   const ServiceContext& ctx) {
-                                  return exec::serve_cp(std::move(stream), args,
-                                                        {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command, {}});
-                                },
-                                exec::kServiceCp, true});
-  router.add(exec::kServiceShell, {[](std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
-                                      const ServiceContext& ctx) {
-                                     return exec::serve_shell(std::move(stream), args,
-                                                              {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command, {}});
-                                   },
-                                   exec::kServiceShell, true});
+  router.add(exec::kServiceRun, {exec::serve_run, exec::kServiceRun, true});
+  router.add(exec::kServiceCp, {exec::serve_cp, exec::kServiceCp, true});
+  router.add(exec::kServiceShell, {exec::serve_shell, exec::kServiceShell, true});
   // cuda: one cuda-server per stream; it audits each server itself (cuda_start, cuda_end).
-  router.add(cuda::kServiceCuda, {[sessions = std::make_shared<cuda::CudaSessions>()](
+  router.add(cuda::kServiceCuda, {[sessions = std::make_shared<SessionLimiter>()](
                                       std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                       const ServiceContext& ctx) {
-                                    return cuda::serve_cuda_stream(sessions, std::move(stream), args,
-                                                            {ctx.session_id, ctx.consumer, ctx.grant, ctx.audit, ctx.record_command});
+                                    return cuda::serve_cuda_stream(sessions, std::move(stream), args, ctx);
                                   },
                                   cuda::kServiceCuda, false});
   return router;

@@ -1,69 +1,12 @@
 #pragma once
-// Which code serves which stream: services register a handler by name, the
-// provider checks the grant allows the name, answers the stream header, and
-// hands the stream over. Later services (exec, forward, cuda) plug in here
-// without touching the provider's connection code.
+// Which code serves which stream: the provider's table of services. The
+// contract itself (ServiceContext, ServiceRouter) is session/service.hpp;
+// the provider checks the grant allows the name, answers the stream header,
+// and hands the stream over.
 
-#include "crypto/peer_id.hpp"
-#include "link/grant.hpp"
-#include "net/mux_stream.hpp"
-#include "net/yamux_session.hpp"
-#include "services/exec/command_record.hpp"
-
-#include <boost/asio/awaitable.hpp>
-#include <nlohmann/json.hpp>
-
-#include <functional>
-#include <map>
-#include <memory>
-#include <string>
+#include "session/service.hpp"
 
 namespace runsnack {
-
-struct ServiceContext {
-  std::string session_id;
-  PeerId consumer;
-  Grant grant;  // as of the stream's opening
-  // Writes one audit record for this session (grant, peer and address filled
-  // in): kind, decision ("accept"|"refuse"), reason, detail. For services that
-  // log per use themselves (forward: one record per connection).
-  std::function<void(const std::string& kind, const std::string& decision, const std::string& reason,
-                     const nlohmann::json& detail)>
-      audit;
-  // Where the session comes from: "IP:PORT", or "relay IP:PORT" (the relay's
-  // address) for a relayed session.
-  std::string address;
-  // Records each command a service runs for this session (`runsnack sessions`).
-  exec::CommandRecorder record_command;
-};
-
-using ServiceHandler = std::function<boost::asio::awaitable<void>(std::shared_ptr<MuxStream> stream,
-                                                                  const nlohmann::json& args,
-                                                                  const ServiceContext& context)>;
-
-struct ServiceEntry {
-  ServiceHandler handler;
-  // The grant service that must be allowed for this stream ("probe" rides on "info").
-  std::string requires_grant_service;
-  bool audited = true;  // write each use to the audit log
-  // ServiceContext::audit's records are written in batches, a fraction of a
-  // second late (Provider::audit_batched): for services that log every
-  // connection, at rates where a transaction per record would cost more
-  // than the connection.
-  bool batch_audit = false;
-};
-
-class ServiceRouter {
- public:
-  void add(const std::string& name, ServiceEntry entry) { services_[name] = std::move(entry); }
-  const ServiceEntry* find(const std::string& name) const {
-    auto it = services_.find(name);
-    return it == services_.end() ? nullptr : &it->second;
-  }
-
- private:
-  std::map<std::string, ServiceEntry> services_;
-};
 
 // Every service a provider serves: info and its bandwidth probe, forward, run, cp, shell and cuda.
 ServiceRouter default_services();

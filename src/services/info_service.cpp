@@ -6,7 +6,7 @@
 #include "gpu/gpu_info.hpp"
 #include "gpu/host_info.hpp"
 #include "gpu/info_json.hpp"
-#include "services/cuda/cuda_service.hpp"
+#include "services/common/cuda_availability.hpp"
 
 #include <boost/asio/buffer.hpp>
 
@@ -46,7 +46,7 @@ asio::awaitable<void> serve_info(MuxStream& stream, const Grant& grant) {
       {"gpu_report", query_gpus(grant.gpus)},
       {"grant", terms},
   };
-  if (grant_allows_service(grant, cuda::kServiceCuda)) body["cuda"] = cuda::cuda_availability();
+  if (grant_allows_service(grant, kServiceCuda)) body["cuda"] = cuda_availability();
   if (co_await write_stream_message(stream, body)) (void)co_await stream.close_write();
 }
 

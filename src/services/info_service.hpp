@@ -3,7 +3,7 @@
 // and how good the path is (RTT, a short bandwidth probe).
 //
 //   stream "info":  provider -> {"host":HostInfo,"gpu_report":GpuReport,"grant":terms} then FIN
-//                   (plus "cuda":{available,backend,note} when the grant allows cuda: cuda_service.hpp)
+//                   (plus "cuda":{available,backend,note} when the grant allows cuda: common/cuda_availability.hpp)
 //                   (gpu/info_json.hpp, link/grant.hpp)
 //   stream "probe": consumer -> header args {"ms":N}; provider sends zero bytes
 //                   for N ms (at most kMaxProbe), then FIN.

@@ -2,8 +2,7 @@
 
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
-#include "cuda/server/driver_backend.hpp"
-#include "services/cuda/relay.hpp"
+#include "services/common/pump.hpp"
 #include "services/cuda/server_env.hpp"
 #include "services/exec/child_process.hpp"
 #include "services/exec/launch.hpp"
@@ -41,11 +40,6 @@ namespace {
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 // Of each server's stdout/stderr (its own diagnostics), this much reaches the provider's log.
 constexpr std::size_t kMaxLoggedOutput = 64 * 1024;
-
-bool host_backend() {
-  const char* b = std::getenv("RUNSNACK_CUDA_BACKEND");
-  return b && std::string_view(b) == "host";
-}
 
 // Where the shim may be, so that the server's library path never names it:
 // RUNSNACK_CUDA_LIBDIR when set (other places are folders named cuda-shim,
@@ -106,7 +100,7 @@ struct Started {
 // The server runs in the consumers' sandbox (exec/sandbox.hpp): its own unprivileged uid, no
 // capabilities, the seccomp filter, no network, no workspace and no state folder, only the
 // grant's /dev/nvidia* nodes; this binary is bound in read-only and runs as `cuda-server`.
-Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms) {
+Result<Started> start_server(const ServiceContext& ctx, const exec::RunTerms& terms) {
   static std::atomic<std::uint64_t> counter{0};
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -145,17 +139,8 @@ Result<Started> start_server(const CudaContext& ctx, const exec::RunTerms& terms
 
 }  // namespace
 
-nlohmann::json cuda_availability() {
-  if (host_backend())
-    return {{"available", true}, {"backend", "host"},
-            {"note", "host-RAM test double (RUNSNACK_CUDA_BACKEND=host): no GPU, runs only its test kernels"}};
-  if (auto driver = cuda::find_real_driver())
-    return {{"available", true}, {"backend", "driver"}, {"note", "CUDA driver " + *driver}};
-  return {{"available", false}, {"backend", "driver"}, {"note", "no CUDA driver (libcuda.so.1) on the provider"}};
-}
-
-asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, std::shared_ptr<MuxStream> stream,
-                                        nlohmann::json args, CudaContext context) {
+asio::awaitable<void> serve_cuda_stream(std::shared_ptr<SessionLimiter> limiter, std::shared_ptr<MuxStream> stream,
+                                        nlohmann::json args, ServiceContext context) {
   auto audit = [&](const std::string& kind, const std::string& decision, const std::string& reason,
                    nlohmann::json detail) {
     detail["session"] = context.session_id;
@@ -167,31 +152,19 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     co_return;
   }
 
-  auto& state = sessions->sessions[context.session_id];
-  if (state.servers >= kMaxServersPerSession) {
+  // Counts this server for as long as it lives.
+  auto slot = limiter->acquire(context.session_id, kMaxServersPerSession, context.grant.bandwidth_bytes_per_s);
+  if (!slot) {
     const std::string reason = "too many CUDA processes at once on this session (at most " +
                                std::to_string(kMaxServersPerSession) + ")";
     audit("cuda_start", "refuse", reason, nlohmann::json::object());
     co_await refuse(*stream, errc::exhausted, reason);
     co_return;
   }
-  ++state.servers;
-  if (context.grant.bandwidth_bytes_per_s && !state.bucket) {
-    auto rate = *context.grant.bandwidth_bytes_per_s;
-    state.bucket = std::make_shared<TokenBucket>(rate, default_burst(rate), TokenBucket::Clock::now());
-  }
-  RelayOptions relay_options;
-  relay_options.mode = RelayMode::socket_leads;
-  relay_options.bucket = state.bucket;
-  // Counts this server for as long as it lives (`state` may move: not used past here).
-  struct Slot {
-    std::shared_ptr<CudaSessions> sessions;
-    std::string id;
-    ~Slot() {
-      auto it = sessions->sessions.find(id);
-      if (it != sessions->sessions.end() && --it->second.servers <= 0) sessions->sessions.erase(it);
-    }
-  } slot{sessions, context.session_id};
+  PumpOptions pump_options;
+  pump_options.mode = PumpMode::socket_leads;
+  pump_options.buffer_bytes = kPumpBytes;
+  pump_options.bucket = slot->bucket();
 
   const exec::RunTerms terms = exec::RunTerms::from_json(field_or(context.grant.terms, "run"));
   auto started = start_server(context, terms);
@@ -203,9 +176,9 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
   }
   auto child = started->child;
   const pid_t pid = child->pid();
-  auto record = exec::record_command(context.record, {"cuda-server (runsnack cuda)", pid,
+  auto record = record_command(context.record_command, {"cuda-server (runsnack cuda)", pid,
                                                       started->cgroup ? started->cgroup->usage_dir().string() : ""});
-  const std::string backend = host_backend() ? "host" : "driver";
+  const std::string backend = cuda_host_backend() ? "host" : "driver";
   nlohmann::json limits = started->limits;
   audit("cuda_start", "accept", "", {{"pid", pid}, {"backend", backend}, {"limits", limits}});
   spdlog::info("session {}: cuda-server {} started ({})", context.session_id, pid, backend);
@@ -227,14 +200,14 @@ asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions, 
     *grace = std::make_shared<asio::steady_timer>(ex, kServerExitGrace);
     asio::co_spawn(ex, kill_at(*grace, child, reason, "did not exit after its input ended"), asio::detached);
   };
-  relay_options.on_stream_fin = arm_grace;
+  pump_options.on_stream_fin = arm_grace;
 
   stream_protocol::socket socket(ex, stream_protocol(), started->socket.release());
   const auto begun = std::chrono::steady_clock::now();
   const nlohmann::json ok = {{"ok", true}, {"pid", pid}, {"backend", backend}};
   auto greeted = co_await write_stream_message(*stream, ok);
-  if (!greeted) stream->reset();  // the relay then ends at once, as for a consumer that left
-  RelayResult relayed = co_await relay(socket, *stream, relay_options);
+  if (!greeted) stream->reset();  // the pump then ends at once, as for a consumer that left
+  PumpResult relayed = co_await pump(socket, *stream, pump_options);
   deadline->cancel();
   boost::system::error_code ignored;
   socket.close(ignored);

@@ -28,8 +28,9 @@
 #include "crypto/peer_id.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
-#include "services/exec/command_record.hpp"
-#include "services/forward/token_bucket.hpp"
+#include "services/common/cuda_availability.hpp"
+#include "services/common/session_limiter.hpp"
+#include "session/service.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -43,38 +44,22 @@
 
 namespace runsnack::cuda {
 
-inline constexpr const char* kServiceCuda = "cuda";
+using runsnack::kServiceCuda;       // services/common/cuda_availability.hpp
+using runsnack::cuda_availability;  // what info and the check report
 // How long a server may take to exit after its input ended before it is killed.
 inline constexpr std::chrono::milliseconds kServerExitGrace{3000};
 // Servers (CUDA contexts: each costs GPU memory) one session may run at once.
 inline constexpr int kMaxServersPerSession = 16;
-
-struct CudaContext {
-  std::string session_id;
-  PeerId consumer;
-  Grant grant;
-  std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
-  exec::CommandRecorder record;  // each running server, for `runsnack sessions`
-};
-
-// Per session: servers running and the bandwidth bucket they share.
-// Shared by the provider's handler; one executor.
-struct CudaSessions {
-  struct State {
-    int servers = 0;
-    std::shared_ptr<TokenBucket> bucket;
-  };
-  std::map<std::string, State> sessions;
-};
-
-// What the provider can offer: {"available":bool,"backend":"driver"|"host","note":"..."}.
-// The backend is "host" when RUNSNACK_CUDA_BACKEND=host (a test double: no GPU, only its test kernels run).
-nlohmann::json cuda_availability();
+// Each pump direction moves up to this much at once (both halves): CUDA
+// traffic is either small calls or large copies, and one read then one write
+// per large chunk keeps a copy at the session's speed.
+inline constexpr std::size_t kPumpBytes = 1024 * 1024;
 
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
-boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<CudaSessions> sessions,
+// `limiter`: servers per session and their shared bandwidth bucket (services/common).
+boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<SessionLimiter> limiter,
                                                std::shared_ptr<MuxStream> stream, nlohmann::json args,
-                                               CudaContext context);
+                                               ServiceContext context);
 
 // Consumer halves. Both fail with errc::refused and the provider's reason
 // when the link does not allow cuda or the server cannot start.

@@ -4,7 +4,7 @@
 // (or hangs at EOF, to be killed).
 // So the spawn, relay, kill and reap paths run for real without CUDA.
 #include "services/cuda/cuda_service.hpp"
-#include "services/cuda/relay.hpp"
+#include "services/common/pump.hpp"
 
 #include "net/transport.hpp"
 #include "net/yamux_session.hpp"
@@ -56,7 +56,7 @@ struct Fixture {
   asio::io_context io;
   std::shared_ptr<Mux> client, server;
   std::vector<Record> audit;
-  std::shared_ptr<CudaSessions> sessions = std::make_shared<CudaSessions>();
+  std::shared_ptr<SessionLimiter> sessions = std::make_shared<SessionLimiter>();
 
   Fixture() {
     tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
@@ -69,8 +69,8 @@ struct Fixture {
     asio::co_spawn(io, server->run(), asio::detached);
   }
 
-  CudaContext context() {
-    CudaContext c;
+  ServiceContext context() {
+    ServiceContext c;
     c.session_id = "s1";
     c.grant.id = "grant00001";
     c.audit = [this](const std::string& k, const std::string& d, const std::string& r, const nlohmann::json& j) {
@@ -152,7 +152,7 @@ TEST(CudaService, RelaysBothWaysAndReapsTheServer) {
   EXPECT_EQ(end->detail["bytes_to_server"], data.size());
   EXPECT_EQ(end->detail["bytes_from_server"], data.size());
   EXPECT_EQ(end->detail["session"], "s1");
-  EXPECT_TRUE(f.sessions->sessions.empty());
+  EXPECT_EQ(f.sessions->sessions(), 0u);
 }
 
 TEST(CudaService, LostSessionKillsTheServer) {
@@ -261,8 +261,9 @@ TEST(CudaRelay, BothWaysKeepsHalfClose) {
       EXPECT_EQ(std::string_view(buf, 4), "pong");
     };
     asio::co_spawn(f.io, app_side(), asio::detached);
-    const RelayOptions options;
-    auto result = co_await relay(ours, **s, options);
+    PumpOptions options;
+    options.buffer_bytes = kPumpBytes;
+    auto result = co_await pump(ours, **s, options);
     EXPECT_FALSE(result.error) << *result.error;
     EXPECT_EQ(result.socket_to_stream, 4u);
     EXPECT_EQ(result.stream_to_socket, 4u);

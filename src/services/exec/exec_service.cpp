@@ -274,7 +274,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   ctl->outer = child.pid();
   ctl->info = std::move(launched->info);
   if (launched->cgroup) ctl->cgroup.emplace(std::move(*launched->cgroup));
-  auto record = record_command(ctx.record, {short_command_line(req->argv), ctl->outer,
+  auto record = record_command(ctx.record_command, {short_command_line(req->argv), ctl->outer,
                                             ctl->cgroup ? ctl->cgroup->usage_dir().string() : ""});
 
   std::string command_line;
@@ -349,11 +349,11 @@ std::vector<std::string> string_list(const nlohmann::json& j) {
 
 }  // namespace
 
-asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
+asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ServiceContext session) {
   const std::string mode = string_or(args, "mode");
   auto workspace = workspace_name_in(args);
   if (!workspace) co_return co_await refuse(*stream, workspace.error());
-  context.workspace = *workspace;
+  ExecContext context{std::move(session), *workspace};
   if (mode == "sync") co_return co_await serve_sync(stream, context, std::string(), true);
   if (mode == "exec") co_return co_await run_exec(stream, context);
   if (mode == "attach") co_return co_await CommandLink::serve_attach(stream, args, context.consumer, context.session_id);
@@ -366,11 +366,11 @@ asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::jso
   co_await refuse(*stream, why);
 }
 
-asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context) {
+asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ServiceContext session) {
   const std::string mode = string_or(args, "mode");
   auto workspace = workspace_name_in(args);
   if (!workspace) co_return co_await refuse(*stream, workspace.error());
-  context.workspace = *workspace;
+  ExecContext context{std::move(session), *workspace};
   if (mode == "put") co_return co_await serve_sync(stream, context, string_or(args, "dest"), false);
   if (mode == "stat") co_return co_await serve_stat(stream, context, string_or(args, "path"));
   if (mode == "workspaces" || mode == "remove") co_return co_await serve_workspaces(stream, context, args);

@@ -31,7 +31,7 @@
 #include "crypto/peer_id.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
-#include "services/exec/command_record.hpp"
+#include "session/service.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -45,17 +45,13 @@ namespace runsnack::exec {
 inline constexpr const char* kServiceRun = "run";
 inline constexpr const char* kServiceCp = "cp";
 
-struct ExecContext {
-  std::string session_id;
-  PeerId consumer;
-  Grant grant;
-  // Writes one audit record (kind, decision, reason, detail); grant, peer and address are the provider's to fill.
-  std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
-  CommandRecorder record;  // each running command, for `runsnack sessions` (command_record.hpp)
-  std::string workspace;  // the consumer's workspace this stream works in (workspace_names.hpp); set by the service
+// The run, cp and shell services' state per stream: the service contract
+// (session/service.hpp) plus the workspace the stream works in.
+struct ExecContext : ServiceContext {
+  std::string workspace;  // the consumer's workspace (workspace_names.hpp); set from the stream's args
 };
 
-boost::asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context);
-boost::asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context);
+boost::asio::awaitable<void> serve_run(std::shared_ptr<MuxStream> stream, nlohmann::json args, ServiceContext context);
+boost::asio::awaitable<void> serve_cp(std::shared_ptr<MuxStream> stream, nlohmann::json args, ServiceContext context);
 
 }  // namespace runsnack::exec

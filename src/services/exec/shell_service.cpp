@@ -133,11 +133,11 @@ std::string shell_path() {
 
 }  // namespace
 
-asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext ctx) {
-  const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
+asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ServiceContext session) {
   auto workspace = workspace_name_in(args);
   if (!workspace) co_return co_await refuse(*stream, workspace.error());
-  ctx.workspace = *workspace;
+  ExecContext ctx{std::move(session), *workspace};
+  const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
   winsize winsz{};
   winsz.ws_row = 24;
   winsz.ws_col = 80;
@@ -195,7 +195,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   ChildProcess* child = &*launched->child;
   ctl->outer = child->pid();
   if (launched->cgroup) ctl->cgroup.emplace(std::move(*launched->cgroup));
-  auto record = record_command(ctx.record, {command_line, ctl->outer, ctl->cgroup ? ctl->cgroup->usage_dir().string() : ""});
+  auto record = record_command(ctx.record_command, {command_line, ctl->outer, ctl->cgroup ? ctl->cgroup->usage_dir().string() : ""});
 
   nlohmann::json limits = launched->limits;
   limits["disk_quota_enforced_by"] = ws->quota_mode;

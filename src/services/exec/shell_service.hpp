@@ -19,6 +19,6 @@ namespace runsnack::exec {
 
 inline constexpr const char* kServiceShell = "shell";
 
-boost::asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ExecContext context);
+boost::asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::json args, ServiceContext context);
 
 }  // namespace runsnack::exec

@@ -2,7 +2,7 @@
 
 #include "core/json_fields.hpp"
 #include "services/forward/host_rewriter.hpp"
-#include "services/forward/splice.hpp"
+#include "services/common/pump.hpp"
 #include "session/stream_header.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -69,21 +69,10 @@ std::string exposed_names(const ForwardTerms& terms) {
   return out.empty() ? "none" : out;
 }
 
-// Counts one open connection of a session for as long as it lives.
-struct OpenSlot {
-  std::shared_ptr<ForwardService> service;
-  std::string session;
-  ~OpenSlot() {
-    auto& sessions = service->sessions();
-    auto it = sessions.find(session);
-    if (it != sessions.end() && --it->second.open <= 0) sessions.erase(it);
-  }
-};
-
 }  // namespace
 
-asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std::shared_ptr<MuxStream> stream,
-                                    nlohmann::json args, ForwardContext context) {
+asio::awaitable<void> serve_forward(std::shared_ptr<SessionLimiter> limiter, std::shared_ptr<MuxStream> stream,
+                                    nlohmann::json args, ServiceContext context) {
   auto audit = [&](const std::string& decision, const std::string& reason, const nlohmann::json& detail) {
     if (context.audit) context.audit(kServiceForward, decision, reason, detail);
   };
@@ -119,23 +108,17 @@ asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std
   detail["target"] = target->name;
   detail["address"] = target->address();
 
-  auto& state = service->sessions()[context.session_id];
-  if (terms->max_connections && state.open >= *terms->max_connections) {
+  // Counts this connection for as long as it lives.
+  auto slot = limiter->acquire(context.session_id, terms->max_connections, context.grant.bandwidth_bytes_per_s);
+  if (!slot) {
     std::string reason = "too many forwarded connections at once (this link allows " +
                          std::to_string(*terms->max_connections) + ")";
-    if (state.open == 0) service->sessions().erase(context.session_id);
     audit("refuse", reason, detail);
     co_await refuse(*stream, reason);
     co_return;
   }
-  ++state.open;
-  if (context.grant.bandwidth_bytes_per_s && !state.bucket) {
-    auto rate = *context.grant.bandwidth_bytes_per_s;
-    state.bucket = std::make_shared<TokenBucket>(rate, default_burst(rate), TokenBucket::Clock::now());
-  }
-  SpliceOptions options;
-  options.bucket = state.bucket;
-  OpenSlot slot{service, context.session_id};  // `state` may move after this point: not used again
+  PumpOptions options;
+  options.bucket = slot->bucket();
 
   const ForwardTarget chosen = *target;
   auto started = std::chrono::steady_clock::now();
@@ -152,9 +135,9 @@ asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std
   std::optional<HostRewriter> rewriter;
   if (chosen.host_header) {
     rewriter.emplace(chosen.address());
-    options.rewriter = &*rewriter;
+    options.rewrite = [&host = *rewriter](std::span<const std::uint8_t> in, std::string& out) { host.feed(in, out); };
   }
-  SpliceResult result = co_await splice(*socket, *stream, options);
+  PumpResult result = co_await pump(*socket, *stream, options);
   detail["bytes_to_target"] = result.stream_to_socket;
   detail["bytes_from_target"] = result.socket_to_stream;
   detail["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -17,14 +17,15 @@
 // connections, both directions). Every forwarded connection, refused or not,
 // goes to the audit log: target, bytes each way, duration, why it ended.
 //
-// Threading: one executor. ForwardService is shared by the provider's
-// handler (shared_ptr) and outlives the streams it serves.
+// Threading: one executor. The SessionLimiter (services/common) is shared by
+// the provider's handler (shared_ptr) and outlives the streams it serves.
 
 #include "core/error.hpp"
 #include "link/grant.hpp"
 #include "net/mux_stream.hpp"
 #include "services/forward/forward_target.hpp"
-#include "services/forward/token_bucket.hpp"
+#include "services/common/session_limiter.hpp"
+#include "session/service.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -40,33 +41,9 @@ namespace runsnack {
 
 inline constexpr std::chrono::milliseconds kForwardConnectTimeout{5000};
 
-// Writes one audit record: kind ("forward"), decision ("accept"|"refuse"), reason, detail.
-using ForwardAudit = std::function<void(const std::string& kind, const std::string& decision,
-                                        const std::string& reason, const nlohmann::json& detail)>;
-
-struct ForwardContext {
-  std::string session_id;
-  Grant grant;
-  ForwardAudit audit;  // may be empty (tests)
-};
-
-class ForwardService {
- public:
-  // Per session: open connections and the shared bandwidth bucket.
-  struct SessionState {
-    std::int64_t open = 0;
-    std::shared_ptr<TokenBucket> bucket;
-  };
-
-  std::map<std::string, SessionState>& sessions() { return sessions_; }
-
- private:
-  std::map<std::string, SessionState> sessions_;
-};
-
 // Provider half. A free function with by-value parameters (GCC 12 coroutine rule).
-boost::asio::awaitable<void> serve_forward(std::shared_ptr<ForwardService> service, std::shared_ptr<MuxStream> stream,
-                                           nlohmann::json args, ForwardContext context);
+boost::asio::awaitable<void> serve_forward(std::shared_ptr<SessionLimiter> limiter, std::shared_ptr<MuxStream> stream,
+                                           nlohmann::json args, ServiceContext context);
 
 // Consumer halves.
 struct ForwardListing {

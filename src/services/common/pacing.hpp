@@ -1,8 +1,8 @@
 #pragma once
-// Waiting out a TokenBucket on an Asio executor, for the byte relays that
-// share a link's bandwidth limit (forward's splice, the cuda relay).
+// Waiting out a TokenBucket on an Asio executor, for the pumps that share a
+// link's bandwidth limit (pump.hpp).
 
-#include "services/forward/token_bucket.hpp"
+#include "services/common/token_bucket.hpp"
 
 #include <boost/asio/awaitable.hpp>
 

@@ -1,4 +1,4 @@
-#include "services/forward/token_bucket.hpp"
+#include "services/common/token_bucket.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,8 @@
 // `runsnack sessions` can show and measure it (store/session_store.hpp): run,
 // shell and cuda start a record when the sandbox is up and drop it when the
 // command has ended. The provider supplies the recorder (its sessions table);
-// without one (tests, the pool's worker) nothing is recorded.
+// without one (tests, the pool's worker) nothing is recorded. Part of the
+// service contract (session/service.hpp).
 
 #include <sys/types.h>
 
@@ -11,7 +12,7 @@
 #include <memory>
 #include <string>
 
-namespace runsnack::exec {
+namespace runsnack {
 
 struct RunningCommand {
   std::string command;  // the consumer's command line (the recorder bounds it)
@@ -33,4 +34,4 @@ inline std::shared_ptr<CommandRecord> record_command(const CommandRecorder& reco
   return recorder ? recorder(command) : nullptr;
 }
 
-}  // namespace runsnack::exec
+}  // namespace runsnack

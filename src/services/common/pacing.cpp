@@ -1,4 +1,4 @@
-#include "services/forward/pacing.hpp"
+#include "services/common/pacing.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
