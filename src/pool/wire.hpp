@@ -7,7 +7,8 @@
 //   request  {"op": "<name>", ...}
 //   answer   {"ok": true, ...} | {"ok": false, "error": "<one line>"}
 //
-// "pool-worker" (worker.cpp -> Coordinator::handle_worker), in the order a worker uses them:
+// "pool-worker" (worker.cpp -> Coordinator::serve_worker -> WorkerOps, worker_ops.hpp: one function
+// per op), in the order a worker uses them:
 //   register    public_key, device {kind, name, score, price}, holding [task ids it still answers for]
 //               -> device, lease_ms, calibrate {seed, iterations} (calibration.hpp)
 //   calibrated  checkpoints                     -> score (the coordinator's measure, not the hint)
@@ -18,7 +19,7 @@
 //               frames? (binary frames follow, below)
 //   failed      task, attempt, reason
 //   results     results [result | failed ...]   -> answers [...] (one transaction)
-// "pool-client" (cli/cmd_pool.cpp -> Coordinator::handle_client):
+// "pool-client" (cli/cmd_pool.cpp -> Coordinator::serve_client -> ClientOps, client_ops.hpp):
 //   submit      workload, spec, input, budget?, retries?, allow_failures?, prefer?
 //                                               -> job, tasks, free_only
 //   status | jobs  job?                         -> jobs [{state, counts, failures, spending, ...}]
