@@ -17,6 +17,7 @@
 #include "gpu/gpu_info.hpp"
 #include "services/exec/run_terms.hpp"
 #include "crypto/secret.hpp"
+#include "pool/browser/browser_workers.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/wire.hpp"
@@ -177,6 +178,14 @@ int serve(const ServeArgs& args) {
   if (args.scheduler == "learned") coordinator.use_learned_scheduler();
   ServiceRouter router = default_services();
   coordinator.add_services(router);
+  // Browsers join on the dashboard's port: /join and its /worker WebSocket.
+  std::optional<pool::browser::BrowserWorkers> browsers;
+  if (dashboard.server()) {
+    browsers.emplace(coordinator, *db);
+    dashboard.server()->serve_worker_sockets([&b = *browsers](boost::beast::tcp_stream s, pool::dashboard::Request r) {
+      return b.serve(std::move(s), std::move(r));
+    });
+  }
   Provider provider(io.get_executor(), *identity, *db, options, std::move(router), emit);
   if (auto r = provider.listen(); !r) {
     if (reuse)
@@ -194,15 +203,19 @@ int serve(const ServeArgs& args) {
   const auto candidates = provider.candidates();
   const auto join = std::make_optional(pool_link_text(*identity, candidates, *join_link));
   const auto submit = std::make_optional(pool_link_text(*identity, candidates, *submit_link));
+  // The secret rides in the fragment, which a browser never sends.
+  const json browser_join = dashboard.server() ? json(dashboard.server()->url() + "join#" + join_grant + ":" + join_link->secret)
+                                               : json(nullptr);
   // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
   asio::signal_set signals(io, SIGINT, SIGTERM);
   if (args.json) {
-    print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", dashboard.url()},
+    print_json({{"event", "ready"}, {"join", *join}, {"submit", *submit}, {"http", dashboard.url()}, {"browser_join", browser_join},
                 {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
                 {"db", db_shown}, {"listen", state.listen}});
   } else {
     std::cout << "join:   " << *join << "\nsubmit: " << *submit << std::endl;
-    if (dashboard.server()) std::cout << "http:   " << dashboard.server()->url() << std::endl;
+    if (dashboard.server())
+      std::cout << "http:   " << dashboard.server()->url() << "\nbrowser: " << browser_join.get<std::string>() << std::endl;
     std::cerr << "Pool coordinator on port " << provider.local_endpoint().port() << " (links " << join_grant << ", "
               << submit_grant << "; revoke with `runsnack revoke`). Ctrl-C stops." << std::endl;
   }
@@ -211,11 +224,13 @@ int serve(const ServeArgs& args) {
     coordinator.stop();
     provider.stop();
     dashboard.stop();
+    if (browsers) browsers->stop();
   });
   asio::co_spawn(io, provider.run(), [&](std::exception_ptr e) {
     signals.cancel();
     coordinator.stop();
     dashboard.stop();
+    if (browsers) browsers->stop();
     log_error(e);
   });
   asio::co_spawn(io, coordinator.run_maintenance(), log_error);

@@ -317,7 +317,7 @@ json Coordinator::handle_worker(const json& req, const ServiceContext& ctx, std:
     if (!d.is_object()) return refuse("bad device");
     std::string kind = string_or(d, "kind", "cpu"), name = string_or(d, "name", "cpu");
     double hint = number_or(d, "score", 0.0), price = number_or(d, "price", 0.0);
-    if ((kind != "cpu" && kind != "gpu") || name.size() > 200 || !(hint >= 0 && hint < 1e15) ||
+    if ((kind != "cpu" && kind != "gpu" && kind != "webgpu") || name.size() > 200 || !(hint >= 0 && hint < 1e15) ||
         !(price >= 0 && price < 1e9))
       return refuse("bad device");
     if (const double most = store_.policy().max_price; most > 0 && price > most)

@@ -78,6 +78,18 @@ class Coordinator {
   boost::asio::awaitable<void> serve_worker(std::shared_ptr<MuxStream> stream, ServiceContext context);
   boost::asio::awaitable<void> serve_client(std::shared_ptr<MuxStream> stream, ServiceContext context);
 
+  // A worker on another transport than a "pool-worker" stream (a browser's
+  // WebSocket, pool/browser/): the same requests and answers, no binary
+  // frames. opened and closed bracket its life as a stream's do; the caller
+  // enforces kWorkerIdleTimeout. Defined in coordinator_link.cpp.
+  struct LinkedWorker {
+    std::string device, public_key;
+    std::chrono::steady_clock::time_point last_renewal{};
+  };
+  void linked_worker_opened(const ServiceContext& context);
+  nlohmann::json linked_worker_request(const nlohmann::json& req, const ServiceContext& context, LinkedWorker& worker);
+  void linked_worker_closed(const ServiceContext& context, const LinkedWorker& worker, const std::string& why);
+
  private:
   // The binary frames that came after a worker's message, taken by its
   // results in order (wire.hpp).
