@@ -177,32 +177,42 @@ class BrowserWorkerHostileTest(PoolBase):
         self.assertFalse(answer["ok"])
         self.assertIn("proof does not verify", answer["error"])
         self.assertIsNone(ws.recv_text(), "the socket stays open after a refusal")
+        ws.close()
         ws2 = self.challenged()
         ws2.send_text(json.dumps({"op": "claim"}))  # no auth first
         self.assertFalse(json.loads(ws2.recv_text())["ok"])
         self.assertIsNone(ws2.recv_text())
+        ws2.close()
 
     def test_sockets_per_address_are_capped(self):
         held = [self.challenged() for _ in range(4)]
         extra = WsClient(self.port)
         self.assertEqual(extra.status, 503)
+        extra.close()
         held[0].close()
         # A socket closed frees its place (the server notices the close, then the next one is let in).
-        self.poll_until(lambda: WsClient(self.port).status == 101, 30, "a place after a close")
+        self.poll_until(lambda: self.upgrade_status() == 101, 30, "a place after a close")
         for ws in held[1:]:
             ws.close()
 
+    def upgrade_status(self, **kw):
+        ws = WsClient(self.port, **kw)
+        ws.close()
+        return ws.status
+
     def test_another_origin_is_refused(self):
-        self.assertEqual(WsClient(self.port, origin="http://evil.example").status, 403)
+        self.assertEqual(self.upgrade_status(origin="http://evil.example"), 403)
 
     def test_a_huge_auth_message_is_refused_unread(self):
         ws = self.challenged()
         ws.send_frame_header(64 * 1024 * 1024)  # announces 64 MiB, sends none of it
         self.assertIsNone(ws.recv_text(), "the server waited for 64 MiB instead of closing")
+        ws.close()
 
     def test_a_silent_page_is_closed_after_the_auth_deadline(self):
         ws = self.challenged()
         self.assertIsNone(ws.recv_text())  # closed by the server (10 s), before the client's 30 s timeout
+        ws.close()
 
 
 if __name__ == "__main__":
