@@ -542,7 +542,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
                         "fastest free device first, which ignores --prefer")
       ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
-                        "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");
+                        "ADDR:PORT for a web dashboard and the browser worker page (its link is printed as browser:), e.g. 127.0.0.1:8080 (default: none)");
   serve_cmd->add_flag("--json", sa->json, "One JSON event per line; the first is {\"event\":\"ready\",...}");
   serve_cmd->callback([&status, sa] { run_command(status, [&] { return serve(*sa); }); });
 
