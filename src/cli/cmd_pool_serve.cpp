@@ -8,6 +8,7 @@
 #include "cli/pool_links.hpp"
 #include "cli/share_link.hpp"
 #include "cli/state.hpp"
+#include "pool/browser/browser_workers.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/pool_store.hpp"
@@ -145,6 +146,14 @@ int serve(const ServeArgs& args) {
   if (args.scheduler == "learned") coordinator.use_learned_scheduler();
   ServiceRouter router = default_services();
   coordinator.add_services(router);
+  // Browsers join on the dashboard's port: /join and its /worker WebSocket.
+  std::optional<pool::browser::BrowserWorkers> browsers;
+  if (dashboard.server()) {
+    browsers.emplace(coordinator, *db);
+    dashboard.server()->serve_worker_sockets([&b = *browsers](boost::beast::tcp_stream s, pool::dashboard::Request r) {
+      return b.serve(std::move(s), std::move(r));
+    });
+  }
   HostEvents events;
   events.provider = emit;
   events.rendezvous = [&args](const std::string& state) {
@@ -182,17 +191,21 @@ int serve(const ServeArgs& args) {
   const std::string join_grant = join_link->grant, submit_grant = submit_link->grant;
   const std::string join = host.link(join_link->grant, join_link->secret);
   const std::string submit = host.link(submit_link->grant, submit_link->secret);
+  // The secret rides in the fragment, which a browser never sends.
+  const json browser_join = dashboard.server() ? json(dashboard.server()->url() + "join#" + join_grant + ":" + join_link->secret)
+                                               : json(nullptr);
   // Caught from before "ready" is printed: a script that stops us right after it sees a clean exit.
   asio::signal_set signals(io, SIGINT, SIGTERM);
   if (args.json) {
-    json ready = {{"event", "ready"}, {"join", join}, {"submit", submit}, {"http", dashboard.url()},
+    json ready = {{"event", "ready"}, {"join", join}, {"submit", submit}, {"http", dashboard.url()}, {"browser_join", browser_join},
                   {"join_grant", join_grant}, {"submit_grant", submit_grant}, {"peer", identity->peer_id().str()},
                   {"db", db_shown}, {"listen", state.listen}};
     if (host.rendezvous()) ready["rendezvous"] = host.rendezvous()->str();
     print_json(ready);
   } else {
     std::cout << "join:   " << join << "\nsubmit: " << submit << std::endl;
-    if (dashboard.server()) std::cout << "http:   " << dashboard.server()->url() << std::endl;
+    if (dashboard.server())
+      std::cout << "http:   " << dashboard.server()->url() << "\nbrowser: " << browser_join.get<std::string>() << std::endl;
     std::cerr << "Pool coordinator on port " << host.local_endpoint().port() << " (links " << join_grant << ", "
               << submit_grant << "; revoke with `runsnack revoke`)"
               << (host.rendezvous() ? "; registered at the rendezvous " + host.rendezvous()->str() : "")
@@ -203,11 +216,13 @@ int serve(const ServeArgs& args) {
     coordinator.stop();
     host.stop();
     dashboard.stop();
+    if (browsers) browsers->stop();
   });
   host.start([&] {  // the provider ended (a signal, or a failure it logged)
     signals.cancel();
     coordinator.stop();
     dashboard.stop();
+    if (browsers) browsers->stop();
   });
   asio::co_spawn(io, coordinator.run_maintenance(), log_error);
   if (dashboard.server()) asio::co_spawn(io, dashboard.server()->run(), log_error);
@@ -242,7 +257,7 @@ void add_pool_serve_command(CLI::App& pool, ExitStatus& status) {
                         "fastest free device first, which ignores --prefer")
       ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
-                        "ADDR:PORT for a read-only web dashboard, e.g. 127.0.0.1:8080 (default: none)");
+                        "ADDR:PORT for a web dashboard and the browser worker page (its link is printed as browser:), e.g. 127.0.0.1:8080 (default: none)");
   serve_cmd->add_option("--rendezvous", sa->rendezvous,
                         "HOST:PORT of a rendezvous to register at, for workers and submitters behind NAT: the links "
                         "then name it (also RUNSNACK_RENDEZVOUS or config.json)");

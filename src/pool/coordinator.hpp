@@ -64,6 +64,17 @@ class Coordinator {
   boost::asio::awaitable<void> serve_worker(std::shared_ptr<MuxStream> stream, ServiceContext context);
   boost::asio::awaitable<void> serve_client(std::shared_ptr<MuxStream> stream, ServiceContext context);
 
+  // A worker on another transport than a "pool-worker" stream (a browser's
+  // WebSocket, pool/browser/): the same requests and answers, no binary
+  // frames. opened and closed bracket its life as a stream's do; the caller
+  // enforces kWorkerIdleTimeout. Defined in coordinator_link.cpp.
+  struct LinkedWorker {
+    WorkerSession session;  // filled from the context at its first request
+  };
+  void linked_worker_opened(const ServiceContext& context);
+  nlohmann::json linked_worker_request(const nlohmann::json& req, const ServiceContext& context, LinkedWorker& worker);
+  void linked_worker_closed(const ServiceContext& context, LinkedWorker& worker, const std::string& why);
+
  private:
   // Fails the jobs no online worker may serve any more (stall_watch.hpp).
   void give_up_stuck_jobs(const Moment& now);

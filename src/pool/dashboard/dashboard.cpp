@@ -61,6 +61,7 @@ struct Dashboard::State {
   DashboardOptions options;
   RouteOptions routes;
   SnapshotFn snapshot;
+  UpgradeFn worker_socket;
   EventReplay replay;
   asio::steady_timer refresh;
   bool refresh_armed = false;
@@ -192,7 +193,7 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   st->http_live.insert(&stream);
   beast::flat_buffer buffer(st->options.max_request_bytes);
-  std::optional<Request> upgrade;
+  std::optional<Request> upgrade, worker_upgrade;
   while (!st->stopping) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(st->options.max_request_bytes));
@@ -210,6 +211,10 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
     }
     Request req = parser.release();
     std::optional<Response> res = check_request(req, st->routes);
+    if (!res && st->worker_socket && wants_worker_socket(req)) {
+      worker_upgrade = std::move(req);
+      break;
+    }
     if (!res && wants_websocket(req)) {
       if (st->clients.size() < st->options.max_websockets) {
         upgrade = std::move(req);
@@ -223,6 +228,10 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
     if (wec || !res->keep_alive()) break;
   }
   st->http_live.erase(&stream);
+  if (worker_upgrade && !st->stopping) {
+    co_await st->worker_socket(std::move(stream), std::move(*worker_upgrade));
+    co_return;
+  }
   if (upgrade && !st->stopping) {
     auto session = serve_websocket(st, std::move(stream), std::move(*upgrade));
     co_await std::move(session);
@@ -291,6 +300,8 @@ void Dashboard::publish(const json& event) {
   state_->push_all(m);
   refresh_soon(state_);
 }
+
+void Dashboard::serve_worker_sockets(UpgradeFn serve) { state_->worker_socket = std::move(serve); }
 
 std::size_t Dashboard::websocket_clients() const { return state_->clients.size(); }
 

@@ -25,14 +25,19 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
 namespace runsnack::pool::dashboard {
+
+// Serves a checked WebSocket upgrade to /worker (pool/browser/BrowserWorkers).
+using UpgradeFn = std::function<boost::asio::awaitable<void>(boost::beast::tcp_stream, Request)>;
 
 struct DashboardOptions {
   // Loopback unless the user binds elsewhere on purpose (--http 0.0.0.0:PORT).
@@ -65,6 +70,8 @@ class Dashboard {
 
   // Sends `event` (a JSON object with "event") to every open page.
   void publish(const nlohmann::json& event);
+  // Upgrades to /worker go to `serve` (without it they get 404).
+  void serve_worker_sockets(UpgradeFn serve);
   std::size_t websocket_clients() const;
 
   struct State;  // shared with the connection coroutines

@@ -95,7 +95,7 @@ std::optional<Response> check_request(const Request& req, const RouteOptions& op
   auto host = req[http::field::host];
   if (options.loopback_only && !is_loopback_host(host))
     return error_response(http::status::misdirected_request, req.version(), "this dashboard answers only to localhost");
-  if (wants_websocket(req)) {
+  if (boost::beast::websocket::is_upgrade(req)) {
     auto origin = req[http::field::origin];
     if (!origin.empty() && lower(origin) != "http://" + lower(host))
       return error_response(http::status::forbidden, req.version(), "WebSocket from another origin");
@@ -105,6 +105,10 @@ std::optional<Response> check_request(const Request& req, const RouteOptions& op
 
 bool wants_websocket(const Request& req) {
   return path_of(req.target()) == "/ws" && boost::beast::websocket::is_upgrade(req);
+}
+
+bool wants_worker_socket(const Request& req) {
+  return path_of(req.target()) == "/worker" && boost::beast::websocket::is_upgrade(req);
 }
 
 Response answer(const Request& req, const SnapshotFn& snapshot) {
@@ -120,6 +124,7 @@ Response answer(const Request& req, const SnapshotFn& snapshot) {
     return ok(req, "application/json", std::move(body), "no-store");
   }
   if (path == "/") path = "/index.html";
+  if (path == "/join") path = "/join.html";
   for (const auto& asset : embedded_assets())
     if (asset.path == path) return ok(req, content_type(path), std::string(asset.bytes), "no-cache");
   auto res = error_response(http::status::not_found, req.version(), "not found");

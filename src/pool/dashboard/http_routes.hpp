@@ -6,6 +6,8 @@
 //   GET /<file>         its CSS and JS (www/)           text/css, text/javascript
 //   GET /api/snapshot   the snapshot callback's JSON    application/json, no-store
 //   GET /ws             WebSocket upgrade (wants_websocket)
+//   GET /join           the browser worker's page (www/join.html; docs/BROWSER-WORKERS.md)
+//   GET /worker         its WebSocket upgrade (wants_worker_socket), when pool serve serves browser workers
 // Anything else: 404; a method other than GET: 405. Every answer carries
 // nosniff, a Content-Security-Policy that allows only this origin (no inline
 // script or style, no frames), no referrer, and Cache-Control.
@@ -36,6 +38,7 @@ struct RouteOptions {
 std::optional<Response> check_request(const Request& request, const RouteOptions& options);
 
 bool wants_websocket(const Request& request);
+bool wants_worker_socket(const Request& request);
 
 // The answer to a checked GET that is not a WebSocket upgrade.
 Response answer(const Request& request, const SnapshotFn& snapshot);

@@ -14,8 +14,8 @@ Request get(const std::string& target, const std::string& host = "127.0.0.1:8080
   return req;
 }
 
-Request upgrade(const std::string& origin) {
-  Request req = get("/ws");
+Request upgrade(const std::string& origin, const std::string& target = "/ws") {
+  Request req = get(target);
   req.set(http::field::connection, "Upgrade");
   req.set(http::field::upgrade, "websocket");
   req.set(http::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
@@ -87,6 +87,22 @@ TEST(HttpRoutes, WebSocketOnlyFromThisOrigin) {
   auto res = check_request(upgrade("http://evil.example"), {});
   ASSERT_TRUE(res);
   EXPECT_EQ(res->result(), http::status::forbidden);
+}
+
+TEST(HttpRoutes, BrowserWorkerPageAndItsSocket) {
+  auto res = answer(get("/join"), kSnapshot);
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_EQ(res[http::field::content_type], "text/html; charset=utf-8");
+  EXPECT_NE(res.body().find("<script src=\"join.js\""), std::string::npos);
+  EXPECT_EQ(answer(get("/join.js"), kSnapshot).result(), http::status::ok);
+  EXPECT_TRUE(wants_worker_socket(upgrade("", "/worker")));
+  EXPECT_FALSE(wants_worker_socket(upgrade("", "/ws")));
+  EXPECT_FALSE(wants_websocket(upgrade("", "/worker")));
+  EXPECT_FALSE(wants_worker_socket(get("/worker")));
+  // The worker socket, like /ws, only from this origin: another site's page cannot join a tab it lured.
+  auto res2 = check_request(upgrade("http://evil.example", "/worker"), {});
+  ASSERT_TRUE(res2);
+  EXPECT_EQ(res2->result(), http::status::forbidden);
 }
 
 }  // namespace

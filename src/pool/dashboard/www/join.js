@@ -1,0 +1,302 @@
+// The browser worker (docs/BROWSER-WORKERS.md): opened as
+// /join#<grant>:<secret>, it joins the pool over the /worker WebSocket
+// (protocol: src/pool/browser/browser_protocol.hpp), proves the join link
+// with an HMAC over the server's challenge (the secret stays in the
+// fragment, which a browser never sends), signs with its own Ed25519 key kept
+// in IndexedDB (a stable device across visits), and computes seeded matmul
+// tiles with a WGSL compute shader. It claims work only while the tab is
+// visible, not paused, and not on a low battery.
+const $ = (id) => document.getElementById(id);
+const enc = new TextEncoder();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const LOW_BATTERY = 0.2;  // below this, on battery: no claims
+
+const ui = { paused: false, done: 0, earned: 0, battery: null };
+
+function show(state, text) {
+  $("state").dataset.state = state;
+  $("state").textContent = text || state;
+}
+function fatal(message) {
+  show("error");
+  $("error").textContent = message;
+}
+
+const hex = (bytes) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
+function base64(bytes) {
+  const u = new Uint8Array(bytes);
+  let s = "";
+  for (let i = 0; i < u.length; i += 0x8000) s += String.fromCharCode.apply(null, u.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+async function sha256hex(text) {
+  return hex(await crypto.subtle.digest("SHA-256", typeof text === "string" ? enc.encode(text) : text));
+}
+
+// --- The device key: Ed25519 in WebCrypto, the private half not extractable, kept in IndexedDB.
+function idb(mode, fn) {
+  return new Promise((resolve, reject) => {
+    const open = indexedDB.open("runsnack-worker", 1);
+    open.onupgradeneeded = () => open.result.createObjectStore("keys");
+    open.onerror = () => reject(open.error);
+    open.onsuccess = () => {
+      const tx = open.result.transaction("keys", mode);
+      const req = fn(tx.objectStore("keys"));
+      tx.oncomplete = () => resolve(req.result);
+      tx.onerror = () => reject(tx.error);
+    };
+  });
+}
+async function deviceKey() {
+  let pair = await idb("readonly", (s) => s.get("device"));
+  if (!pair) {
+    pair = await crypto.subtle.generateKey({ name: "Ed25519" }, false, ["sign", "verify"]);
+    await idb("readwrite", (s) => s.put(pair, "device"));
+  }
+  return { pair, publicHex: hex(await crypto.subtle.exportKey("raw", pair.publicKey)) };
+}
+const sign = async (key, text) => hex(await crypto.subtle.sign({ name: "Ed25519" }, key.pair.privateKey, enc.encode(text)));
+
+// The native grant key (crypto/secret.hpp): HKDF-SHA256 of the lower-cased secret.
+async function grantKey(secret) {
+  const ikm = await crypto.subtle.importKey("raw", enc.encode(secret.toLowerCase()), "HKDF", false, ["deriveBits"]);
+  const bits = await crypto.subtle.deriveBits(
+    { name: "HKDF", hash: "SHA-256", salt: enc.encode("runsnack grant v1"), info: enc.encode("grant key") }, ikm, 256);
+  return crypto.subtle.importKey("raw", bits, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
+
+// --- One request, one answer, in order.
+class Link {
+  constructor(url) {
+    this.ws = new WebSocket(url);
+    this.waiting = [];
+    this.closed = new Promise((resolve) => { this.ws.onclose = () => {
+      for (const w of this.waiting) w.reject(new Error("connection closed"));
+      this.waiting = [];
+      resolve();
+    }; });
+    this.opened = new Promise((resolve, reject) => { this.ws.onopen = resolve; this.ws.onerror = () => reject(new Error("cannot connect")); });
+    this.ws.onmessage = (m) => {
+      const w = this.waiting.shift();
+      if (w) w.resolve(JSON.parse(m.data));
+    };
+  }
+  next() { return new Promise((resolve, reject) => this.waiting.push({ resolve, reject })); }
+  call(msg) { const answer = this.next(); this.ws.send(JSON.stringify(msg)); return answer; }
+}
+
+// --- Calibration (pool/calibration.hpp): a 64-bit chain, checkpoints in hex.
+function calibrate(seed, iterations) {
+  const M = (1n << 64n) - 1n;
+  let x = 0xcbf29ce484222325n;
+  for (const c of enc.encode(seed)) x = ((x ^ BigInt(c)) * 0x100000001b3n) & M;
+  const per = iterations / 64, out = [];
+  for (let s = 0; s < 64; s++) {
+    for (let i = 0; i < per; i++) {
+      x ^= x >> 29n;
+      x = (x * 0xbf58476d1ce4e5b9n) & M;
+      x ^= x >> 32n;
+    }
+    out.push(x.toString(16).padStart(16, "0"));
+  }
+  return out;
+}
+
+// --- Seeded matrices (pool/matmul/matrix.cpp): entries are multiples of 1/16, products exact in float32.
+const M64 = (1n << 64n) - 1n;
+function mix(x) {
+  x = (x + 0x9e3779b97f4a7c15n) & M64;
+  x = ((x ^ (x >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
+  x = ((x ^ (x >> 27n)) * 0x94d049bb133111ebn) & M64;
+  return x ^ (x >> 31n);
+}
+const lineKey = (seed, which, line) =>
+  Number(mix(BigInt(seed) ^ mix(BigInt(which.charCodeAt(0))) ^ mix(BigInt(line) + 1n)) & 0xffffffffn);
+function seededLines(seed, which, n, first, count) {
+  const out = new Float32Array(count * n);
+  for (let l = 0; l < count; l++) {
+    const key = lineKey(seed, which, first + l);
+    for (let p = 0; p < n; p++) {
+      const g = p >>> 7, e = p & 127, q = e >>> 5, h = e & 31;
+      let x = (key ^ Math.imul((g * 16 + (h >>> 1)) >>> 0, 0x9e3779b9)) >>> 0;
+      x ^= x >>> 16; x = Math.imul(x, 0x7feb352d); x ^= x >>> 15; x = Math.imul(x, 0x846ca68b); x ^= x >>> 16; x >>>= 0;
+      const half = h & 1 ? x >>> 16 : x & 0xffff;
+      out[l * n + p] = (2 * ((half >>> (4 * q)) & 15) - 15) * 0.0625;
+    }
+  }
+  return out;
+}
+
+// --- The WGSL kernel: C = A * Bt' for one tile (A's rows, B's columns as rows).
+const SHADER = `
+struct Dims { rows: u32, cols: u32, k: u32, pad: u32 };
+@group(0) @binding(0) var<uniform> dims: Dims;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> bt: array<f32>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@compute @workgroup_size(8, 8)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+  if (id.y >= dims.rows || id.x >= dims.cols) { return; }
+  var sum = 0.0;
+  for (var t = 0u; t < dims.k; t++) { sum += a[id.y * dims.k + t] * bt[id.x * dims.k + t]; }
+  c[id.y * dims.cols + id.x] = sum;
+}`;
+
+async function gpuDevice() {
+  if (!window.isSecureContext) throw new Error("WebGPU needs a secure context: open this page over https (or on localhost)");
+  if (!navigator.gpu) throw new Error("this browser has no WebGPU");
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter) throw new Error("no WebGPU adapter (is hardware acceleration off?)");
+  const device = await adapter.requestDevice();
+  const module = device.createShaderModule({ code: SHADER });
+  const pipeline = device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "main" } });
+  const info = adapter.info || {};
+  return { device, pipeline, name: ["webgpu", info.vendor, info.architecture].filter(Boolean).join(" ").slice(0, 100) };
+}
+
+async function multiply(gpu, a, bt, rows, cols, k) {
+  const { device, pipeline } = gpu;
+  const buffer = (data, usage) => {
+    const b = device.createBuffer({ size: Math.max(16, data.byteLength), usage: usage | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(b, 0, data);
+    return b;
+  };
+  const dims = buffer(new Uint32Array([rows, cols, k, 0]), GPUBufferUsage.UNIFORM);
+  const ab = buffer(a, GPUBufferUsage.STORAGE), bb = buffer(bt, GPUBufferUsage.STORAGE);
+  const bytes = rows * cols * 4;
+  const out = device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const read = device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [
+    { binding: 0, resource: { buffer: dims } }, { binding: 1, resource: { buffer: ab } },
+    { binding: 2, resource: { buffer: bb } }, { binding: 3, resource: { buffer: out } }] });
+  const enc2 = device.createCommandEncoder();
+  const pass = enc2.beginComputePass();
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, group);
+  pass.dispatchWorkgroups(Math.ceil(cols / 8), Math.ceil(rows / 8));
+  pass.end();
+  enc2.copyBufferToBuffer(out, 0, read, 0, bytes);
+  device.queue.submit([enc2.finish()]);
+  await read.mapAsync(GPUMapMode.READ);
+  const result = read.getMappedRange().slice(0);
+  read.unmap();
+  for (const b of [dims, ab, bb, out, read]) b.destroy();
+  return result;
+}
+
+// A matmul task's tile (workloads/matmul_workload.cpp), or why this page cannot run it.
+async function runTask(gpu, task) {
+  const spec = task.spec || {};
+  if (task.workload !== "matmul") return { error: "this browser worker runs matmul tiles only, not " + String(task.workload).slice(0, 40) };
+  if ((spec.source || "seed") !== "seed") return { error: "this browser worker runs seeded matmul jobs only (not --a/--b files)" };
+  const seed = spec.seed === undefined ? 1 : spec.seed;
+  if (!Number.isSafeInteger(seed) || seed < 0) return { error: "the seed is too large for this browser worker" };
+  const { m, k, p, block } = spec, index = task.shard;
+  const colBlocks = Math.ceil(p / block);
+  const r0 = Math.floor(index / colBlocks) * block, c0 = (index % colBlocks) * block;
+  const rows = Math.min(block, m - r0), cols = Math.min(block, p - c0);
+  $("tile").textContent = `${index} of ${task.shards} (rows ${r0}..${r0 + rows - 1}, columns ${c0}..${c0 + cols - 1})`;
+  const start = performance.now();
+  const a = seededLines(seed, "A", k, r0, rows), bt = seededLines(seed, "B", k, c0, cols);
+  const prepared = performance.now();
+  const tile = await multiply(gpu, a, bt, rows, cols, k);
+  const stdout = JSON.stringify({ cols, compute_s: (performance.now() - prepared) / 1000,
+                                  prepare_s: (prepared - start) / 1000, rows, tile: index }) + "\n";
+  return { stdout, files: [{ data: base64(tile), path: "tile.f32" }] };  // keys in order, as the coordinator dumps them
+}
+
+// The result message, signed as pool_store_results.cpp result_signing_bytes() (v1: files inline).
+async function resultMessage(key, task, out) {
+  const text = "runsnack-pool-result-v1\n" + task.id + "\n" + task.attempt + "\n0\n" + (await sha256hex(out.stdout)) + "\n" +
+               (await sha256hex(JSON.stringify(out.files)));
+  return { op: "result", task: task.id, attempt: task.attempt, exit_code: 0, stdout: base64(enc.encode(out.stdout)),
+           files: out.files, signature: await sign(key, text) };
+}
+
+function mayClaim() {
+  if (ui.paused) return "paused";
+  if (document.visibilityState === "hidden") return "hidden";
+  if (ui.battery && !ui.battery.charging && ui.battery.level < LOW_BATTERY) return "low battery";
+  return null;
+}
+
+async function session(gpu, key, grant, hmacKey) {
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/worker";
+  const link = new Link(url);
+  await link.opened;
+  const challenge = await link.next();
+  const signed = "runsnack browser auth v1\n" + challenge.nonce + "\n" + grant + "\n" + key.publicHex;
+  const proof = hex(await crypto.subtle.sign("HMAC", hmacKey, enc.encode(signed)));
+  const auth = await link.call({ op: "auth", grant, public_key: key.publicHex, proof, signature: await sign(key, signed) });
+  if (!auth.ok) throw Object.assign(new Error(auth.error), { fatal: true });
+  show("calibrating");
+  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: "webgpu", name: gpu.name, score: 0, price: 10 } });
+  if (!reg.ok) throw Object.assign(new Error(reg.error), { fatal: true });
+  $("device").textContent = reg.device;
+  const cal = await link.call({ op: "calibrated", checkpoints: calibrate(reg.calibrate.seed, reg.calibrate.iterations) });
+  if (!cal.ok) throw Object.assign(new Error(cal.error), { fatal: true });
+  let lastSent = Date.now();
+  for (;;) {
+    const why = mayClaim();
+    if (why) {
+      show(why.replace(" ", "-"), why);
+      if (Date.now() - lastSent > 5000) { await link.call({ op: "heartbeat" }); lastSent = Date.now(); }
+      await sleep(250);
+      continue;
+    }
+    const claim = await link.call({ op: "claim", max: 1 });
+    lastSent = Date.now();
+    if (!claim.ok) throw new Error(claim.error);
+    const tasks = claim.tasks || (claim.task ? [claim.task] : []);
+    if (tasks.length === 0) {
+      show("waiting", "waiting for work");
+      await sleep(claim.retry_ms || 500);
+      continue;
+    }
+    for (const task of tasks) {
+      show("working", "computing");
+      const beat = setInterval(() => link.call({ op: "heartbeat" }).catch(() => {}), 5000);
+      let out;
+      try { out = await runTask(gpu, task); } finally { clearInterval(beat); }
+      const answer = out.error
+        ? await link.call({ op: "failed", task: task.id, attempt: task.attempt, reason: out.error })
+        : await link.call(await resultMessage(key, task, out));
+      lastSent = Date.now();
+      if (answer.accepted) {
+        ui.done += 1;
+        ui.earned += Number(answer.paid || 0);
+        $("done").textContent = String(ui.done);
+        $("earned").textContent = ui.earned.toFixed(6) + " credits";
+      }
+      $("tile").textContent = "-";
+    }
+  }
+}
+
+async function main() {
+  $("pause").addEventListener("click", () => {
+    ui.paused = !ui.paused;
+    $("pause").textContent = ui.paused ? "Resume" : "Pause";
+  });
+  const [grant, secret] = location.hash.slice(1).split(":");
+  if (!grant || !secret) return fatal("Open this page with the coordinator's browser join link (/join#GRANT:SECRET).");
+  if (navigator.getBattery) navigator.getBattery().then((b) => { ui.battery = b; }).catch(() => {});
+  let gpu, key, hmacKey;
+  try {
+    [gpu, key, hmacKey] = await Promise.all([gpuDevice(), deviceKey(), grantKey(secret)]);
+  } catch (e) {
+    return fatal(String(e.message || e) + ". (A WebAssembly fallback is not built yet.)");
+  }
+  for (let delay = 1000; ; delay = Math.min(delay * 2, 30000)) {
+    show("connecting");
+    try {
+      await session(gpu, key, grant, hmacKey);
+    } catch (e) {
+      if (e.fatal) return fatal(e.message);
+      $("error").textContent = "connection lost (" + e.message + "); retrying";
+    }
+    await sleep(delay);
+  }
+}
+
+main();
