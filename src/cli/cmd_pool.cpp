@@ -13,6 +13,7 @@
 #include "consumer/consumer.hpp"
 #include "core/duration.hpp"
 #include "core/json_fields.hpp"
+#include "core/log_exceptions.hpp"
 #include "core/paths.hpp"
 #include "gpu/gpu_info.hpp"
 #include "services/exec/run_terms.hpp"
@@ -45,15 +46,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-void log_error(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    std::cerr << "runsnack: internal error: " << ex.what() << std::endl;
-  }
-}
 
 struct JoinArgs {
   std::string link, gpus, memory, task_timeout = "1h";
@@ -115,7 +107,7 @@ int join(const JoinArgs& args) {
   });
   asio::co_spawn(io, pool::run_worker(consumer->get(), &*identity, opt), [&](std::exception_ptr e, int rc) {
     signals.cancel();  // the worker is done: let io.run() return
-    if (e) return log_error(e);
+    if (e) return log_exceptions("pool worker")(e);
     code = rc;
   });
   io.run();

@@ -8,6 +8,7 @@
 #include "cli/pool_links.hpp"
 #include "cli/share_link.hpp"
 #include "cli/state.hpp"
+#include "core/log_exceptions.hpp"
 #include "pool/browser/browser_workers.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/ledger_rules.hpp"
@@ -36,15 +37,6 @@ struct ServeArgs {
               independent_wait, rendezvous;
   bool json = false, no_port_mapping = false;
 };
-
-void log_error(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    std::cerr << "runsnack: internal error: " << ex.what() << std::endl;
-  }
-}
 
 int serve(const ServeArgs& args) {
   if (!args.starting_credits.empty())
@@ -224,8 +216,8 @@ int serve(const ServeArgs& args) {
     dashboard.stop();
     if (browsers) browsers->stop();
   });
-  asio::co_spawn(io, coordinator.run_maintenance(), log_error);
-  if (dashboard.server()) asio::co_spawn(io, dashboard.server()->run(), log_error);
+  asio::co_spawn(io, coordinator.run_maintenance(), log_exceptions("pool maintenance"));
+  if (dashboard.server()) asio::co_spawn(io, dashboard.server()->run(), log_exceptions("dashboard"));
   io.run();
   return 0;
 }
