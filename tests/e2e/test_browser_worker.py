@@ -9,13 +9,12 @@ when they are missing.
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 import unittest
 
 from harness import READY_DEADLINE
-from test_dashboard import BROWSER_DIR, CHROMIUM, ensure_playwright
+from test_dashboard import BROWSER_DIR, browser_missing
 from test_pool import PoolBase
 from test_pool_matmul import read_npy
 from ws_client import WsClient
@@ -71,11 +70,7 @@ class PageDriver:
 class BrowserWorkerTest(PoolBase):
     def setUp(self):
         super().setUp()
-        if not os.access(CHROMIUM, os.X_OK):
-            self.skipTest("no %s: apt-get install chromium (scripts/install-deps)" % CHROMIUM)
-        if not shutil.which("node"):
-            self.skipTest("no node: apt-get install nodejs npm (scripts/install-deps)")
-        why = ensure_playwright()
+        why = browser_missing()
         if why:
             self.skipTest(why)
 

@@ -36,6 +36,15 @@ def ensure_playwright():
     return None if cp.returncode == 0 else "npm ci in tests/browser failed: " + cp.stderr[-500:]
 
 
+def browser_missing():
+    """Why headless Chromium cannot be driven here (None when it can): Chromium, node, playwright-core."""
+    if not os.access(CHROMIUM, os.X_OK):
+        return "no %s: apt-get install chromium (scripts/install-deps)" % CHROMIUM
+    if not shutil.which("node"):
+        return "no node: apt-get install nodejs npm (scripts/install-deps)"
+    return ensure_playwright()
+
+
 SCENE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "scenes", "spheres.json")
 
 
@@ -80,11 +89,7 @@ class NodeScript:
 class DashboardBrowserTest(E2ETestCase):
     def setUp(self):
         super().setUp()
-        if not os.access(CHROMIUM, os.X_OK):
-            self.skipTest("no %s: apt-get install chromium (scripts/install-deps)" % CHROMIUM)
-        if not shutil.which("node"):
-            self.skipTest("no node: apt-get install nodejs npm (scripts/install-deps)")
-        why = ensure_playwright()
+        why = browser_missing()
         if why:
             self.skipTest(why)
 
