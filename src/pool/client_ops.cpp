@@ -88,6 +88,7 @@ json ClientOps::submit(const std::string& peer, const Moment& now, const json& r
                     std::to_string(prices->priced) + " online worker(s) charge from " + format_price(prices->cheapest) +
                     " credits per device-hour: give --budget CREDITS");
   }
+  rules.needs = plan->needs.empty() ? name : plan->needs;
   auto job = store_.create_job(peer, name, spec, input, plan->info, plan->tasks, budget, now.wall_ms(), rules);
   if (!job) return refuse(job.error());
   json event = {{"event", "job_submitted"}, {"job", *job}, {"owner", peer}, {"workload", name},

@@ -110,5 +110,17 @@ TEST_F(ClientOpsTest, LinkCreditsAreMintedOnceAndCreditsShowThem) {
   EXPECT_EQ(send("erin", {{"op", "mint"}})["error"], "unknown op 'mint'");
 }
 
+TEST_F(ClientOpsTest, AJobStoresWhatADeviceMustRunToTakeIt) {
+  // The workload's plan names it (device_runs.hpp matches it at claims).
+  auto needs_of = [&](const json& answer) { return store->job_definition(answer["job"]).value().needs; };
+  EXPECT_EQ(needs_of(submit("carol")), "exec");
+  const json seeded = {{"source", "seed"}, {"seed", 3}, {"m", 64}, {"k", 64}, {"p", 64}, {"block", 32},
+                       {"rounds", 4}, {"tolerance", 1e-3}};
+  EXPECT_EQ(needs_of(submit("carol", {{"workload", "matmul"}, {"spec", seeded}})), "matmul-seeded");
+  auto from_files = seeded;
+  from_files["source"] = "files";
+  EXPECT_EQ(needs_of(submit("carol", {{"workload", "matmul"}, {"spec", from_files}})), "matmul-files");
+}
+
 }  // namespace
 }  // namespace runsnack::pool

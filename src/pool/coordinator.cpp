@@ -128,7 +128,9 @@ void Coordinator::give_up_stuck_jobs(const Moment& now) {
 }
 
 asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> stream, ServiceContext context) {
-  WorkerSession session{context.consumer, context.consumer.str(), context.address, context.audit, {}, {}, {}, 0, {}};
+  WorkerSession session;
+  session.consumer = context.consumer, session.peer = context.consumer.str(), session.address = context.address;
+  session.audit = context.audit;
   asio::steady_timer idle(ex_);
   auto arm = [&] {
     idle.expires_after(kWorkerIdleTimeout);

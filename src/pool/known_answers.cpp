@@ -38,7 +38,7 @@ LeasedTask KnownAnswers::hand_out(Known& k, const std::string& device, const std
   return t;
 }
 
-std::optional<LeasedTask> KnownAnswers::issue(const std::string& device, const std::string& peer) {
+std::optional<LeasedTask> KnownAnswers::issue(const std::string& device, const std::string& peer, const MayRun& may_run) {
   if (outstanding(device)) return std::nullopt;
   // Of the answers this peer did not produce and this device did not
   // dispute, one this device has not had yet when there is one (a second
@@ -46,7 +46,7 @@ std::optional<LeasedTask> KnownAnswers::issue(const std::string& device, const s
   std::vector<std::size_t> fresh, seen;
   for (std::size_t i = 0; i < known_.size(); ++i) {
     const auto& k = known_[i];
-    if (has_peer(k.producers, peer)) continue;
+    if (has_peer(k.producers, peer) || (may_run && !may_run(k.task))) continue;
     if (std::any_of(k.disputes.begin(), k.disputes.end(), [&](const auto& d) { return d.first.device == device; }))
       continue;
     const bool had = std::find(k.given_to.begin(), k.given_to.end(), device) != k.given_to.end();
@@ -59,10 +59,10 @@ std::optional<LeasedTask> KnownAnswers::issue(const std::string& device, const s
 }
 
 std::optional<LeasedTask> KnownAnswers::issue_tiebreak(const std::string& device, const std::string& peer,
-                                                       const std::string& network) {
+                                                       const std::string& network, const MayRun& may_run) {
   if (outstanding(device)) return std::nullopt;
   for (auto& k : known_) {
-    if (k.disputes.empty() || k.tiebreak_out) continue;
+    if (k.disputes.empty() || k.tiebreak_out || (may_run && !may_run(k.task))) continue;
     bool independent = !has_peer(k.producers, peer);
     for (const auto& p : k.producers) independent = independent && p.network != network;
     for (const auto& [d, r] : k.disputes) independent = independent && d.peer != peer && d.network != network;

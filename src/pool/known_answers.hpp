@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,10 +56,13 @@ class KnownAnswers {
   // A known-answer task for this claim of an unproven `device` (of `peer`),
   // or nothing when none is known that this peer did not run and this
   // device did not dispute. The caller decides that the device is unproven.
-  std::optional<LeasedTask> issue(const std::string& device, const std::string& peer);
+  // `may_run`: whether the device can run a task (DeviceRuns::allows its needs); empty: any.
+  using MayRun = std::function<bool(const LeasedTask&)>;
+  std::optional<LeasedTask> issue(const std::string& device, const std::string& peer, const MayRun& may_run = {});
   // A tie break for a proven `device`: a disputed answer none of whose
   // parties shares its peer or network, or nothing.
-  std::optional<LeasedTask> issue_tiebreak(const std::string& device, const std::string& peer, const std::string& network);
+  std::optional<LeasedTask> issue_tiebreak(const std::string& device, const std::string& peer, const std::string& network,
+                                           const MayRun& may_run = {});
   // Whether `device` has one out (it gets no other work until it answers).
   bool outstanding(const std::string& device) const;
 

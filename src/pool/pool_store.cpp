@@ -34,14 +34,15 @@ Result<PoolStore> PoolStore::open_postgres(const std::string& url, PoolPolicy po
 
 Result<const PoolStore::JobMeta*> PoolStore::job_meta(const std::string& job) {
   if (auto it = job_meta_.find(job); it != job_meta_.end()) return &it->second;
-  auto js = db_.prepare("SELECT spec, shards, workload FROM jobs WHERE id = ?");
+  auto js = db_.prepare("SELECT spec, shards, workload, needs FROM jobs WHERE id = ?");
   if (!js) return js.error();
   js->bind(1, std::string_view(job));
   auto jr = js->step();
   if (!jr) return jr.error();
   if (!*jr) return fail(errc::internal, "task without job");
   if (job_meta_.size() >= kMaxCachedJobs) job_meta_.clear();
-  JobMeta m{js->column_text(2), nlohmann::json::parse(js->column_text(0), nullptr, false), js->column_int64(1)};
+  JobMeta m{js->column_text(2), js->column_text(3), nlohmann::json::parse(js->column_text(0), nullptr, false),
+            js->column_int64(1)};
   return &job_meta_.emplace(job, std::move(m)).first->second;
 }
 

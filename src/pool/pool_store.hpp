@@ -49,6 +49,7 @@ struct PoolPolicy {
 struct JobRules {
   int retries = 0;              // runs on other peers after a non-zero exit
   bool allow_failures = false;  // failed shards do not fail the job: it ends done with them reported
+  std::string needs;            // what a device must run to take its tasks (JobPlan::needs); '' = native only
 };
 
 // An attempt whose command exited non-zero.
@@ -83,12 +84,14 @@ struct LeasedTask {
   std::string id, job;
   std::int64_t shard = 0, shards = 0, attempt = 0;
   std::string workload;
+  std::string needs;    // the job's (JobRules::needs): what a device must run to take it
   nlohmann::json spec;  // the job's spec, as its workload reads it
 };
 
 struct JobDefinition {
   std::string workload;
   nlohmann::json spec, input;
+  std::string needs;  // JobRules::needs
 };
 
 struct TaskRef {
@@ -203,14 +206,17 @@ class PoolStore {
   // needs to know whether there are more than its waiting devices).
   Result<std::int64_t> pending_count(std::int64_t at_most = 1'000'000);
   // Leases the next pending task to `device` of `peer` (of `job` only, when
-  // given), or nothing.
+  // given), or nothing. `runs`: DeviceRuns::sql_list() of the device; only
+  // jobs whose needs it lists are taken ("*": any job).
   Result<std::optional<LeasedTask>> claim(const std::string& device, const std::string& peer, std::int64_t now_ms,
-                                          const std::optional<std::string>& job = std::nullopt);
+                                          const std::optional<std::string>& job = std::nullopt,
+                                          const std::string& runs = "*");
   // Leases up to `max` pending tasks at once (oldest job first, lowest shards
   // first, as claim() one after another would): one statement per job
   // touched, not one per task.
   Result<std::vector<LeasedTask>> claim_many(const std::string& device, const std::string& peer, std::int64_t now_ms,
-                                             std::int64_t max, const std::optional<std::string>& job = std::nullopt);
+                                             std::int64_t max, const std::optional<std::string>& job = std::nullopt,
+                                             const std::string& runs = "*");
   // Running jobs with pending tasks, oldest first (at most `limit`), with
   // their pending count (counted up to `count_limit`) and their info.
   struct PendingJobRow {
@@ -220,9 +226,10 @@ class PoolStore {
   };
   // Only tasks `device` of `peer` may run count (a copy is not for the peers
   // of the shard's other copies, a task not for a peer that got it wrong, a
-  // job without credit not for a priced device).
+  // job without credit not for a priced device, a job only for a device
+  // whose `runs` (as claim()) lists its needs).
   Result<std::vector<PendingJobRow>> pending_jobs(std::int64_t limit, std::int64_t count_limit, const std::string& peer,
-                                                  const std::string& device);
+                                                  const std::string& device, const std::string& runs = "*");
   // Renews the deadlines of the leases `peer` holds that have less than
   // three quarters of a lease left (the others need no write yet).
   Result<void> heartbeat(const std::string& peer, std::int64_t now_ms);
@@ -336,7 +343,7 @@ class PoolStore {
 
   // What a lease hands out with a task; a job's workload and spec never change.
   struct JobMeta {
-    std::string workload;
+    std::string workload, needs;
     nlohmann::json spec;
     std::int64_t shards = 0;
   };

@@ -28,12 +28,15 @@ Result<std::string> PoolStore::create_job(const std::string& owner, const std::s
                                    format_credits(budget));
   std::string job = new_id("j");
   auto st = db_.prepare(
-      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created, info, retries, allow_failures) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
+      "INSERT INTO jobs (id, owner, workload, spec, input, shards, budget, state, created, info, retries, allow_failures, "
+      "needs) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)");
   if (!st) return st.error();
   st->bind(1, std::string_view(job)).bind(2, std::string_view(owner)).bind(3, std::string_view(workload)).bind(4, std::string_view(spec.dump())).bind(5, std::string_view(input.dump()));
   st->bind(6, shards).bind(7, budget).bind(8, now_ms).bind(9, std::string_view(info.is_object() ? info.dump() : "{}"));
-  if (auto r = st->bind(10, std::int64_t{rules.retries}).bind(11, std::int64_t{rules.allow_failures}).run(); !r)
+  if (auto r = st->bind(10, std::int64_t{rules.retries}).bind(11, std::int64_t{rules.allow_failures})
+                   .bind(12, std::string_view(rules.needs))
+                   .run();
+      !r)
     return r.error();
   // Every task in one statement (not a round trip per shard): ids "<job>.<shard>".
   auto ins = db_.prepare(
@@ -62,14 +65,14 @@ Result<nlohmann::json> PoolStore::job_input(const std::string& job) {
 }
 
 Result<JobDefinition> PoolStore::job_definition(const std::string& job) {
-  auto st = db_.prepare("SELECT workload, spec, input FROM jobs WHERE id = ?");
+  auto st = db_.prepare("SELECT workload, spec, input, needs FROM jobs WHERE id = ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(job));
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return fail(errc::not_found, "no job " + job);
   return JobDefinition{st->column_text(0), nlohmann::json::parse(st->column_text(1), nullptr, false),
-                       nlohmann::json::parse(st->column_text(2), nullptr, false)};
+                       nlohmann::json::parse(st->column_text(2), nullptr, false), st->column_text(3)};
 }
 
 Result<void> PoolStore::record_verification(const std::string& job, bool accepted, std::int64_t verify_us,

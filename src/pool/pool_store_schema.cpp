@@ -168,6 +168,12 @@ ALTER TABLE devices ADD COLUMN paid_until INTEGER NOT NULL DEFAULT 0;  -- end of
 ALTER TABLE results ADD COLUMN paid_from INTEGER;
 ALTER TABLE results ADD COLUMN paid_to INTEGER;
 )sql"},
+    {9, R"sql(
+-- What a device must be able to run to take a job's tasks (issue 19: browser
+-- devices run only some): the workload's word for the job, e.g. "render" or
+-- "matmul-seeded". Jobs from before: '' (native devices only).
+ALTER TABLE jobs ADD COLUMN needs TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -320,6 +326,9 @@ CREATE TABLE link_credits (
 ALTER TABLE devices ADD COLUMN paid_until BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE results ADD COLUMN paid_from BIGINT;
 ALTER TABLE results ADD COLUMN paid_to BIGINT;
+)sql"},
+    {9, R"sql(
+ALTER TABLE jobs ADD COLUMN needs TEXT NOT NULL DEFAULT '';
 )sql"},
 };
 

@@ -14,6 +14,13 @@ namespace {
 // No work without pay: a job `j` whose tasks the device (an SQL parameter)
 // may take: any job for a free device (price 0), for a priced one only a job
 // whose escrow holds credit (a job without a budget goes to free devices only).
+// Whether the device whose DeviceRuns::sql_list() is the parameter can run
+// job j: "*" runs any; else the list ",a,b," holds the job's needs ('' is
+// never listed: jobs from before needs existed go to native devices).
+std::string runnable_by(const std::string& runs_param) {
+  return "(" + runs_param + " = '*' OR " + runs_param + " LIKE ('%,' || j.needs || ',%'))";
+}
+
 std::string payable_by_device(const std::string& device_param) {
   return "(COALESCE((SELECT d.price FROM devices d WHERE d.id = " + device_param + "), 0) = 0 OR "
          "COALESCE((SELECT b.amount FROM balances b WHERE b.account = 'escrow:' || j.id), 0) > 0)";
@@ -33,15 +40,18 @@ Result<std::int64_t> PoolStore::pending_count(std::int64_t at_most) {
 }
 
 Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64_t limit, std::int64_t count_limit,
-                                                                     const std::string& peer, const std::string& device) {
+                                                                     const std::string& peer, const std::string& device,
+                                                                     const std::string& runs) {
   auto st = db_.prepare(
       "SELECT j.id, j.workload, j.info, (SELECT COUNT(*) FROM (SELECT 1 FROM tasks t WHERE t.state = 'pending' "
       "AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?3) "
-      "LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND " + payable_by_device("?4") + " AND EXISTS "
+      "LIMIT ?2) AS x) FROM jobs j WHERE j.state = 'running' AND " + payable_by_device("?4") + " AND " +
+      runnable_by("?5") + " AND EXISTS "
       "(SELECT 1 FROM tasks t WHERE t.state = 'pending' AND t.job = j.id AND NOT EXISTS (SELECT 1 FROM rejections x "
       "WHERE x.task = t.id AND x.peer = ?3)) ORDER BY j.created LIMIT ?1");
   if (!st) return st.error();
   st->bind(1, limit).bind(2, count_limit).bind(3, std::string_view(peer)).bind(4, std::string_view(device));
+  st->bind(5, std::string_view(runs));
   return read_rows(*st, [](SqlStmt& r) {
     return PendingJobRow{r.column_text(0), r.column_text(1), r.column_int64(3),
                          nlohmann::json::parse(r.column_text(2), nullptr, false)};
@@ -49,8 +59,9 @@ Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64
 }
 
 Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, const std::string& peer,
-                                                   std::int64_t now_ms, const std::optional<std::string>& only_job) {
-  auto tasks = claim_many(device, peer, now_ms, 1, only_job);
+                                                   std::int64_t now_ms, const std::optional<std::string>& only_job,
+                                                   const std::string& runs) {
+  auto tasks = claim_many(device, peer, now_ms, 1, only_job, runs);
   if (!tasks) return tasks.error();
   if (tasks->empty()) return std::optional<LeasedTask>{};
   return std::optional<LeasedTask>(std::move(tasks->front()));
@@ -58,7 +69,8 @@ Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, co
 
 Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device, const std::string& peer,
                                                       std::int64_t now_ms, std::int64_t max,
-                                                      const std::optional<std::string>& only_job) {
+                                                      const std::optional<std::string>& only_job,
+                                                      const std::string& runs) {
   std::vector<LeasedTask> out;
   auto tx = db_.begin(/*shared=*/true);
   if (!tx) return tx.error();
@@ -75,7 +87,8 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
   // every pending row, each run skipping the rows this statement already
   // updated, so a claim for one task leased every pending task of the job.
   const std::string not_rejected = "NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = t.id AND x.peer = ?2)";
-  const std::string payable = payable_by_device("?1");
+  // Parameters are numbered without gaps (PostgreSQL must type each one).
+  const std::string payable = payable_by_device("?1") + " AND " + runnable_by(only_job ? "?7" : "?6");
   const std::string sql =
       "WITH picked AS MATERIALIZED (SELECT t.id FROM tasks t WHERE t.state = 'pending' AND t.job = " +
       (only_job ? "(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running' AND " + payable + ")"
@@ -91,7 +104,8 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
     if (!st) return st.error();
     st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, now_ms).bind(4, now_ms + policy_.lease_ms);
     st->bind(5, max - static_cast<std::int64_t>(out.size()));
-    if (only_job) st->bind(6, std::string_view(*only_job));
+    if (only_job) st->bind(6, std::string_view(*only_job)).bind(7, std::string_view(runs));
+    else st->bind(6, std::string_view(runs));
     const std::size_t before = out.size();
     auto leased = for_each_row(*st, [&](SqlStmt& r) {
       LeasedTask t;
@@ -107,7 +121,7 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
   for (auto& t : out) {
     auto meta = job_meta(t.job);
     if (!meta) return meta.error();
-    t.spec = (*meta)->spec, t.shards = (*meta)->shards, t.workload = (*meta)->workload;
+    t.spec = (*meta)->spec, t.shards = (*meta)->shards, t.workload = (*meta)->workload, t.needs = (*meta)->needs;
   }
   if (auto r = tx->commit(); !r) return r.error();
   for (const auto& t : out) remember_ref(t.id, TaskRef{t.job, t.shard});

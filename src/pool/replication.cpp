@@ -174,7 +174,8 @@ void Replication::quorum_decided(const std::string& job, std::int64_t shard, con
   // task: the next attempt after the last one seen.
   LeasedTask t;
   t.id = job + "." + std::to_string(shard);
-  t.job = job, t.shard = shard, t.shards = shards, t.workload = def->workload, t.spec = def->spec;
+  t.job = job, t.shard = shard, t.shards = shards, t.workload = def->workload, t.needs = def->needs,
+  t.spec = def->spec;
   t.attempt = 1;
   for (const auto& h : g.held)
     if (h.task == t.id) t.attempt = std::max(t.attempt, h.attempt);

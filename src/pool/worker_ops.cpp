@@ -68,6 +68,8 @@ json WorkerOps::register_worker(WorkerSession& s, const Moment& now, const json&
   if ((kind != "cpu" && kind != "gpu" && kind != "webgpu") || name.size() > 200 || !(hint >= 0 && hint < 1e15) ||
       !(price >= 0 && price < 1e9))
     return refusal("bad device");
+  auto runs = parse_device_runs(kind, d);
+  if (!runs) return refusal("bad device: " + runs.error().message);
   if (const double most = store_.policy().max_price; most > 0 && price > most)
     return refusal("this pool pays at most " + format_price(most) + " credits per device-hour: join with --price " +
                    format_price(most) + " or less");
@@ -75,6 +77,7 @@ json WorkerOps::register_worker(WorkerSession& s, const Moment& now, const json&
   if (!id) return refuse(id.error());
   if (!s.device.empty() && s.device != *id) calibrations_.erase(s.device);
   s.device = *id;
+  s.runs = std::move(*runs);
   const std::string network = scheduling::network_of(s.address);
   networks_[s.device] = network;
   replication_.worker_network(s.peer, network);
@@ -128,11 +131,11 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
   if (calibrations_.count(device)) return refusal("answer the calibration first");
   if (auto excluded = store_.exclusion(device); excluded && *excluded)
     return refusal("this device is excluded from the pool: " + **excluded);
-  if (auto kat = known_answer_claim(device, peer)) return *kat;
+  if (auto kat = known_answer_claim(s)) return *kat;
   std::optional<std::string> from_job;
   auto preference = scheduling::Preference::balanced;
   if (learned_) {
-    auto choice = learned_choice(device, peer, now);
+    auto choice = learned_choice(s, now);
     if (auto* wait = std::get_if<json>(&choice)) return *wait;
     from_job = std::get<LearnedChoice>(choice).job;
     preference = std::get<LearnedChoice>(choice).preference;
@@ -166,7 +169,7 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
     max = std::clamp<std::int64_t>(*pending_now / online, 1, max);
   }
   json tasks = json::array();
-  auto leased = store_.claim_many(device, peer, now.wall_ms(), max, from_job);
+  auto leased = store_.claim_many(device, peer, now.wall_ms(), max, from_job, s.runs.sql_list());
   if (!leased) return refuse(leased.error());
   std::set<std::pair<std::string, std::int64_t>> shards_claimed;
   const auto free = free_networks(device, now);
@@ -265,7 +268,10 @@ int WorkerOps::worker_left(WorkerSession& s, const Moment& now) {
   return released ? *released : 0;
 }
 
-std::optional<json> WorkerOps::known_answer_claim(const std::string& device, const std::string& peer) {
+std::optional<json> WorkerOps::known_answer_claim(const WorkerSession& s) {
+  const std::string& device = s.device;
+  const std::string& peer = s.peer;
+  const auto may_run = [&](const LeasedTask& t) { return s.runs.allows(t.needs); };
   // One at a time, and no other work meanwhile: an unproven device shows
   // what its results are worth before they count in a job.
   if (known_answers_.outstanding(device)) return json{{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
@@ -276,7 +282,7 @@ std::optional<json> WorkerOps::known_answer_claim(const std::string& device, con
     auto valid = store_.valid_results(device);
     if (!valid) return refuse(valid.error());
     if (*valid > 0) proven_.insert(device);
-    else t = known_answers_.issue(device, peer);
+    else t = known_answers_.issue(device, peer, may_run);
   }
   // A disputed known answer goes to a device with a proven record,
   // independent of the answer's producers and of the disputer, before
@@ -284,7 +290,7 @@ std::optional<json> WorkerOps::known_answer_claim(const std::string& device, con
   if (!t && proven_.count(device) && known_answers_.open_disputes() > 0) {
     auto valid = store_.valid_results(device);
     if (!valid) return refuse(valid.error());
-    if (*valid >= kProvenChecks) t = known_answers_.issue_tiebreak(device, peer, networks_[device]), tiebreak = true;
+    if (*valid >= kProvenChecks) t = known_answers_.issue_tiebreak(device, peer, networks_[device], may_run), tiebreak = true;
   }
   if (!t) return std::nullopt;
   on_event_({{"event", tiebreak ? "known_answer_tiebreak_issued" : "known_answer_issued"}, {"device", device},
@@ -337,11 +343,11 @@ void WorkerOps::save_learned() {
   if (auto r = store_.save_scheduler_state(learned_->save()); !r) spdlog::warn("pool: {}", r.error().what());
 }
 
-std::variant<WorkerOps::LearnedChoice, json> WorkerOps::learned_choice(const std::string& device, const std::string& peer,
-                                                                        const Moment& now) {
+std::variant<WorkerOps::LearnedChoice, json> WorkerOps::learned_choice(const WorkerSession& s, const Moment& now) {
+  const std::string& device = s.device;
   // Only what this device may run: a job whose pending tasks are all copies
   // of shards its peer ran would otherwise keep it waiting for them.
-  auto rows = store_.pending_jobs(64, 100'000, peer, device);
+  auto rows = store_.pending_jobs(64, 100'000, s.peer, device, s.runs.sql_list());
   if (!rows) return refuse(rows.error());
   std::vector<scheduling::PendingJob> jobs;
   for (const auto& r : *rows) {

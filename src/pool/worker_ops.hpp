@@ -18,6 +18,7 @@
 #include "pool/replication.hpp"
 #include "pool/scheduler.hpp"
 #include "pool/scheduling/scheduler.hpp"
+#include "pool/device_runs.hpp"
 #include "pool/workload.hpp"
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,7 @@ struct WorkerSession {
   // One audit record for this session: kind, decision, reason, detail (may be empty).
   std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
   std::string device;      // set by register
+  DeviceRuns runs;         // set by register: which jobs its tasks may come from
   std::string public_key;  // raw Ed25519 key, set by register
   // The binary frames that came after the current message, taken by its
   // results in order (wire.hpp).
@@ -125,12 +127,11 @@ class WorkerOps {
     std::string job;
     scheduling::Preference preference = scheduling::Preference::balanced;
   };
-  std::variant<LearnedChoice, nlohmann::json> learned_choice(const std::string& device, const std::string& peer,
-                                                             const Moment& now);
+  std::variant<LearnedChoice, nlohmann::json> learned_choice(const WorkerSession& s, const Moment& now);
   void learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome,
                         const Moment& now);
   // A claim of an unproven device: a known-answer task, or nothing.
-  std::optional<nlohmann::json> known_answer_claim(const std::string& device, const std::string& peer);
+  std::optional<nlohmann::json> known_answer_claim(const WorkerSession& s);
   // The answer to a known-answer task, judged against the known one.
   nlohmann::json known_answer_result(const KnownAnswers::Issued& issued, const std::string& task, const WorkerSession& s,
                                      const TaskResult& result, const Moment& now);

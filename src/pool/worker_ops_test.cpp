@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace runsnack::pool {
 namespace {
 
@@ -67,17 +69,20 @@ class WorkerOpsTest : public ::testing::Test {
             {"device", {{"kind", "cpu"}, {"name", "test cpu"}, {"score", 2e6}, {"price", price}}}};
   }
   // Registered and calibrated at kT0 (the answer took half a second).
-  void join(Worker& w) {
+  void join(Worker& w) { join_as(w, register_msg(w)); }
+  void join_as(Worker& w, const json& registration) {
     ops->worker_connected();
-    auto r = send(w, kT0, register_msg(w));
+    auto r = send(w, kT0, registration);
     ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
     CalibrationChallenge c{r["calibrate"]["seed"], r["calibrate"]["iterations"]};
     auto cal = send(w, kT0 + 500, {{"op", "calibrated"}, {"checkpoints", answer_challenge(c)}});
     ASSERT_TRUE(cal["ok"].get<bool>()) << cal.dump();
   }
-  std::string job(std::int64_t shards) {
+  std::string job(std::int64_t shards, const std::string& needs = "exec") {
+    JobRules rules;
+    rules.needs = needs;
     return store->create_job("carol", "exec", {{"argv", {"true"}}}, {{"files", json::array()}}, {}, shards,
-                             10 * kMicroPerCredit, kT0)
+                             10 * kMicroPerCredit, kT0, rules)
         .value();
   }
   bool has_event(const std::string& name) const {
@@ -299,6 +304,62 @@ TEST_F(WorkerOpsTest, ReRegisterReleasesLeasesItDoesNotHoldAndLeavingRequeues) {
   EXPECT_EQ(st.leased, 0);
   EXPECT_EQ(st.pending, 3);
   EXPECT_FALSE(ops->network_of_device(alice.session.device));
+}
+
+TEST_F(WorkerOpsTest, ABrowserDeviceGetsOnlyTasksOfJobsItSaysItRuns) {
+  auto browser_msg = [&](json runs) {
+    auto m = register_msg(bob, 0);
+    m["device"]["kind"] = "webgpu";
+    if (!runs.is_null()) m["device"]["runs"] = runs;
+    return m;
+  };
+  for (const json& bad : {json::array(), json("render"), json::array({"Render"}), json::array({std::string(33, 'a')}),
+                          json::array({1})})
+    EXPECT_EQ(send(bob, kT0, browser_msg(bad))["error"].get<std::string>().rfind("bad device: device.runs", 0), 0u)
+        << bad.dump();
+  EXPECT_TRUE(store->devices().value().empty());
+
+  const auto exec_job = job(2, "exec");
+  const auto old_job = job(1, "");  // from before jobs said what they need: native devices only
+  const auto files_job = job(1, "matmul-files");
+  const auto seeded_job = job(2, "matmul-seeded");
+  join_as(bob, browser_msg(json::array({"matmul-seeded", "render"})));
+  EXPECT_FALSE(bob.session.runs.everything);
+
+  // The older jobs come first for anyone who can run them; the browser skips them.
+  auto got = send(bob, kT0 + 1000, {{"op", "claim"}, {"max", 8}});
+  ASSERT_TRUE(got["ok"].get<bool>()) << got.dump();
+  ASSERT_EQ(got["tasks"].size(), 2u) << got.dump();
+  for (const auto& t : got["tasks"]) EXPECT_EQ(t["job"], seeded_job) << t.dump();
+  auto none = send(bob, kT0 + 1100, {{"op", "claim"}, {"max", 8}});
+  EXPECT_TRUE(none["tasks"].empty()) << none.dump();
+
+  // A native worker takes the rest, oldest job first.
+  join(alice);
+  EXPECT_TRUE(alice.session.runs.everything);
+  auto rest = send(alice, kT0 + 1200, {{"op", "claim"}, {"max", 8}});
+  std::set<std::string> jobs;
+  for (const auto& t : rest["tasks"]) jobs.insert(t["job"].get<std::string>());
+  EXPECT_EQ(jobs, (std::set<std::string>{exec_job})) << rest.dump();
+  std::size_t leased = rest["tasks"].size();
+  for (int i = 0; i < 4 && leased < 4; ++i) leased += send(alice, kT0 + 1300 + i, {{"op", "claim"}, {"max", 8}})["tasks"].size();
+  EXPECT_EQ(leased, 4u);  // exec x2, the old job, the files job
+}
+
+TEST(DeviceRuns, NativeDevicesRunEverythingBrowsersWhatTheyList) {
+  auto cpu = parse_device_runs("cpu", json{{"kind", "cpu"}}).value();
+  EXPECT_TRUE(cpu.allows("exec"));
+  EXPECT_TRUE(cpu.allows(""));
+  EXPECT_EQ(cpu.sql_list(), "*");
+  auto first_page = parse_device_runs("webgpu", json{{"kind", "webgpu"}}).value();  // said nothing
+  EXPECT_TRUE(first_page.allows("matmul-seeded"));
+  EXPECT_FALSE(first_page.allows("render"));
+  auto page = parse_device_runs("wasm", json{{"runs", {"render", "matmul-seeded", "render"}}}).value();
+  EXPECT_EQ(page.sql_list(), ",render,matmul-seeded,");
+  EXPECT_FALSE(page.allows(""));
+  EXPECT_FALSE(page.allows("exec"));
+  EXPECT_FALSE(parse_device_runs("wasm", json{{"runs", json::array({"a%", "b"})}}));  // no LIKE wildcards reach SQL
+  EXPECT_FALSE(parse_device_runs("wasm", json{{"runs", json(std::vector<std::string>(17, "x"))}}));
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ namespace runsnack::pool {
 
 struct JobPlan {
   std::int64_t tasks = 0;
+  // What a device must be able to run to take the job's tasks, matched
+  // against what a device says it runs (DeviceRuns); '' = the workload's name.
+  std::string needs;
   nlohmann::json info = nlohmann::json::object();  // shown with the job (e.g. the image size)
 };
 

@@ -93,8 +93,14 @@ class BrowserWorkerTest(PoolBase):
             self.assertEqual(reg["stage"], "registered", reg)
             self.assertTrue(reg["device"].endswith("/webgpu"), reg)
 
-            # The browser alone first (so it surely gets tiles), then a native CPU worker joins.
+            # The browser alone first (so it surely gets tiles), then a native CPU worker joins. An older
+            # command job waits meanwhile: the browser cannot run it and must not be handed it (routing by
+            # what a device runs, device_runs.hpp), so it never reports a task as failed.
             user = self.user()
+            exec_job = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "2", "--budget", "5",
+                                  "--wait", "--json", "--out", os.path.join(self.tmp, "out-exec"), "--", "echo", "hi",
+                                  name="exec-job")
+            exec_job.wait_for(lambda e: e.get("event") == "submitted", 60, "the command job's submission")
             out1 = os.path.join(self.tmp, "out1")
             job1 = self.matmul(user, out1, "job1")
             self.poll_until(lambda: (lambda s: s["accepted"] >= 2 and s["tampered"])(page.command("status")), 120,
@@ -103,6 +109,9 @@ class BrowserWorkerTest(PoolBase):
             done1 = job1.wait_for(lambda e: e.get("event") == "done", 240, "job 1")
             self.assertEqual(done1["state"], "done", done1)
             after1 = page.command("status")
+            self.assertEqual(after1["sent"].get("failed", 0), 0, "the browser was handed a task it cannot run")
+            done_exec = exec_job.wait_for(lambda e: e.get("event") == "done", 240, "the command job")
+            self.assertEqual(done_exec["state"], "done", done_exec)
 
             # The tile tampered on the wire was refused; the untouched ones passed verification (Freivalds).
             self.assertEqual(len(after1["rejected"]), 1, after1)

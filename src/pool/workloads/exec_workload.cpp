@@ -46,7 +46,7 @@ class ExecWorkload final : public Workload {
     if (spec.contains("spot_check") &&
         (!spec["spot_check"].is_number() || !(spec["spot_check"].get<double>() >= 0 && spec["spot_check"].get<double>() <= 1)))
       return fail(errc::invalid_argument, "spot_check must be in [0, 1]");
-    return JobPlan{shards.get<std::int64_t>(), json::object()};
+    return JobPlan{shards.get<std::int64_t>(), "exec", json::object()};
   }
 
   // No computational check: results are compared between copies run on

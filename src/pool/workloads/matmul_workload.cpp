@@ -225,7 +225,8 @@ class MatmulWorkload final : public Workload {
       return fail(errc::invalid_argument, "matmul: --tolerance must be in (0, 1]");
     std::string source = string_or(spec, "source");
     if (source != "seed" && source != "files") return fail(errc::invalid_argument, "matmul: source must be seed or files");
-    return JobPlan{s->row_blocks() * s->col_blocks(),
+    // A browser worker makes seeded tiles itself but cannot read the job's .npy files.
+    return JobPlan{s->row_blocks() * s->col_blocks(), source == "seed" ? "matmul-seeded" : "matmul-files",
                    {{"matrix", {{"m", s->m}, {"k", s->k}, {"p", s->p}, {"block", s->block}}}}};
   }
 

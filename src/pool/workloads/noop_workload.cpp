@@ -22,7 +22,7 @@ class NoopWorkload final : public Workload {
     const json& shards = spec.is_object() && spec.contains("shards") ? spec["shards"] : json(1);
     if (!shards.is_number_integer() || shards.get<std::int64_t>() < 1 || shards.get<std::int64_t>() > kMaxShards)
       return fail(errc::invalid_argument, "shards must be 1.." + std::to_string(kMaxShards));
-    return JobPlan{shards.get<std::int64_t>(), json::object()};
+    return JobPlan{shards.get<std::int64_t>(), "noop", json::object()};
   }
 
   bool has_results() const override { return false; }

@@ -178,7 +178,7 @@ class RenderWorkload final : public Workload {
     if (!r) return r.error();
     auto tiles = render::split_tiles(r->settings.width, r->settings.height, r->tile, r->overlap);
     if (!tiles) return tiles.error();
-    return JobPlan{static_cast<std::int64_t>(tiles->size()),
+    return JobPlan{static_cast<std::int64_t>(tiles->size()), "render",
                    {{"image", {{"width", r->settings.width}, {"height", r->settings.height}}},
                     {"tile", r->tile}, {"overlap", r->overlap}, {"spp", r->settings.spp}}};
   }

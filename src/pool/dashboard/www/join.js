@@ -230,7 +230,7 @@ async function session(gpu, key, grant, hmacKey) {
   const auth = await link.call({ op: "auth", grant, public_key: key.publicHex, proof, signature: await sign(key, signed) });
   if (!auth.ok) throw Object.assign(new Error(auth.error), { fatal: true });
   show("calibrating");
-  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: "webgpu", name: gpu.name, score: 0, price: 10 } });
+  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: "webgpu", name: gpu.name, score: 0, price: 10, runs: ["matmul-seeded"] } });
   if (!reg.ok) throw Object.assign(new Error(reg.error), { fatal: true });
   $("device").textContent = reg.device;
   const cal = await link.call({ op: "calibrated", checkpoints: calibrate(reg.calibrate.seed, reg.calibrate.iterations) });
