@@ -1,7 +1,7 @@
 // Drives the pool's browser worker page (/join) in headless Debian chromium
 // with WebGPU on SwiftShader (tests/e2e/test_browser_worker.py runs it).
 //
-//   node worker_check.mjs JOIN_URL [--resign-pixels]
+//   node worker_check.mjs JOIN_URL [--resign-pixels | --honest]
 //
 // The page's /worker WebSocket goes through a relay in this script that
 // records every request and answer, and tampers with the tile of the page's
@@ -10,10 +10,12 @@
 // browser owner instead, on render tiles: the first result is re-signed
 // unchanged with the page's own key from IndexedDB (a control: it must still
 // be accepted), the second has every pixel of its PNG inverted and is signed
-// anew with that key, so only the coordinator's pixel check can catch it. Commands on stdin, one per line: "status",
+// anew with that key, so only the coordinator's pixel check can catch it.
+// With --honest it relays unchanged (bench/browser_render_bench.py). Commands on stdin, one per line: "status",
 // "pause", "resume", "quit". Each prints one JSON line
 // {"stage":<command>, "state", "done", "device", "earned", "sent":{op:n},
-//  "accepted", "rejected":[why...], "tampered", "errors":[...]}; a line
+//  "accepted", "rejected":[why...], "tampered", "errors":[...], "first_task_ms" (page open to the first
+//  claim answered with a task)}; a line
 // {"stage":"registered",...} comes by itself once the page registered.
 import { chromium } from "playwright-core";
 import fs from "node:fs";
@@ -24,7 +26,7 @@ import crypto from "node:crypto";
 import zlib from "node:zlib";
 
 const [url, mode] = process.argv.slice(2);
-const resign = mode === "--resign-pixels";
+const resign = mode === "--resign-pixels", honest = mode === "--honest";
 const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "runsnack-chromium-"));
@@ -116,7 +118,7 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
       let msg;
       try { msg = JSON.parse(text); } catch { server.send(text); return; }
       seen.sent[msg.op] = (seen.sent[msg.op] || 0) + 1;
-      if (msg.op === "result" && (resign || !seen.tampered)) {
+      if (msg.op === "result" && !honest && (resign || !seen.tampered)) {
         try { text = await tamper(msg); } catch (e) { seen.errors.push("tamper: " + e); }
       }
       pending.push(msg.op);
@@ -128,6 +130,7 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
     try {
       const a = JSON.parse(text);
       if (op === "result") a.accepted ? (seen.accepted += 1) : seen.rejected.push(a.why || a.error || "?");
+      if (op === "claim" && (a.tasks || []).length && seen.first_task_ms === undefined) seen.first_task_ms = Date.now() - opened;
     } catch { /* counted as sent anyway */ }
     ws.send(text);
   });
@@ -139,6 +142,7 @@ async function status(stage) {
         earned: await read("earned"), device: await read("device"), error: await read("error"), ...seen });
 }
 
+const opened = Date.now();
 await page.goto(url);
 try {
   await page.waitForFunction(() => document.querySelector("#device").textContent.includes("/webgpu") &&

@@ -136,6 +136,7 @@ class BrowserRenderTest(PoolBase):
             _, _, cpu_rgb = read_png(cpu_only)
             _, _, other_rgb = read_png(other)
             allowed = int(ALLOWED_FRACTION * w * h)
+            print("tiles by device:", by_device, "rejected:", seen["rejected"])
             off = differing_pixels(browser_rgb, cpu_rgb)
             print("browser+cpu vs cpu-only: %d of %d pixels differ by more than %d levels" % (off, w * h, TOLERANCE))
             self.assertLessEqual(off, allowed)
