@@ -4,8 +4,8 @@
 // with an HMAC over the server's challenge (the secret stays in the
 // fragment, which a browser never sends), signs with its own Ed25519 key kept
 // in IndexedDB (a stable device across visits), and computes seeded matmul
-// and render tiles (render_webgpu.js) with WGSL compute shaders. It claims work only while the tab is
-// visible, not paused, and not on a low battery.
+// and render tiles (render_webgpu.js) with WGSL compute shaders. It claims
+// work only while the tab is visible, not paused, and not on a low battery.
 import { renderTileWebGPU } from "./render_webgpu.js";
 
 const $ = (id) => document.getElementById(id);

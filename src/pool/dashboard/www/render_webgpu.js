@@ -292,7 +292,7 @@ function tileRect(spec, index) {
 }
 
 const pipelines = new WeakMap();  // device -> compute pipeline
-let cached = { job: null, scene: null };  // tiles of one job come in runs: parse its scene once
+let cached = { job: null };  // tiles of one job come in runs: parse and pack its scene once
 
 function specError(spec) {
   for (const k of ["width", "height", "spp", "max_depth", "tile", "overlap"])
@@ -326,13 +326,13 @@ async function renderTile(device, task, input) {
     const file = ((answer.input || {}).files || []).find((x) => x && x.path === "scene.json");
     if (!answer.ok || !file) return { error: "render: the job's scene is missing (" + String(answer.error || "no scene.json") + ")" };
     try {
-      cached = { job: task.job, scene: parseScene(new TextDecoder().decode(Uint8Array.from(atob(file.data), (ch) => ch.charCodeAt(0)))) };
+      const scene = parseScene(new TextDecoder().decode(Uint8Array.from(atob(file.data), (ch) => ch.charCodeAt(0))));
+      cached = { job: task.job, scene, packed: packScene(scene, spec.width, spec.height) };
     } catch (e) {
       return { error: "render: " + String(e.message || e).slice(0, 200) };
     }
   }
-  const scene = cached.scene;
-  const { words, off } = packScene(scene, spec.width, spec.height);
+  const { scene, packed: { words, off } } = cached;
 
   let pipeline = pipelines.get(device);
   if (!pipeline) {
