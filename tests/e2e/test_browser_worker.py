@@ -23,8 +23,8 @@ from ws_client import WsClient
 class PageDriver:
     """worker_check.mjs: one command per stdin line, one JSON line per answer on stdout."""
 
-    def __init__(self, url):
-        self.popen = subprocess.Popen(["node", os.path.join(BROWSER_DIR, "worker_check.mjs"), url], cwd=BROWSER_DIR,
+    def __init__(self, url, *args):
+        self.popen = subprocess.Popen(["node", os.path.join(BROWSER_DIR, "worker_check.mjs"), url, *args], cwd=BROWSER_DIR,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self.cond = threading.Condition()

@@ -1,6 +1,7 @@
 #pragma once
 // The path tracer itself, one sample at a time, shared word for word by the
-// CPU renderer (render.cpp) and the CUDA kernel (cuda/gpu_kernel.cu).
+// CPU renderer (render.cpp) and the CUDA kernel (cuda/gpu_kernel.cu). Browser
+// workers run a WGSL port (dashboard/www/render_webgpu.wgsl.js): change both.
 //
 // Determinism: random numbers come from rng.hpp, keyed by pixel and sample;
 // the maths keeps to IEEE basic operations (math.hpp).

@@ -178,7 +178,9 @@ class RenderWorkload final : public Workload {
     if (!r) return r.error();
     auto tiles = render::split_tiles(r->settings.width, r->settings.height, r->tile, r->overlap);
     if (!tiles) return tiles.error();
-    return JobPlan{static_cast<std::int64_t>(tiles->size()), "render",
+    // A browser's JavaScript numbers hold seeds below 2^53 only (render_webgpu.js).
+    constexpr std::uint64_t kBrowserSeeds = std::uint64_t{1} << 53;
+    return JobPlan{static_cast<std::int64_t>(tiles->size()), r->settings.seed < kBrowserSeeds ? "render" : "render-seed64",
                    {{"image", {{"width", r->settings.width}, {"height", r->settings.height}}},
                     {"tile", r->tile}, {"overlap", r->overlap}, {"spp", r->settings.spp}}};
   }

@@ -4,8 +4,10 @@
 // with an HMAC over the server's challenge (the secret stays in the
 // fragment, which a browser never sends), signs with its own Ed25519 key kept
 // in IndexedDB (a stable device across visits), and computes seeded matmul
-// tiles with a WGSL compute shader. It claims work only while the tab is
-// visible, not paused, and not on a low battery.
+// and render tiles (render_webgpu.js) with WGSL compute shaders. It claims
+// work only while the tab is visible, not paused, and not on a low battery.
+import { renderTileWebGPU } from "./render_webgpu.js";
+
 const $ = (id) => document.getElementById(id);
 const enc = new TextEncoder();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -184,10 +186,14 @@ async function multiply(gpu, a, bt, rows, cols, k) {
   return result;
 }
 
-// A matmul task's tile (workloads/matmul_workload.cpp), or why this page cannot run it.
-async function runTask(gpu, task) {
+// A task's output (the workload's files and stdout, as the native worker's), or why this page cannot run it.
+async function runTask(gpu, task, link) {
   const spec = task.spec || {};
-  if (task.workload !== "matmul") return { error: "this browser worker runs matmul tiles only, not " + String(task.workload).slice(0, 40) };
+  if (task.workload === "render") {
+    $("tile").textContent = `${task.shard} of ${task.shards} (render)`;
+    return renderTileWebGPU(gpu.device, task, (job) => link.call({ op: "input", job }));
+  }
+  if (task.workload !== "matmul") return { error: "this browser worker runs matmul and render tiles only, not " + String(task.workload).slice(0, 40) };
   if ((spec.source || "seed") !== "seed") return { error: "this browser worker runs seeded matmul jobs only (not --a/--b files)" };
   const seed = spec.seed === undefined ? 1 : spec.seed;
   if (!Number.isSafeInteger(seed) || seed < 0) return { error: "the seed is too large for this browser worker" };
@@ -230,7 +236,7 @@ async function session(gpu, key, grant, hmacKey) {
   const auth = await link.call({ op: "auth", grant, public_key: key.publicHex, proof, signature: await sign(key, signed) });
   if (!auth.ok) throw Object.assign(new Error(auth.error), { fatal: true });
   show("calibrating");
-  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: "webgpu", name: gpu.name, score: 0, price: 10, runs: ["matmul-seeded"] } });
+  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: "webgpu", name: gpu.name, score: 0, price: 10, runs: ["matmul-seeded", "render"] } });
   if (!reg.ok) throw Object.assign(new Error(reg.error), { fatal: true });
   $("device").textContent = reg.device;
   const cal = await link.call({ op: "calibrated", checkpoints: calibrate(reg.calibrate.seed, reg.calibrate.iterations) });
@@ -257,7 +263,7 @@ async function session(gpu, key, grant, hmacKey) {
       show("working", "computing");
       const beat = setInterval(() => link.call({ op: "heartbeat" }).catch(() => {}), 5000);
       let out;
-      try { out = await runTask(gpu, task); } finally { clearInterval(beat); }
+      try { out = await runTask(gpu, task, link); } finally { clearInterval(beat); }
       const answer = out.error
         ? await link.call({ op: "failed", task: task.id, attempt: task.attempt, reason: out.error })
         : await link.call(await resultMessage(key, task, out));

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Render throughput of a browser worker (WebGPU; on this machine SwiftShader) against a native CPU worker.
+
+  bench/browser_render_bench.py RUNSNACK_BINARY [--worker-binary BIN] [--scene FILE] [--width 256]
+                                [--height 192] [--spp 8] [--tile 64] [--overlap 8]
+
+One coordinator (`pool serve --http`, RUNSNACK_BINARY: it serves the page) and, in this order:
+  1. a render job is submitted, then headless Chromium (tests/browser/worker_check.mjs --honest) opens the
+     browser join link: "page open to first task" is from opening the page to the first claim answered with
+     a task (launch, key, auth, calibration, claim), and the job runs on the tab alone (cold: its first
+     tile includes compiling the WGSL pipeline);
+  2. the same job again on the tab alone (warm): the browser's pixels/s;
+  3. the tab paused, one native `pool join --cpu` worker (--worker-binary, default RUNSNACK_BINARY) joins
+     and the same job runs on it alone: the CPU's pixels/s.
+Pixels/s = width x height / (submission to the submitter's "done" line). Prints one line per figure,
+the ratio browser / CPU, the load average, and one JSON line. Needs chromium and tests/browser/node_modules.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+from pool_bench import Bench  # noqa: E402
+from test_browser_worker import PageDriver  # noqa: E402
+
+
+def submit(b, binary, ready, user, args, tag):
+    t0 = time.monotonic()
+    cp = subprocess.run([binary, "pool", "submit", ready["submit"], "render", "--scene", args.scene, "--width",
+                         str(args.width), "--height", str(args.height), "--spp", str(args.spp), "--tile", str(args.tile),
+                         "--overlap", str(args.overlap), "--budget", "100000", "--out",
+                         os.path.join(b.tmp, tag + ".png"), "--wait", "--json"],
+                        env=b.env(user), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1800)
+    seconds = time.monotonic() - t0
+    done = json.loads(cp.stdout.strip().splitlines()[-1])
+    if done.get("state") != "done":
+        raise RuntimeError("%s did not finish: %s %s" % (tag, done, cp.stderr))
+    return seconds, done
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("binary")
+    ap.add_argument("--worker-binary")
+    ap.add_argument("--scene", default=os.path.join(REPO, "examples", "scenes", "spheres.json"))
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--height", type=int, default=192)
+    ap.add_argument("--spp", type=int, default=8)
+    ap.add_argument("--tile", type=int, default=64)
+    ap.add_argument("--overlap", type=int, default=8)
+    args = ap.parse_args()
+    binary = os.path.abspath(args.binary)
+    worker_binary = os.path.abspath(args.worker_binary or args.binary)
+    tmp = tempfile.mkdtemp(prefix="runsnack-browserbench-")
+    b = Bench(binary, tmp)
+    page = None
+    try:
+        _, chome = b.start("coord", "pool", "serve", "--json", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+        ready = b.wait_line("coord", lambda e: e.get("event") == "ready")
+        user = os.path.join(tmp, "user")
+        b.grant(chome, user, 10000000)
+        load = os.getloadavg()[0]
+        pixels = args.width * args.height
+
+        # 1. Cold: the job waits for the page; the page opens and takes it.
+        cold = {}
+        th = threading.Thread(target=lambda: cold.update(zip(("seconds", "done"), submit(b, binary, ready, user, args,
+                                                                                          "cold"))))
+        th.start()
+        time.sleep(1)  # the job is in before the page opens
+        page = PageDriver(ready["browser_join"], "--honest")
+        reg = page.wait_stage(("registered", "failed"), 120)
+        if not reg or reg["stage"] != "registered":
+            raise RuntimeError("the page did not register: %s" % reg)
+        th.join()
+        first_task_s = page.command("status")["first_task_ms"] / 1000
+
+        # 2. Warm: the same job on the tab alone.
+        warm_s, warm = submit(b, binary, ready, user, args, "warm")
+        # 3. The tab paused, a native CPU worker alone.
+        if page.command("pause")["state"] != "paused":
+            raise RuntimeError("the page did not pause")
+        home = os.path.join(tmp, "cpu")
+        os.makedirs(home, exist_ok=True)
+        log = open(os.path.join(tmp, "cpu.log"), "w")
+        b.procs.append(subprocess.Popen([worker_binary, "pool", "join", ready["join"], "--cpu"], env=b.env(home),
+                                        stdout=log, stderr=subprocess.STDOUT))
+        b.wait_line("coord", lambda e: e.get("event") == "device_registered" and "webgpu" not in json.dumps(e), 120)
+        cpu_s, cpu = submit(b, binary, ready, user, args, "cpu")
+
+        for tag, d, want in (("cold", cold["done"], "webgpu"), ("warm", warm, "webgpu"), ("cpu", cpu, "cpu")):
+            if set(d.get("tiles_by_device", {})) != {want}:
+                raise RuntimeError("%s ran on %s, not %s alone" % (tag, d.get("tiles_by_device"), want))
+        rows = {"scene": os.path.basename(args.scene), "width": args.width, "height": args.height, "spp": args.spp,
+                "tile": args.tile, "overlap": args.overlap, "tiles": cpu.get("tasks"),
+                "page_open_to_first_task_s": round(first_task_s, 2), "browser_cold_s": round(cold["seconds"], 2),
+                "browser_s": round(warm_s, 2), "cpu_s": round(cpu_s, 2),
+                "browser_pixels_per_s": round(pixels / warm_s), "cpu_pixels_per_s": round(pixels / cpu_s),
+                "ratio_browser_to_cpu": round(cpu_s / warm_s, 3), "load_before": round(load, 2),
+                "cores": os.cpu_count()}
+        print("render %dx%d, %s, %d spp, tiles %d + overlap %d (%s tiles), %d cores, load %.2f before" % (
+            args.width, args.height, rows["scene"], args.spp, args.tile, args.overlap, rows["tiles"], rows["cores"], load))
+        print("  page open to first task:            %8.2f s" % first_task_s)
+        print("  browser (WebGPU), first job (cold): %8.2f s" % cold["seconds"])
+        print("  browser (WebGPU), warm:             %8.2f s  %10.0f pixels/s" % (warm_s, pixels / warm_s))
+        print("  native CPU worker:                  %8.2f s  %10.0f pixels/s" % (cpu_s, pixels / cpu_s))
+        print("  ratio browser / CPU:                %8.3f" % (cpu_s / warm_s))
+        print(json.dumps({"browser_render": rows}))
+    finally:
+        if page:
+            page.finish()
+        b.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
