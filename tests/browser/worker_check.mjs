@@ -1,14 +1,16 @@
 // Drives the pool's browser worker page (/join) in headless Debian chromium
-// with WebGPU on SwiftShader (tests/e2e/test_browser_worker.py runs it).
+// with WebGPU on SwiftShader, or with WebGPU off (the page falls back to
+// WebAssembly) (tests/e2e/test_browser_worker.py runs it).
 //
-//   node worker_check.mjs JOIN_URL
+//   node worker_check.mjs JOIN_URL [webgpu|wasm]
 //
 // The page's /worker WebSocket goes through a relay in this script that
 // records every request and answer, and tampers with the tile of the page's
 // FIRST result (one base64 character changed after the page signed it), as
 // a man in the middle would. Commands on stdin, one per line: "status",
 // "pause", "resume", "quit". Each prints one JSON line
-// {"stage":<command>, "state", "done", "device", "earned", "sent":{op:n},
+// {"stage":<command>, "state", "done", "device", "backend" (the page's
+//  "Computes on" line), "earned", "sent":{op:n},
 //  "accepted", "rejected":[why...], "tampered", "errors":[...]}; a line
 // {"stage":"registered",...} comes by itself once the page registered.
 import { chromium } from "playwright-core";
@@ -17,7 +19,9 @@ import os from "node:os";
 import path from "node:path";
 import readline from "node:readline";
 
-const [url] = process.argv.slice(2);
+const [url, kind = "webgpu"] = process.argv.slice(2);
+// No --enable-unsafe-webgpu: headless chromium then offers no WebGPU adapter.
+const gpuArgs = kind === "webgpu" ? ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"] : [];
 const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "runsnack-chromium-"));
@@ -25,11 +29,12 @@ const context = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
   args: ["--headless", "--no-sandbox", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"],
+         "--disable-component-update", "--disable-sync", ...gpuArgs],
 });
 
-const seen = { sent: {}, accepted: 0, rejected: [], tampered: false, errors: [] };
-const pending = [];  // ops sent by the page, in order, awaiting answers
+// accepted_files: accepted results by the file they carried (tile.f32: matmul, tile.bin: render).
+const seen = { sent: {}, accepted: 0, accepted_files: {}, rejected: [], tampered: false, errors: [] };
+const pending = [];  // ops sent by the page, in order, awaiting answers (with a result's file name)
 const page = context.pages()[0] || (await context.newPage());
 page.on("console", (m) => { if (m.type() === "error") seen.errors.push(m.text()); });
 page.on("pageerror", (e) => seen.errors.push(String(e)));
@@ -40,7 +45,7 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
     let msg;
     try { msg = JSON.parse(text); } catch { server.send(text); return; }
     seen.sent[msg.op] = (seen.sent[msg.op] || 0) + 1;
-    pending.push(msg.op);
+    pending.push({ op: msg.op, file: msg.op === "result" ? msg.files[0].path : null });
     if (msg.op === "result" && !seen.tampered) {
       const d = msg.files[0].data;
       msg.files[0].data = (d[0] === "A" ? "B" : "A") + d.slice(1);
@@ -50,10 +55,15 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
     server.send(text);
   });
   server.onMessage((text) => {
-    const op = pending.shift();
+    const { op, file } = pending.shift() || {};
     try {
       const a = JSON.parse(text);
-      if (op === "result") a.accepted ? (seen.accepted += 1) : seen.rejected.push(a.why || a.error || "?");
+      if (op === "result" && a.accepted) {
+        seen.accepted += 1;
+        seen.accepted_files[file] = (seen.accepted_files[file] || 0) + 1;
+      } else if (op === "result") {
+        seen.rejected.push(a.why || a.error || "?");
+      }
     } catch { /* counted as sent anyway */ }
     ws.send(text);
   });
@@ -62,14 +72,15 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
 async function status(stage) {
   const read = (id) => page.textContent("#" + id).catch(() => null);
   say({ stage, state: await page.getAttribute("#state", "data-state").catch(() => null), done: Number(await read("done")),
-        earned: await read("earned"), device: await read("device"), error: await read("error"), ...seen });
+        earned: await read("earned"), device: await read("device"), backend: await read("backend"), error: await read("error"),
+        ...seen });
 }
 
 await page.goto(url);
 try {
-  await page.waitForFunction(() => document.querySelector("#device").textContent.includes("/webgpu") &&
+  await page.waitForFunction((kind) => document.querySelector("#device").textContent.includes("/" + kind) &&
                                    !["calibrating", "connecting"].includes(document.querySelector("#state").dataset.state),
-                             null, { timeout: 60000 });
+                             kind, { timeout: 60000 });
   await status("registered");
 } catch (e) {
   await status("failed");
