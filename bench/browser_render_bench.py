@@ -77,7 +77,7 @@ def main():
                                                                                           "cold"))))
         th.start()
         time.sleep(1)  # the job is in before the page opens
-        page = PageDriver(ready["browser_join"], "--honest")
+        page = PageDriver(ready["browser_join"], "webgpu", "--honest")
         reg = page.wait_stage(("registered", "failed"), 120)
         if not reg or reg["stage"] != "registered":
             raise RuntimeError("the page did not register: %s" % reg)

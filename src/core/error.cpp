@@ -1,5 +1,6 @@
 #include "core/error.hpp"
 
+#include <cstdlib>
 #include <stdexcept>
 
 namespace runsnack {
@@ -45,7 +46,12 @@ boost::system::error_code make_error_code(errc e) noexcept {
 std::string Error::what() const { return message.empty() ? code.message() : message; }
 
 void throw_exception_from_error(const Error& e, const boost::source_location&) {
+#if defined(__cpp_exceptions)
   throw std::runtime_error(e.what());
+#else  // the WebAssembly kernels (src/pool/wasm/) are built without exceptions
+  (void)e;
+  std::abort();
+#endif
 }
 
 }  // namespace runsnack

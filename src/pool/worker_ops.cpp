@@ -65,7 +65,9 @@ json WorkerOps::register_worker(WorkerSession& s, const Moment& now, const json&
   if (!d.is_object()) return refusal("bad device");
   std::string kind = string_or(d, "kind", "cpu"), name = string_or(d, "name", "cpu");
   double hint = number_or(d, "score", 0.0), price = number_or(d, "price", 0.0);
-  if ((kind != "cpu" && kind != "gpu" && kind != "webgpu") || name.size() > 200 || !(hint >= 0 && hint < 1e15) ||
+  // Kinds: native cpu/gpu, and a browser tab's webgpu or wasm (docs/BROWSER-WORKERS.md).
+  const bool known_kind = kind == "cpu" || kind == "gpu" || kind == "webgpu" || kind == "wasm";
+  if (!known_kind || name.size() > 200 || !(hint >= 0 && hint < 1e15) ||
       !(price >= 0 && price < 1e9))
     return refusal("bad device");
   auto runs = parse_device_runs(kind, d);

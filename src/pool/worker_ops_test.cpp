@@ -124,6 +124,19 @@ TEST_F(WorkerOpsTest, RegisterChecksTheKeyAndDevice) {
   EXPECT_EQ(ops->network_of_device(alice.session.device), "192.0.2.0/24");
 }
 
+TEST_F(WorkerOpsTest, BrowserDeviceKindsRegister) {
+  // A browser tab registers as webgpu, or as wasm when it has no WebGPU (docs/BROWSER-WORKERS.md).
+  for (const char* kind : {"webgpu", "wasm"}) {
+    auto msg = register_msg(alice);
+    msg["device"]["kind"] = kind;
+    auto ok = send(alice, kT0, msg);
+    ASSERT_TRUE(ok["ok"].get<bool>()) << kind << ": " << ok.dump();
+    EXPECT_EQ(ok["device"], alice.session.device);
+    EXPECT_TRUE(alice.session.device.ends_with(std::string("/") + kind)) << alice.session.device;
+  }
+  EXPECT_EQ(store->devices().value().size(), 2u);
+}
+
 TEST_F(WorkerOpsTest, NothingButRegisterBeforeRegistering) {
   for (const char* op : {"heartbeat", "claim", "input", "result", "failed", "results"})
     EXPECT_EQ(send(alice, kT0, {{"op", op}})["error"], "register first") << op;

@@ -1,7 +1,8 @@
 // Drives the pool's browser worker page (/join) in headless Debian chromium
-// with WebGPU on SwiftShader (tests/e2e/test_browser_worker.py runs it).
+// with WebGPU on SwiftShader, or with WebGPU off (the page falls back to
+// WebAssembly) (tests/e2e/test_browser_worker.py runs it).
 //
-//   node worker_check.mjs JOIN_URL [--resign-pixels | --honest]
+//   node worker_check.mjs JOIN_URL [webgpu|wasm] [--resign-pixels | --honest]
 //
 // The page's /worker WebSocket goes through a relay in this script that
 // records every request and answer, and tampers with the tile of the page's
@@ -13,9 +14,9 @@
 // anew with that key, so only the coordinator's pixel check can catch it.
 // With --honest it relays unchanged (bench/browser_render_bench.py). Commands on stdin, one per line: "status",
 // "pause", "resume", "quit". Each prints one JSON line
-// {"stage":<command>, "state", "done", "device", "earned", "sent":{op:n},
-//  "accepted", "rejected":[why...], "tampered", "errors":[...], "first_task_ms" (page open to the first
-//  claim answered with a task)}; a line
+// {"stage":<command>, "state", "done", "device", "backend" (the page's
+//  "Computes on" line), "earned", "sent":{op:n}, "accepted", "rejected":[why...],
+//  "tampered", "errors":[...], "first_task_ms" (page open to the first claim answered with a task)}; a line
 // {"stage":"registered",...} comes by itself once the page registered.
 import { chromium } from "playwright-core";
 import fs from "node:fs";
@@ -25,8 +26,10 @@ import readline from "node:readline";
 import crypto from "node:crypto";
 import zlib from "node:zlib";
 
-const [url, mode] = process.argv.slice(2);
+const [url, kind = "webgpu", mode] = process.argv.slice(2);
 const resign = mode === "--resign-pixels", honest = mode === "--honest";
+// No --enable-unsafe-webgpu: headless chromium then offers no WebGPU adapter.
+const gpuArgs = kind === "webgpu" ? ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"] : [];
 const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "runsnack-chromium-"));
@@ -34,11 +37,12 @@ const context = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
   args: ["--headless", "--no-sandbox", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"],
+         "--disable-component-update", "--disable-sync", ...gpuArgs],
 });
 
-const seen = { sent: {}, accepted: 0, rejected: [], tampered: false, errors: [] };
-const pending = [];  // ops sent by the page, in order, awaiting answers
+// accepted_files: accepted results by the file they carried (tile.f32: matmul, tile.bin: render).
+const seen = { sent: {}, accepted: 0, accepted_files: {}, rejected: [], tampered: false, errors: [] };
+const pending = [];  // ops sent by the page, in order, awaiting answers (with a result's file name)
 const page = context.pages()[0] || (await context.newPage());
 page.on("console", (m) => { if (m.type() === "error") seen.errors.push(m.text()); });
 page.on("pageerror", (e) => seen.errors.push(String(e)));
@@ -118,18 +122,24 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
       let msg;
       try { msg = JSON.parse(text); } catch { server.send(text); return; }
       seen.sent[msg.op] = (seen.sent[msg.op] || 0) + 1;
+      const file = msg.op === "result" ? msg.files[0].path : null;
       if (msg.op === "result" && !honest && (resign || !seen.tampered)) {
         try { text = await tamper(msg); } catch (e) { seen.errors.push("tamper: " + e); }
       }
-      pending.push(msg.op);
+      pending.push({ op: msg.op, file });
       server.send(text);
     });
   });
   server.onMessage((text) => {
-    const op = pending.shift();
+    const { op, file } = pending.shift() || {};
     try {
       const a = JSON.parse(text);
-      if (op === "result") a.accepted ? (seen.accepted += 1) : seen.rejected.push(a.why || a.error || "?");
+      if (op === "result" && a.accepted) {
+        seen.accepted += 1;
+        seen.accepted_files[file] = (seen.accepted_files[file] || 0) + 1;
+      } else if (op === "result") {
+        seen.rejected.push(a.why || a.error || "?");
+      }
       if (op === "claim" && (a.tasks || []).length && seen.first_task_ms === undefined) seen.first_task_ms = Date.now() - opened;
     } catch { /* counted as sent anyway */ }
     ws.send(text);
@@ -139,15 +149,16 @@ await page.routeWebSocket(/\/worker$/, (ws) => {
 async function status(stage) {
   const read = (id) => page.textContent("#" + id).catch(() => null);
   say({ stage, state: await page.getAttribute("#state", "data-state").catch(() => null), done: Number(await read("done")),
-        earned: await read("earned"), device: await read("device"), error: await read("error"), ...seen });
+        earned: await read("earned"), device: await read("device"), backend: await read("backend"), error: await read("error"),
+        ...seen });
 }
 
 const opened = Date.now();
 await page.goto(url);
 try {
-  await page.waitForFunction(() => document.querySelector("#device").textContent.includes("/webgpu") &&
+  await page.waitForFunction((kind) => document.querySelector("#device").textContent.includes("/" + kind) &&
                                    !["calibrating", "connecting"].includes(document.querySelector("#state").dataset.state),
-                             null, { timeout: 60000 });
+                             kind, { timeout: 60000 });
   await status("registered");
 } catch (e) {
   await status("failed");

@@ -83,7 +83,7 @@ class BrowserRenderTest(PoolBase):
         self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", "--http",
                                 "127.0.0.1:0", name="coordinator")
         self.ready = self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
-        page = PageDriver(self.ready["browser_join"], "--resign-pixels")
+        page = PageDriver(self.ready["browser_join"], "webgpu", "--resign-pixels")
         try:
             reg = page.wait_stage(("registered", "failed"), 90)
             self.assertIsNotNone(reg, "the page never answered")

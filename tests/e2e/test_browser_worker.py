@@ -19,12 +19,15 @@ from test_pool import PoolBase
 from test_pool_matmul import read_npy
 from ws_client import WsClient
 
+SCENE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "scenes", "spheres.json")
+
 
 class PageDriver:
     """worker_check.mjs: one command per stdin line, one JSON line per answer on stdout."""
 
-    def __init__(self, url, *args):
-        self.popen = subprocess.Popen(["node", os.path.join(BROWSER_DIR, "worker_check.mjs"), url, *args], cwd=BROWSER_DIR,
+    def __init__(self, url, kind="webgpu", *args):
+        self.popen = subprocess.Popen(["node", os.path.join(BROWSER_DIR, "worker_check.mjs"), url, kind, *args],
+                                      cwd=BROWSER_DIR,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self.cond = threading.Condition()
@@ -146,6 +149,75 @@ class BrowserWorkerTest(PoolBase):
             _, _, c2 = read_npy(os.path.join(out2, "C.npy"))
             self.assertEqual(len(c1), 256 * 256)
             self.assertEqual(c1, c2)
+            self.audit_ok()
+        finally:
+            err = page.finish()
+            if "Error" in err:
+                print("worker_check.mjs stderr:", err[-3000:])
+
+
+class BrowserWasmFallbackTest(PoolBase):
+    """WebGPU off (no --enable-unsafe-webgpu: no adapter): the page falls back to the WebAssembly build of the
+    native kernels (src/pool/wasm/), registers as kind wasm, says why, and computes matmul AND render tiles that
+    the coordinator verifies like any device's."""
+
+    def setUp(self):
+        super().setUp()
+        why = browser_missing()
+        if why:
+            self.skipTest(why)
+
+    def test_wasm_page_computes_verified_matmul_and_render_tiles(self):
+        self.chome = self.new_home("coordinator")
+        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", "--http",
+                                "127.0.0.1:0", name="coordinator")
+        self.ready = self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
+        page = PageDriver(self.ready["browser_join"], "wasm")
+        try:
+            reg = page.wait_stage(("registered", "failed"), 90)
+            self.assertIsNotNone(reg, "the page never answered")
+            self.assertEqual(reg["stage"], "registered", reg)
+            self.assertTrue(reg["device"].endswith("/wasm"), reg)
+            # The page says why it is not on WebGPU.
+            self.assertIn("running on WebAssembly", reg["backend"])
+            self.assertIn("WebGPU", reg["backend"])
+
+            # The browser alone first, with a render job and a matmul job, until it has tiles of both accepted.
+            user = self.user()
+            out_render = os.path.join(self.tmp, "render.png")
+            render = self.start(user, "pool", "submit", self.ready["submit"], "render", "--scene", SCENE, "--width", "96",
+                                "--height", "64", "--spp", "4", "--tile", "16", "--overlap", "4", "--budget", "20",
+                                "--wait", "--json", "--out", out_render, name="render-job")
+            out_matmul = os.path.join(self.tmp, "matmul")
+            matmul = self.start(user, "pool", "submit", self.ready["submit"], "matmul", "--n", "256", "--block", "32",
+                                "--seed", "11", "--budget", "50", "--wait", "--json", "--out", out_matmul, name="matmul-job")
+            self.poll_until(lambda: (lambda f: f.get("tile.bin", 0) >= 2 and f.get("tile.f32", 0) >= 2)(
+                page.command("status")["accepted_files"]), 240, "the browser's accepted render and matmul tiles")
+            worker = self.start_worker("cpu-worker")
+            done_render = render.wait_for(lambda e: e.get("event") == "done", 300, "the render job")
+            done_matmul = matmul.wait_for(lambda e: e.get("event") == "done", 300, "the matmul job")
+            self.assertEqual(done_render["state"], "done", done_render)
+            self.assertEqual(done_matmul["state"], "done", done_matmul)
+            after = page.command("status")
+
+            # The tampered first result was refused; the others passed verification (spot checks, Freivalds).
+            self.assertEqual(len(after["rejected"]), 1, after)
+            self.assertEqual(after["done"], after["accepted"], "the page counts what the coordinator accepted")
+            self.assertGreaterEqual(done_render["tiles_by_device"].get("wasm", 0), 2, done_render)
+            self.assertEqual(done_render["verification"]["checked"], 24, done_render)
+            self.assertEqual(done_matmul["verification"]["checked"], 64, done_matmul)
+            self.assertGreater(float(after["earned"].split()[0]), 0)
+            self.assertEqual(after["errors"], [], "page errors")
+            self.assertIsNotNone(worker)
+
+            status = self.pool_status(user)
+            browsers = [d for d in status["devices"] if d["kind"] == "wasm"]
+            self.assertEqual(len(browsers), 1, status["devices"])
+            self.assertGreaterEqual(browsers[0]["valid"], after["accepted"])
+            self.assertTrue(browsers[0]["online"])
+            with open(out_render, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertEqual(len(read_npy(os.path.join(out_matmul, "C.npy"))[2]), 256 * 256)
             self.audit_ok()
         finally:
             err = page.finish()

@@ -17,9 +17,11 @@ namespace http = boost::beast::http;
 namespace {
 
 // 'self' also covers ws:// to this origin (CSP level 3), which is how the page reaches /ws.
+// 'wasm-unsafe-eval' lets the join page compile its WebAssembly kernels (/kernels.wasm), and
+// nothing else: JavaScript eval stays refused.
 constexpr const char* kContentSecurityPolicy =
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 void add_common_headers(Response& res) {
   res.set(http::field::server, "runsnack-dashboard");
@@ -36,6 +38,7 @@ std::string_view content_type(std::string_view path) {
   if (ends_with(".html")) return "text/html; charset=utf-8";
   if (ends_with(".css")) return "text/css; charset=utf-8";
   if (ends_with(".js")) return "text/javascript; charset=utf-8";
+  if (ends_with(".wasm")) return "application/wasm";
   if (ends_with(".png")) return "image/png";
   if (ends_with(".svg")) return "image/svg+xml";
   return "application/octet-stream";

@@ -7,6 +7,14 @@
 #include <cmath>
 #include <cstring>
 
+// The hot loops are cloned for AVX-512 and AVX2, picked at run time. Elsewhere
+// (the WebAssembly kernels, src/pool/wasm/) each is one plain function.
+#if defined(__x86_64__)
+#define RUNSNACK_X86_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define RUNSNACK_X86_CLONES
+#endif
+
 namespace runsnack::pool::matmul {
 
 namespace {
@@ -58,8 +66,7 @@ using Halves = std::uint16_t __attribute__((vector_size(64)));
 // Entries [pos0, pos0 + len) of a line as floats. Cloned for AVX-512 and
 // AVX2 (picked at run time): the hash's 32-bit multiplies need them to
 // vectorise.
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void fill_line(float* out, std::uint32_t key, std::int64_t pos0,
-                                                                          std::int64_t len) {
+RUNSNACK_X86_CLONES void fill_line(float* out, std::uint32_t key, std::int64_t pos0, std::int64_t len) {
   std::uint16_t v[kLineGroup];
   for (std::int64_t g = pos0 / kLineGroup; g * kLineGroup < pos0 + len; ++g) {
     line_group(key, static_cast<std::uint32_t>(g), v);
@@ -201,10 +208,8 @@ template <class T>
 // holds A or B: the values v in [0, 16) (fill_line) summed exactly in 16-bit
 // lanes, 32 to an AVX-512 register; count <= 4096 keeps sums under 2^16.
 // Tables: 128 columns x 64 buckets x 2 groups x 2 bytes = 32 KiB.
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of_seeded_lines(const Patterns& p, std::uint64_t seed,
-                                                                                     char which, std::int64_t first,
-                                                                                     std::int64_t count, std::int64_t n,
-                                                                                     std::uint16_t* out) {
+RUNSNACK_X86_CLONES void sums_of_seeded_lines(const Patterns& p, std::uint64_t seed, char which, std::int64_t first,
+                                              std::int64_t count, std::int64_t n, std::uint16_t* out) {
   constexpr std::int64_t strip = kLineGroup;
   std::vector<std::uint32_t> keys(static_cast<std::size_t>(count));
   for (std::int64_t r = 0; r < count; ++r) keys[static_cast<std::size_t>(r)] = line_key(seed, which, first + r);
@@ -256,7 +261,7 @@ Floats floats(const Matrix& m) { return {reinterpret_cast<const unsigned char*>(
   return v;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of_matrix(const Patterns& p, Floats x, float* out) {
+RUNSNACK_X86_CLONES void sums_of_matrix(const Patterns& p, Floats x, float* out) {
   if (p.groups == 0) return;
   // Counting sort of the rows by their first group's pattern.
   std::vector<std::int32_t> order(static_cast<std::size_t>(x.rows));
@@ -302,7 +307,7 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sums_of
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) float dot(const float* a, const float* b, std::int64_t n) {
+RUNSNACK_X86_CLONES float dot(const float* a, const float* b, std::int64_t n) {
   Lanes s0 = {}, s1 = {}, s2 = {}, s3 = {};  // four chains: one waits on its own additions
   std::int64_t i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {

@@ -57,6 +57,11 @@ Result<void> validate_rect(const RenderSettings& settings, TileRect rect);
 // The result is rect.w x rect.h.
 Result<RgbImage> render_rect(const Scene& scene, const RenderSettings& settings, TileRect rect);
 
+// render_rect on the calling thread alone (settings.threads is ignored): the
+// same pixels, for builds without threads (the WebAssembly kernels,
+// src/pool/wasm/).
+Result<RgbImage> render_rect_serial(const Scene& scene, const RenderSettings& settings, TileRect rect);
+
 // The tone mapping described above, from w * h * 3 linear floats (the layout
 // of RgbImage). Shared by the CPU and GPU renderers so both quantise alike.
 RgbImage tone_map(std::span<const float> linear, int w, int h, float exposure);

@@ -3,10 +3,14 @@
 // (protocol: src/pool/browser/browser_protocol.hpp), proves the join link
 // with an HMAC over the server's challenge (the secret stays in the
 // fragment, which a browser never sends), signs with its own Ed25519 key kept
-// in IndexedDB (a stable device across visits), and computes seeded matmul
-// and render tiles (render_webgpu.js) with WGSL compute shaders. It claims
-// work only while the tab is visible, not paused, and not on a low battery.
+// in IndexedDB (a stable device across visits), and computes with a
+// backend: WebGPU (seeded matmul tiles and render tiles, render_webgpu.js, in
+// WGSL compute shaders) or, where
+// WebGPU is missing, WebAssembly (wasm_backend.js: the native C++ kernels,
+// matmul and render), saying why on the page. It claims work only while the
+// tab is visible, not paused, and not on a low battery.
 import { renderTileWebGPU } from "./render_webgpu.js";
+import { wasmBackend } from "./wasm_backend.js";
 
 const $ = (id) => document.getElementById(id);
 const enc = new TextEncoder();
@@ -186,14 +190,43 @@ async function multiply(gpu, a, bt, rows, cols, k) {
   return result;
 }
 
-// A task's output (the workload's files and stdout, as the native worker's), or why this page cannot run it.
-async function runTask(gpu, task, link) {
-  const spec = task.spec || {};
-  if (task.workload === "render") {
-    $("tile").textContent = `${task.shard} of ${task.shards} (render)`;
-    return renderTileWebGPU(gpu.device, task, (job) => link.call({ op: "input", job }));
+// A backend computes tiles: {kind, name, matmul(tile), render(tile)}, each
+// returning the bytes of the file a native worker returns (tile.f32 or
+// tile.bin); a workload it lacks is null. A backend may instead run a whole
+// task itself (renderTask: the WebGPU path tracer packs the scene for the GPU
+// once per job). The WebGPU one:
+async function webgpuBackend() {
+  const gpu = await gpuDevice();
+  return {
+    kind: "webgpu",
+    name: gpu.name,
+    matmul: ({ seed, k, r0, rows, c0, cols }) =>
+      multiply(gpu, seededLines(seed, "A", k, r0, rows), seededLines(seed, "B", k, c0, cols), rows, cols, k),
+    render: null,
+    renderTask: (task, link) => renderTileWebGPU(gpu.device, task, (job) => link.call({ op: "input", job })),
+  };
+}
+
+// WebGPU where the browser has it, else WebAssembly; `why` says why not WebGPU.
+async function chooseBackend() {
+  let why;
+  try {
+    return { backend: await webgpuBackend(), why: null };
+  } catch (e) {
+    why = String(e.message || e);
   }
-  if (task.workload !== "matmul") return { error: "this browser worker runs matmul and render tiles only, not " + String(task.workload).slice(0, 40) };
+  try {
+    return { backend: await wasmBackend(), why };
+  } catch (e) {
+    throw new Error(why + "; and the WebAssembly fallback failed: " + String(e.message || e));
+  }
+}
+
+const MAX_TILE_BYTES = 256 * 1024 * 1024;  // what a tab may hold for one matmul tile's operands
+
+// A matmul task's tile (workloads/matmul_workload.cpp), or why this page cannot run it.
+async function matmulTask(backend, task) {
+  const spec = task.spec || {};
   if ((spec.source || "seed") !== "seed") return { error: "this browser worker runs seeded matmul jobs only (not --a/--b files)" };
   const seed = spec.seed === undefined ? 1 : spec.seed;
   if (!Number.isSafeInteger(seed) || seed < 0) return { error: "the seed is too large for this browser worker" };
@@ -201,14 +234,53 @@ async function runTask(gpu, task, link) {
   const colBlocks = Math.ceil(p / block);
   const r0 = Math.floor(index / colBlocks) * block, c0 = (index % colBlocks) * block;
   const rows = Math.min(block, m - r0), cols = Math.min(block, p - c0);
+  if ((rows + cols) * k * 4 > MAX_TILE_BYTES) return { error: "this tile is too large for a browser worker" };
   $("tile").textContent = `${index} of ${task.shards} (rows ${r0}..${r0 + rows - 1}, columns ${c0}..${c0 + cols - 1})`;
   const start = performance.now();
-  const a = seededLines(seed, "A", k, r0, rows), bt = seededLines(seed, "B", k, c0, cols);
-  const prepared = performance.now();
-  const tile = await multiply(gpu, a, bt, rows, cols, k);
-  const stdout = JSON.stringify({ cols, compute_s: (performance.now() - prepared) / 1000,
-                                  prepare_s: (prepared - start) / 1000, rows, tile: index }) + "\n";
+  const tile = await backend.matmul({ seed, k, r0, rows, c0, cols });
+  const stdout = JSON.stringify({ cols, compute_s: (performance.now() - start) / 1000, prepare_s: 0, rows, tile: index }) + "\n";
   return { stdout, files: [{ data: base64(tile), path: "tile.f32" }] };  // keys in order, as the coordinator dumps them
+}
+
+// A render task's tile (workloads/render_workload.cpp); the job's scene comes
+// once per job from the coordinator ("input").
+const scenes = { job: null, bytes: null };
+async function renderTask(backend, task, link) {
+  const spec = task.spec || {};
+  if (!Number.isSafeInteger(spec.seed) || spec.seed < 0) return { error: "the seed is too large for this browser worker" };
+  if (scenes.job !== task.job) {
+    const answer = await link.call({ op: "input", job: task.job });
+    if (!answer.ok) return { error: "no job input: " + String(answer.error).slice(0, 200) };
+    const file = ((answer.input || {}).files || []).find((f) => f.path === "scene.json");
+    if (!file) return { error: "the job has no scene.json" };
+    scenes.bytes = Uint8Array.from(atob(file.data), (c) => c.charCodeAt(0));
+    scenes.job = task.job;
+  }
+  $("tile").textContent = `${task.shard} of ${task.shards} (render, ${spec.width}x${spec.height}, ${spec.spp} spp)`;
+  const start = performance.now();
+  const tile = await backend.render({ job: task.job, spec, index: task.shard, scene: scenes.bytes });
+  const stdout = JSON.stringify({ compute_s: (performance.now() - start) / 1000, device: backend.kind, tile: task.shard }) + "\n";
+  return { stdout, files: [{ data: base64(tile), path: "tile.bin" }] };
+}
+
+const WORKLOADS = { matmul: matmulTask, render: renderTask };
+
+// What the coordinator may hand this backend (pool/device_runs.hpp): seeded
+// matmul jobs (a page cannot read a job's .npy files) and render jobs.
+function runsOf(backend) {
+  return [backend.matmul && "matmul-seeded", (backend.render || backend.renderTask) && "render"].filter(Boolean);
+}
+
+// One task's result, or why this page cannot run it (handed back as failed).
+async function runTask(backend, task, link) {
+  if (task.workload === "render" && backend.renderTask) {
+    $("tile").textContent = `${task.shard} of ${task.shards} (render)`;
+    return backend.renderTask(task, link);
+  }
+  const run = WORKLOADS[task.workload];
+  if (!run || !backend[task.workload])
+    return { error: `this browser worker (${backend.kind}) does not run ${String(task.workload).slice(0, 40)} tasks` };
+  return run(backend, task, link);
 }
 
 // The result message, signed as pool_store_results.cpp result_signing_bytes() (v1: files inline).
@@ -226,7 +298,7 @@ function mayClaim() {
   return null;
 }
 
-async function session(gpu, key, grant, hmacKey) {
+async function session(backend, key, grant, hmacKey) {
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/worker";
   const link = new Link(url);
   await link.opened;
@@ -236,7 +308,7 @@ async function session(gpu, key, grant, hmacKey) {
   const auth = await link.call({ op: "auth", grant, public_key: key.publicHex, proof, signature: await sign(key, signed) });
   if (!auth.ok) throw Object.assign(new Error(auth.error), { fatal: true });
   show("calibrating");
-  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: "webgpu", name: gpu.name, score: 0, price: 10, runs: ["matmul-seeded", "render"] } });
+  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: backend.kind, name: backend.name, score: 0, price: 10, runs: runsOf(backend) } });
   if (!reg.ok) throw Object.assign(new Error(reg.error), { fatal: true });
   $("device").textContent = reg.device;
   const cal = await link.call({ op: "calibrated", checkpoints: calibrate(reg.calibrate.seed, reg.calibrate.iterations) });
@@ -263,7 +335,13 @@ async function session(gpu, key, grant, hmacKey) {
       show("working", "computing");
       const beat = setInterval(() => link.call({ op: "heartbeat" }).catch(() => {}), 5000);
       let out;
-      try { out = await runTask(gpu, task, link); } finally { clearInterval(beat); }
+      try {
+        out = await runTask(backend, task, link);
+      } catch (e) {
+        out = { error: "the " + backend.kind + " backend failed: " + String(e.message || e).slice(0, 200) };
+      } finally {
+        clearInterval(beat);
+      }
       const answer = out.error
         ? await link.call({ op: "failed", task: task.id, attempt: task.attempt, reason: out.error })
         : await link.call(await resultMessage(key, task, out));
@@ -287,16 +365,19 @@ async function main() {
   const [grant, secret] = location.hash.slice(1).split(":");
   if (!grant || !secret) return fatal("Open this page with the coordinator's browser join link (/join#GRANT:SECRET).");
   if (navigator.getBattery) navigator.getBattery().then((b) => { ui.battery = b; }).catch(() => {});
-  let gpu, key, hmacKey;
+  let chosen, key, hmacKey;
   try {
-    [gpu, key, hmacKey] = await Promise.all([gpuDevice(), deviceKey(), grantKey(secret)]);
+    [chosen, key, hmacKey] = await Promise.all([chooseBackend(), deviceKey(), grantKey(secret)]);
   } catch (e) {
-    return fatal(String(e.message || e) + ". (A WebAssembly fallback is not built yet.)");
+    return fatal(String(e.message || e));
   }
+  const backend = chosen.backend;
+  $("backend").dataset.kind = backend.kind;
+  $("backend").textContent = chosen.why ? `${chosen.why}; running on WebAssembly (the CPU) instead` : backend.name;
   for (let delay = 1000; ; delay = Math.min(delay * 2, 30000)) {
     show("connecting");
     try {
-      await session(gpu, key, grant, hmacKey);
+      await session(backend, key, grant, hmacKey);
     } catch (e) {
       if (e.fatal) return fatal(e.message);
       $("error").textContent = "connection lost (" + e.message + "); retrying";
