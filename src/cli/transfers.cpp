@@ -1,6 +1,6 @@
 #include "cli/transfers.hpp"
 
-#include "services/exec/run_terms.hpp"
+#include "sandbox/run_terms.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
