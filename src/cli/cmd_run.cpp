@@ -17,6 +17,7 @@
 #include "services/exec/exec_service.hpp"
 #include "sandbox/run_terms.hpp"
 #include "fs/path_rules.hpp"
+#include "fs/tree_scan.hpp"
 #include "fs/transfer.hpp"
 
 #include <boost/asio/as_tuple.hpp>

@@ -1,5 +1,6 @@
 #include "cli/transfers.hpp"
 
+#include "fs/tree_scan.hpp"
 #include "sandbox/run_terms.hpp"
 
 #include <boost/asio/steady_timer.hpp>

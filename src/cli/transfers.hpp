@@ -3,6 +3,7 @@
 // the --max-pull limits, the progress bar, the counters for --json, scans off the io thread,
 // and a tree sent or received over one stream of the run or cp service.
 
+#include "fs/ignore_rules.hpp"
 #include "fs/transfer.hpp"
 #include "session/session.hpp"
 

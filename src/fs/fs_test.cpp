@@ -3,6 +3,7 @@
 #include "fs/manifest.hpp"
 #include "fs/path_rules.hpp"
 #include "fs/safe_fs.hpp"
+#include "fs/tree_scan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,6 +3,7 @@
 #include "core/json_fields.hpp"
 #include "fs/offload.hpp"
 #include "fs/path_rules.hpp"
+#include "fs/tree_scan.hpp"
 #include "fs/receive_writer.hpp"
 
 #include <boost/asio/this_coro.hpp>

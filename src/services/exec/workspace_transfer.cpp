@@ -6,6 +6,7 @@
 #include "services/exec/service_replies.hpp"
 #include "fs/offload.hpp"
 #include "fs/path_rules.hpp"
+#include "fs/tree_scan.hpp"
 #include "fs/transfer.hpp"
 
 #include <spdlog/spdlog.h>
