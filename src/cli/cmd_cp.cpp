@@ -7,6 +7,7 @@
 #include "cli/transfers.hpp"
 #include "cli/workspace_arg.hpp"
 #include "core/json_fields.hpp"
+#include "fs/ignore_rules.hpp"
 #include "services/exec/exec_service.hpp"
 
 #include <cstdlib>

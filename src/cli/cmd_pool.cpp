@@ -16,7 +16,7 @@
 #include "core/log_exceptions.hpp"
 #include "core/paths.hpp"
 #include "gpu/gpu_info.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/run_terms.hpp"
 #include "crypto/secret.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/pool_store.hpp"

@@ -15,9 +15,10 @@
 #include "core/printable.hpp"
 #include "services/exec/detached_commands.hpp"
 #include "services/exec/exec_service.hpp"
-#include "services/exec/run_terms.hpp"
-#include "services/fs/path_rules.hpp"
-#include "services/fs/transfer.hpp"
+#include "sandbox/run_terms.hpp"
+#include "fs/path_rules.hpp"
+#include "fs/tree_scan.hpp"
+#include "fs/transfer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -11,7 +11,7 @@
 #include "core/printable.hpp"
 #include "gpu/process_memory.hpp"
 #include "services/exec/process_usage.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/run_terms.hpp"
 #include "store/audit_log.hpp"
 #include "store/session_store.hpp"
 

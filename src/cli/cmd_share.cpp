@@ -11,8 +11,8 @@
 #include "crypto/secret.hpp"
 #include "gpu/gpu_info.hpp"
 #include "provider/host.hpp"
-#include "services/exec/run_terms.hpp"
-#include "services/exec/workspace_image.hpp"
+#include "sandbox/run_terms.hpp"
+#include "sandbox/workspace_image.hpp"
 #include "services/forward/forward_target.hpp"
 
 #include <boost/asio/io_context.hpp>

@@ -11,7 +11,7 @@
 #include "core/json_fields.hpp"
 #include "core/printable.hpp"
 #include "services/exec/shell_service.hpp"
-#include "services/fs/transfer.hpp"
+#include "fs/transfer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

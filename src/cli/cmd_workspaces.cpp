@@ -9,7 +9,7 @@
 #include "core/json_fields.hpp"
 #include "core/printable.hpp"
 #include "services/exec/exec_service.hpp"
-#include "services/exec/workspace_names.hpp"
+#include "sandbox/workspace_names.hpp"
 
 #include <filesystem>
 #include <iomanip>

@@ -4,9 +4,9 @@
 #include "core/paths.hpp"
 #include "cuda/shim_location.hpp"
 #include "gpu/gpu_info.hpp"
-#include "services/exec/cgroup.hpp"
-#include "services/exec/sandbox.hpp"
-#include "services/exec/workspace_image.hpp"
+#include "sandbox/cgroup.hpp"
+#include "sandbox/sandbox.hpp"
+#include "sandbox/workspace_image.hpp"
 
 #include <cerrno>
 #include <chrono>

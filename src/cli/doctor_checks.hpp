@@ -26,7 +26,7 @@ Check check_state();    // which state folders share/links and the other command
 Check check_service();  // whether runsnack-share.service serves the machine's state (Debian package)
 Check check_gpu();      // NVIDIA driver and NVML
 Check check_cuda();     // the CUDA driver (share --allow cuda) and the shim (runsnack cuda)
-// bubblewrap runs the real sandbox policy (services/exec/sandbox.hpp) as this user and, as root,
+// bubblewrap runs the real sandbox policy (sandbox/sandbox.hpp) as this user and, as root,
 // as the service's user runsnack when it exists; unprivileged user namespaces.
 std::vector<Check> check_sandbox();
 Check check_limits();  // cgroups for memory and process limits, else rlimits

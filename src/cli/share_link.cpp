@@ -10,7 +10,7 @@
 #include "crypto/secret.hpp"
 #include "link/link.hpp"
 #include "provider/host.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/run_terms.hpp"
 #include "store/grant_store.hpp"
 
 #include <boost/asio/connect.hpp>

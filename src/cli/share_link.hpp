@@ -39,7 +39,7 @@ struct ShareArgs {
   bool serve_only = false;
   bool json = false;
   bool no_qr = false;
-  // run/shell/cp limits, stored in grant.terms["run"] (services/exec/run_terms.hpp)
+  // run/shell/cp limits, stored in grant.terms["run"] (sandbox/run_terms.hpp)
   std::string run_timeout, memory, disk_quota, max_transfer;
   std::int64_t max_procs = 0;
   bool network = false;

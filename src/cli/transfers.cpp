@@ -1,6 +1,7 @@
 #include "cli/transfers.hpp"
 
-#include "services/exec/run_terms.hpp"
+#include "fs/tree_scan.hpp"
+#include "sandbox/run_terms.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>

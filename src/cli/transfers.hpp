@@ -3,7 +3,8 @@
 // the --max-pull limits, the progress bar, the counters for --json, scans off the io thread,
 // and a tree sent or received over one stream of the run or cp service.
 
-#include "services/fs/transfer.hpp"
+#include "fs/ignore_rules.hpp"
+#include "fs/transfer.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/awaitable.hpp>

@@ -1,6 +1,6 @@
 #include "cli/workspace_arg.hpp"
 
-#include "services/exec/workspace_names.hpp"
+#include "sandbox/workspace_names.hpp"
 
 namespace runsnack::cli {
 

@@ -1,6 +1,6 @@
 #pragma once
 // --workspace NAME of run, shell and cp, and the workspace they use without
-// it: the one of this project folder (services/exec/workspace_names.hpp).
+// it: the one of this project folder (sandbox/workspace_names.hpp).
 
 #include "core/error.hpp"
 

@@ -1,7 +1,7 @@
 #include "pool/exec_task.hpp"
 
 #include "pool/wire.hpp"
-#include "services/exec/launch.hpp"
+#include "sandbox/launch.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 // The exec workload on the worker's side: one shard runs the user's command
-// in the `runsnack run` sandbox (services/exec/sandbox.hpp) in a fresh
+// in the `runsnack run` sandbox (sandbox/sandbox.hpp) in a fresh
 // folder holding the job's inputs, with {shard}/{shards} substituted and
 // RUNSNACK_SHARD/RUNSNACK_SHARDS set; stdout and the files under out/ come
 // back, size-bounded (pool/wire.hpp).

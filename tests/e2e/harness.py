@@ -85,7 +85,7 @@ def sanitizer_report(text):
 
 
 def workspace_name(folder):
-    """The workspace a consumer uses for project `folder` (services/exec/workspace_names.hpp), computed here
+    """The workspace a consumer uses for project `folder` (sandbox/workspace_names.hpp), computed here
     independently: the folder's name, made a name, and 8 hex digits of its absolute path's SHA-256."""
     path = os.path.normpath(os.path.abspath(folder))
     base = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in os.path.basename(path))[:40]

@@ -79,7 +79,7 @@ std::string data(std::uint32_t stream, std::uint16_t flags, std::string_view pay
   return frame_bytes({yamux::FrameType::data, flags, stream, static_cast<std::uint32_t>(payload.size())}, payload);
 }
 
-// An fs control-frame header (services/fs/frame.hpp): type 1, u32 length.
+// An fs control-frame header (fs/frame.hpp): type 1, u32 length.
 std::string fs_control_header(std::uint32_t length) {
   std::string h(5, '\0');
   h[0] = 1;

@@ -4,9 +4,9 @@
 #include "core/paths.hpp"
 #include "services/common/pump.hpp"
 #include "services/cuda/server_env.hpp"
-#include "services/exec/child_process.hpp"
-#include "services/exec/launch.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/child_process.hpp"
+#include "sandbox/launch.hpp"
+#include "sandbox/run_terms.hpp"
 #include "session/stream_header.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -97,7 +97,7 @@ struct Started {
   nlohmann::json limits;
 };
 
-// The server runs in the consumers' sandbox (exec/sandbox.hpp): its own unprivileged uid, no
+// The server runs in the consumers' sandbox (sandbox/sandbox.hpp): its own unprivileged uid, no
 // capabilities, the seccomp filter, no network, no workspace and no state folder, only the
 // grant's /dev/nvidia* nodes; this binary is bound in read-only and runs as `cuda-server`.
 Result<Started> start_server(const ServiceContext& ctx, const exec::RunTerms& terms) {

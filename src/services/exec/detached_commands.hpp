@@ -28,7 +28,7 @@
 
 #include "crypto/peer_id.hpp"
 #include "net/mux_stream.hpp"
-#include "services/fs/transfer.hpp"
+#include "fs/transfer.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>

@@ -4,7 +4,7 @@
 
 #include "net/transport.hpp"
 #include "net/yamux_session.hpp"
-#include "services/fs/frame.hpp"
+#include "fs/frame.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

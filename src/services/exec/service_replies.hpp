@@ -6,7 +6,7 @@
 #include "core/error.hpp"
 #include "net/mux_stream.hpp"
 #include "services/exec/exec_service.hpp"
-#include "services/fs/transfer.hpp"
+#include "fs/transfer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>

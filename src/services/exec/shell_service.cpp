@@ -2,15 +2,15 @@
 
 #include "core/json_fields.hpp"
 #include "core/paths.hpp"
-#include "services/exec/child_process.hpp"
-#include "services/exec/launch.hpp"
-#include "services/exec/workspace_names.hpp"
-#include "services/exec/workspace_projects.hpp"
-#include "services/exec/sandbox.hpp"
+#include "sandbox/child_process.hpp"
+#include "sandbox/launch.hpp"
+#include "sandbox/workspace_names.hpp"
+#include "sandbox/workspace_projects.hpp"
+#include "sandbox/sandbox.hpp"
 #include "services/exec/service_replies.hpp"
 #include "services/exec/usage_budget.hpp"
-#include "services/fs/offload.hpp"
-#include "services/fs/transfer.hpp"
+#include "fs/offload.hpp"
+#include "fs/transfer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

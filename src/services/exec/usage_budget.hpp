@@ -10,7 +10,7 @@
 // nothing spent, failures to write are logged. Not thread-safe.
 
 #include "link/grant.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/run_terms.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -2,12 +2,12 @@
 
 #include "core/clock.hpp"
 #include "core/json_fields.hpp"
-#include "services/exec/launch.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/launch.hpp"
+#include "sandbox/run_terms.hpp"
 #include "services/exec/service_replies.hpp"
-#include "services/exec/workspace_names.hpp"
-#include "services/exec/workspace_projects.hpp"
-#include "services/fs/offload.hpp"
+#include "sandbox/workspace_names.hpp"
+#include "sandbox/workspace_projects.hpp"
+#include "fs/offload.hpp"
 
 namespace runsnack::exec {
 

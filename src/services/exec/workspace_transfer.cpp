@@ -1,12 +1,13 @@
 #include "services/exec/workspace_transfer.hpp"
 
 #include "core/json_fields.hpp"
-#include "services/exec/launch.hpp"
-#include "services/exec/run_terms.hpp"
+#include "sandbox/launch.hpp"
+#include "sandbox/run_terms.hpp"
 #include "services/exec/service_replies.hpp"
-#include "services/fs/offload.hpp"
-#include "services/fs/path_rules.hpp"
-#include "services/fs/transfer.hpp"
+#include "fs/offload.hpp"
+#include "fs/path_rules.hpp"
+#include "fs/tree_scan.hpp"
+#include "fs/transfer.hpp"
 
 #include <spdlog/spdlog.h>
 

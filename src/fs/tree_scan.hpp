@@ -1,0 +1,31 @@
+#pragma once
+// What a root holds: scan_tree lists and hashes a tree without following symlinks (walked
+// through safe_fs.hpp's rules); stat_entry and tree_unchanged look without reading files.
+
+#include "core/error.hpp"
+#include "fs/hash_cache.hpp"
+#include "fs/ignore_rules.hpp"
+#include "fs/manifest.hpp"
+#include "fs/safe_fs.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace runsnack::fs {
+
+// Everything under `prefix` ("" for the whole root) that `rules` does not ignore,
+// without following symlinks, hashing files (content_digest.hpp; through `cache` when given).
+// With `max_data_bytes`, a tree whose files hold more data than that (holes of sparse files do
+// not count) is errc::too_large once listed, before anything is hashed.
+Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache,
+                                     std::optional<std::uint64_t> max_data_bytes = std::nullopt);
+
+// What the root holds at `path` now, or nothing.
+std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache);
+std::optional<Entry> stat_entry(DirCursor& cursor, const std::string& path, HashCache* cache);
+// Whether the root holds exactly `entries` (files checked by stamp against `cache`); extra paths are not looked at.
+bool tree_unchanged(int root, const std::vector<Entry>& entries, const HashCache& cache);
+
+}  // namespace runsnack::fs

@@ -1,0 +1,125 @@
+#include "sandbox/cgroup.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+namespace runsnack::exec {
+
+namespace sfs = std::filesystem;
+
+namespace {
+
+const sfs::path kRoot = "/sys/fs/cgroup";
+
+// Our own cgroup in a hierarchy ("" for v2's unified line "0::/path").
+sfs::path own_path(const std::string& controller) {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string ctrls = line.substr(a + 1, b - a - 1);
+    bool match = controller.empty() ? (line.substr(0, a) == "0" && ctrls.empty())
+                                    : ("," + ctrls + ",").find("," + controller + ",") != std::string::npos;
+    if (match) return sfs::path(line.substr(b + 1)).relative_path();
+  }
+  return {};
+}
+
+bool write_text(const sfs::path& p, const std::string& text) {
+  std::ofstream out(p);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+std::vector<pid_t> read_pids(const sfs::path& dir) {
+  std::ifstream in(dir / "cgroup.procs");
+  std::vector<pid_t> pids;
+  long p;
+  while (in >> p) pids.push_back(static_cast<pid_t>(p));
+  return pids;
+}
+
+}  // namespace
+
+Result<Cgroup> Cgroup::create(const std::string& name, std::optional<std::uint64_t> max_procs,
+                              std::optional<std::uint64_t> memory_bytes) {
+  Cgroup cg;
+  std::error_code ec;
+  std::ifstream controllers(kRoot / "cgroup.controllers");
+  std::string ctrl_list;
+  std::getline(controllers, ctrl_list);
+  if (controllers && ctrl_list.find("pids") != std::string::npos) {
+    cg.v2_ = true;
+    sfs::path dir = kRoot / own_path("") / name;
+    if (!sfs::create_directory(dir, ec) || ec) return fail(errc::unsupported, "cannot create cgroup " + dir.string());
+    cg.dirs_.push_back(dir);
+    if (max_procs) write_text(dir / "pids.max", std::to_string(*max_procs));
+    if (memory_bytes) write_text(dir / "memory.max", std::to_string(*memory_bytes));
+  } else if (sfs::exists(kRoot / "pids" / "cgroup.procs")) {
+    sfs::path pids = kRoot / "pids" / own_path("pids") / name;
+    if (!sfs::create_directory(pids, ec) || ec) return fail(errc::unsupported, "cannot create cgroup " + pids.string());
+    cg.dirs_.push_back(pids);
+    if (max_procs && !write_text(pids / "pids.max", std::to_string(*max_procs)))
+      return fail(errc::unsupported, "cannot set pids.max");
+    sfs::path mem = kRoot / "memory" / own_path("memory") / name;
+    if (sfs::exists(kRoot / "memory" / "cgroup.procs") && sfs::create_directory(mem, ec) && !ec) {
+      cg.dirs_.push_back(mem);
+      if (memory_bytes) write_text(mem / "memory.limit_in_bytes", std::to_string(*memory_bytes));
+    }
+  } else {
+    return fail(errc::unsupported, "no writable cgroup hierarchy");
+  }
+  for (const auto& d : cg.dirs_) {
+    int fd = ::open((d / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return fail(errc::unsupported, "cannot open " + (d / "cgroup.procs").string());
+    cg.procs_fds_.push_back(fd);
+  }
+  return cg;
+}
+
+Cgroup::Cgroup(Cgroup&& o) noexcept : v2_(o.v2_), dirs_(std::move(o.dirs_)), procs_fds_(std::move(o.procs_fds_)) {
+  o.dirs_.clear();
+  o.procs_fds_.clear();
+}
+
+Cgroup::~Cgroup() {
+  for (int fd : procs_fds_) ::close(fd);
+  if (dirs_.empty()) return;
+  kill_all();
+  // The kernel needs the killed processes reaped before rmdir succeeds: usually within a
+  // millisecond, so short waits first (up to about a second in all).
+  for (int wait_us = 250, waited_us = 0; waited_us < 1000000; waited_us += wait_us, wait_us = std::min(wait_us * 2, 20000)) {
+    bool all = true;
+    for (const auto& d : dirs_) all &= ::rmdir(d.c_str()) == 0 || errno == ENOENT;
+    if (all) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+  }
+}
+
+void Cgroup::kill_all() {
+  if (dirs_.empty()) return;
+  if (v2_ && write_text(dirs_[0] / "cgroup.kill", "1")) return;
+  for (int round = 0; round < 3; ++round)
+    for (pid_t p : read_pids(dirs_[0])) ::kill(p, SIGKILL);
+}
+
+std::optional<std::uint64_t> Cgroup::peak_memory() const {
+  for (const auto& d : dirs_) {
+    for (const char* f : {"memory.peak", "memory.max_usage_in_bytes"}) {
+      std::ifstream in(d / f);
+      std::uint64_t v;
+      if (in >> v) return v;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace runsnack::exec

@@ -1,0 +1,283 @@
+#include "sandbox/launch.hpp"
+
+#include "core/paths.hpp"
+#include "sandbox/seccomp_filter.hpp"
+#include "sandbox/workspace_image.hpp"
+#include "sandbox/workspace_names.hpp"
+#include "sandbox/workspace_projects.hpp"
+
+#include <openssl/evp.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <regex>
+
+namespace runsnack::exec {
+
+namespace sfs = std::filesystem;
+
+SandboxUser sandbox_user(std::string_view key) {
+  if (::geteuid() != 0) return {::getuid(), ::getgid(), false};
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_Digest(key.data(), key.size(), md, &len, EVP_sha256(), nullptr);
+  const std::uint32_t h = (std::uint32_t(md[0]) << 24) | (std::uint32_t(md[1]) << 16) | (std::uint32_t(md[2]) << 8) | md[3];
+  const uid_t uid = kSandboxUidBase + h % kSandboxUidCount;
+  return {uid, static_cast<gid_t>(uid), true};
+}
+
+Result<sfs::path> workspace_for(const PeerId& consumer) {
+  auto dir = state_dir();
+  if (!dir) return dir.error();
+  return *dir / "workspaces" / consumer.str();
+}
+
+std::vector<int> allowed_gpus(const Grant& grant) {
+  std::vector<int> out;
+  static const std::regex re("nvidia([0-9]+)");
+  std::error_code ec;
+  for (const auto& e : sfs::directory_iterator("/dev", ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, m, re)) continue;
+    const int g = std::stoi(m[1]);
+    if (grant.gpus.empty() || std::find(grant.gpus.begin(), grant.gpus.end(), g) != grant.gpus.end()) out.push_back(g);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name) {
+  LaunchLimits out;
+  auto cg = Cgroup::create(name, terms.max_procs, terms.memory_bytes);
+  if (cg) {
+    out.cgroup.emplace(std::move(*cg));
+    out.mode = out.cgroup->mode();
+  } else {
+    out.mode = "rlimits";
+    if (terms.memory_bytes) out.rlimits.push_back({RLIMIT_AS, *terms.memory_bytes});
+  }
+  // Per uid: with a sandbox uid of its own (root provider) this binds every process the consumer runs.
+  out.rlimits.push_back({RLIMIT_NPROC, terms.max_procs});
+  return out;
+}
+
+namespace {
+
+thread_local uid_t g_owner_uid = 0;
+thread_local gid_t g_owner_gid = 0;
+int chown_entry(const char* path, const struct stat*, int, struct FTW*) {
+  ::lchown(path, g_owner_uid, g_owner_gid);
+  return 0;
+}
+
+}  // namespace
+
+Result<void> ensure_owned(const sfs::path& dir, const SandboxUser& user) {
+  if (!user.switched) return {};  // the provider's own files, as always
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return fail(errc::io_error, "cannot stat " + dir.string() + ": " + std::strerror(errno));
+  if (st.st_uid == user.uid && st.st_gid == user.gid) return {};
+  g_owner_uid = user.uid;
+  g_owner_gid = user.gid;
+  if (::nftw(dir.c_str(), chown_entry, 32, FTW_PHYS | FTW_MOUNT) != 0)
+    return fail(errc::io_error, "cannot hand " + dir.string() + " to its sandbox user");
+  return {};
+}
+
+std::string quota_full_text(std::uint64_t bytes) { return "the workspace is full: " + size_text(bytes) + " quota"; }
+
+std::string quota_notice(const Workspace& ws) {
+  if (!ws.quota_bytes) return "";
+  if (ws.quota_mode.starts_with("ext4 image")) {
+    auto left = free_bytes(ws.path);
+    // Less than a block group's worth of room: what a command writes next fails.
+    if (left && *left < std::max<std::uint64_t>(1 << 20, *ws.quota_bytes / 100)) return quota_full_text(*ws.quota_bytes);
+    return "";
+  }
+  if (ws.quota_mode == "polling" && allocated_bytes(ws.consumer_dir) >= *ws.quota_bytes)
+    return quota_full_text(*ws.quota_bytes);
+  return "";
+}
+
+Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms& terms) {
+  auto consumer_dir = workspace_for(consumer);
+  if (!consumer_dir) return consumer_dir.error();
+  Workspace ws;
+  ws.consumer_dir = *consumer_dir;
+  ws.user = sandbox_user(consumer.str());
+  ws.quota_bytes = terms.disk_quota_bytes;
+  ws.quota_mode = "none";
+  std::error_code ec;
+  sfs::create_directories(ws.consumer_dir.parent_path(), ec);
+  if (ws.quota_bytes) {
+    if (auto mounter = image_mounter()) {
+      auto image = WorkspaceImages::instance().ensure(ws.consumer_dir, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
+      if (!image) return image.error();
+      ws.quota_mode = quota_mode_name(*mounter);
+      ws.ns_holder = image->holder;
+      ws.consumer_dir = seen_through(image->holder, ws.consumer_dir);
+    } else {
+      ws.quota_mode = "polling";
+    }
+  }
+  sfs::create_directories(ws.consumer_dir, ec);
+  if (ec) return fail(errc::io_error, "cannot create " + ws.consumer_dir.string() + ": " + ec.message());
+  if (auto r = adopt_workspaces_folder(ws.consumer_dir); !r) return r.error();
+  if (auto r = ensure_owned(ws.consumer_dir, ws.user); !r) return r.error();
+  ::chmod(ws.consumer_dir.c_str(), 0700);  // the next consumer's sandbox has no business here
+  return ws;
+}
+
+Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& name, const RunTerms& terms) {
+  auto folder = prepare_consumer_folder(consumer, terms);
+  if (!folder) return folder.error();
+  Workspace ws = std::move(*folder);
+  ws.name = name;
+  ws.path = ws.consumer_dir / name;
+  ws.sync_state = sync_state_base(*workspace_for(consumer), name);  // on the host, outside the image
+  std::error_code ec;
+  if (!sfs::is_directory(ws.path, ec)) {
+    if (workspace_names_in(ws.consumer_dir).size() >= kMaxWorkspacesPerConsumer)
+      return fail(errc::exhausted, "you have " + std::to_string(kMaxWorkspacesPerConsumer) +
+                                       " workspaces on this provider, its most: remove one (runsnack workspaces LINK "
+                                       "--remove NAME) or choose one with --workspace NAME");
+    sfs::create_directory(ws.path, ec);
+    if (ec) return fail(errc::io_error, "cannot create " + ws.path.string() + ": " + ec.message());
+  }
+  if (auto r = ensure_owned(ws.path, ws.user); !r) return r.error();
+  ::chmod(ws.path.c_str(), 0700);
+  touch_workspace(ws.path);
+  return ws;
+}
+
+namespace {
+
+Result<fs::UniqueFd> data_fd(const std::string& text) {
+  fs::UniqueFd fd(::memfd_create("runsnack-sandbox-file", MFD_CLOEXEC));
+  if (!fd) return fail(errc::io_error, std::string("memfd_create: ") + std::strerror(errno));
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    return fail(errc::io_error, "cannot write a sandbox file");
+  ::lseek(fd.get(), 0, SEEK_SET);
+  return fd;
+}
+
+std::uint64_t default_tmp_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 4 : 1ull << 30;
+}
+
+}  // namespace
+
+Result<Launched> launch_sandboxed(LaunchRequest req) {
+  Launched out;
+  LaunchLimits limits = prepare_limits(req.terms, req.cgroup_name);
+  if (!req.limit_address_space) std::erase_if(limits.rlimits, [](const auto& r) { return r.first == RLIMIT_AS; });
+  if (req.file_size_limit) limits.rlimits.push_back({RLIMIT_FSIZE, *req.file_size_limit});
+
+  // Descriptors for bwrap, numbered from 3 in the order they are kept.
+  std::vector<int> keep;
+  auto place = [&](int fd) { keep.push_back(fd); return static_cast<int>(2 + keep.size()); };
+  if (req.pass_fd >= 0) place(req.pass_fd);  // descriptor 3
+  fs::UniqueFd info_w;
+  if (req.want_info) {
+    int info[2];
+    if (::pipe2(info, O_CLOEXEC | O_NONBLOCK) != 0) return fail(errc::io_error, "pipe");
+    out.info = fs::UniqueFd(info[0]);
+    info_w = fs::UniqueFd(info[1]);
+    req.spec.fds.info = place(info_w.get());
+  }
+  auto seccomp = seccomp_program_fd();
+  if (!seccomp) return Error(seccomp.error().code, "cannot make the sandbox's seccomp filter: " + seccomp.error().what());
+  req.spec.fds.seccomp = place(seccomp->get());
+  auto passwd = data_fd(Sandbox::passwd(req.user.uid, req.user.gid));
+  auto group = data_fd(Sandbox::group(req.user.gid));
+  if (!passwd) return passwd.error();
+  if (!group) return group.error();
+  req.spec.fds.passwd = place(passwd->get());
+  req.spec.fds.group = place(group->get());
+  // The workspace and this binary: a provider that is not root passes them as descriptors. A root
+  // provider's sandbox uid cannot walk the provider's 0700 state folder, and an unprivileged bwrap
+  // looks a bind's source up by path even when given a descriptor: the child stages them first,
+  // where that uid can reach them (child_process.hpp).
+  fs::UniqueFd workspace, self;
+  std::vector<SpawnOptions::Staged> staged;
+  std::string staging_dir;
+  if (req.user.switched)
+    for (const char* dir : {"/run", "/tmp", "/mnt"})
+      if (::access(dir, F_OK) == 0) {
+        staging_dir = dir;
+        break;
+      }
+  if (!req.spec.workspace.empty()) {
+    if (req.user.switched) {
+      staged.push_back({req.spec.workspace.string(), "workspace", true});
+      req.spec.workspace = staging_dir + "/workspace";
+    } else {
+      workspace = fs::UniqueFd(::open(req.spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!workspace) return fail(errc::io_error, "cannot open the workspace: " + std::string(std::strerror(errno)));
+      req.spec.fds.workspace = place(workspace.get());
+    }
+  }
+  if (req.bind_self) {
+    if (req.user.switched) {
+      std::error_code ec;
+      const sfs::path exe = sfs::read_symlink("/proc/self/exe", ec);
+      if (ec) return fail(errc::io_error, "cannot find this program: " + ec.message());
+      staged.push_back({exe.string(), "self", false});
+      req.spec.self_path = staging_dir + "/self";
+    } else {
+      self = fs::UniqueFd(::open("/proc/self/exe", O_PATH | O_CLOEXEC));
+      if (!self) return fail(errc::io_error, "cannot open this program: " + std::string(std::strerror(errno)));
+      req.spec.fds.self = place(self.get());
+    }
+  }
+  // The workspace image's mount exists only in its fuse2fs's mount namespace (fuse2fs_namespace.hpp).
+  fs::UniqueFd userns, mntns;
+  if (req.ns_holder > 0) {
+    const std::string ns = "/proc/" + std::to_string(req.ns_holder) + "/ns/";
+    userns = fs::UniqueFd(::open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
+    mntns = fs::UniqueFd(::open((ns + "mnt").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns || !mntns)
+      return fail(errc::io_error, "the workspace image's fuse2fs is gone: " + std::string(std::strerror(errno)));
+  }
+  req.spec.tmp_bytes = req.terms.memory_bytes.value_or(default_tmp_bytes());
+  req.spec.network = req.terms.network;
+
+  const Sandbox sandbox(req.spec);
+  SpawnOptions opts;
+  opts.argv = sandbox.argv();
+  opts.envp = sandbox.envp();
+  if (limits.cgroup) opts.cgroup_procs_fds = limits.cgroup->procs_fds();
+  opts.rlimits = limits.rlimits;
+  opts.keep_fds = keep;
+  opts.pty_slave = req.pty_slave;
+  if (req.user.switched) opts.run_as = std::pair{req.user.uid, req.user.gid};
+  opts.no_new_privs = true;
+  opts.staged = staged;
+  opts.staging_dir = staging_dir;
+  opts.userns_fd = userns.get();
+  opts.mntns_fd = mntns.get();
+  auto child = ChildProcess::spawn(opts);
+  if (!child) return child.error();
+  out.child.emplace(std::move(*child));
+  if (limits.cgroup) out.cgroup.emplace(std::move(*limits.cgroup));
+
+  out.limits = req.terms.to_json();
+  out.limits["enforced_by"] = limits.mode;
+  out.limits["gpus"] = req.spec.gpus;
+  out.limits["uid"] = req.user.uid;
+  out.limits["tmp_bytes"] = req.spec.tmp_bytes;
+  out.limits["sandbox"] = std::string("bwrap: user namespace, uid ") + std::to_string(req.user.uid) +
+                          ", no capabilities, seccomp";
+  return out;
+}
+
+}  // namespace runsnack::exec

@@ -1,0 +1,127 @@
+#pragma once
+// What run, shell, cuda and the pool's exec tasks share to start a command in
+// the sandbox (sandbox.hpp): who it runs as, its workspace with the quota in
+// force, the limits (a cgroup when one can be made, else rlimits) and the
+// descriptors bwrap reads.
+//
+// Who: a root provider never runs consumer code as root. Each command runs
+// as an unprivileged uid of its own, kSandboxUidBase plus a hash of a key
+// (the consumer's PeerId; a pool task's folder), which no account on the
+// host has and which owns nothing there but that workspace; the provider
+// drops to it (setgroups, setresgid, setresuid, no_new_privs) between fork
+// and exec of bwrap, which then runs unprivileged in a user namespace that
+// maps only that uid. A provider run by an ordinary user runs commands as
+// itself, with the same namespace, drops and filter.
+//
+// Quota: an ext4 image of the quota's size mounted on the consumer's folder,
+// which holds all its workspaces (workspace_image.hpp: the kernel's as root,
+// fuse2fs as a user, fuse2fs in a namespace of its own under no_new_privs,
+// whose namespaces the command's bwrap then starts in); where no image can be
+// mounted that folder is measured while a command runs
+// (quota_mode "polling"), which a fast writer can outrun by what it writes in
+// one poll interval.
+
+#include "core/error.hpp"
+#include "crypto/peer_id.hpp"
+#include "link/grant.hpp"
+#include "sandbox/cgroup.hpp"
+#include "sandbox/child_process.hpp"
+#include "sandbox/run_terms.hpp"
+#include "sandbox/sandbox.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace runsnack::exec {
+
+// Sandbox uids, when the provider is root: [base, base + count). systemd leaves 0x70000000 and up to
+// local use; no account or container range of a Debian host lies there.
+inline constexpr uid_t kSandboxUidBase = 0x70000000;
+inline constexpr uid_t kSandboxUidCount = 1u << 24;
+// How often the workspace is measured where no image bounds it.
+inline constexpr std::chrono::milliseconds kQuotaPoll{250};
+
+struct SandboxUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool switched = false;  // a root provider drops to it before bwrap
+};
+
+// The uid a command for `key` runs as (see above).
+SandboxUser sandbox_user(std::string_view key);
+
+struct LaunchLimits {
+  std::optional<Cgroup> cgroup;                 // owns the group: its destructor kills what is left
+  std::vector<std::pair<int, rlim_t>> rlimits;  // applied in the child before exec
+  std::string mode;                             // "cgroup v2", "cgroup v1" or "rlimits"
+};
+
+// <state dir>/workspaces/<consumer PeerId>: the consumer's workspaces (workspace_projects.hpp).
+Result<std::filesystem::path> workspace_for(const PeerId& consumer);
+// The host's /dev/nvidiaN indices that the grant shares (all of them when it names none).
+std::vector<int> allowed_gpus(const Grant& grant);
+// A fresh cgroup `name` with the terms' limits, or rlimits where no cgroup can be made.
+LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name);
+
+struct Workspace {
+  // Paths as this process reaches them (/proc/<ns_holder>/root/... when ns_holder is set).
+  std::string name;                    // workspace_names.hpp
+  std::filesystem::path path;          // <consumer_dir>/<name>: the command's /workspace
+  std::filesystem::path consumer_dir;  // all the consumer's workspaces: what the quota bounds
+  std::filesystem::path sync_state;    // the run sync's remembered state, on the host (workspace_projects.hpp)
+  SandboxUser user;
+  std::optional<std::uint64_t> quota_bytes;
+  std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "ext4 image (fuse2fs, namespace)", "polling" or "none"
+  pid_t ns_holder = 0;     // the fuse2fs whose user and mount namespaces hold the image (0: none)
+};
+
+// The consumer's workspace `name` (checked by workspace_names.hpp), ready for a command or a
+// transfer: created (mode 0700, owned by `user`), the quota image mounted on the consumer's folder
+// where there is one, marked used now. Refused (errc::exhausted) when it would be one more than
+// kMaxWorkspacesPerConsumer. Blocking (mkfs, a first chown): run it off the io thread.
+Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& name, const RunTerms& terms);
+// The consumer's folder alone (name, path and sync_state empty): what prepare_workspace does first.
+Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms& terms);
+// `dir` and all below it owned by `user`, when `dir` is not yet (a workspace a provider made
+// before sandbox uids, or a pool task's inputs copied by root). Symlinks are not followed.
+Result<void> ensure_owned(const std::filesystem::path& dir, const SandboxUser& user);
+// "the workspace is full: 50 MB quota" when the workspace has (next to) no room left, else "".
+std::string quota_notice(const Workspace& ws);
+// The same sentence, for a quota of `bytes`.
+std::string quota_full_text(std::uint64_t bytes);
+
+struct LaunchRequest {
+  SandboxSpec spec;          // what runs and what it sees; its fds and tmp_bytes are filled in here
+  RunTerms terms;            // memory, processes, network
+  std::string cgroup_name;
+  SandboxUser user;
+  int pty_slave = -1;        // the shell's pty
+  int pass_fd = -1;          // becomes the command's descriptor 3 (the cuda-server's socket)
+  bool want_info = false;    // bwrap --info-fd: the pid namespace's init, for signals
+  bool bind_self = false;    // this binary at kSelfMount (the cuda-server is runsnack itself)
+  bool limit_address_space = true;  // RLIMIT_AS where no cgroup bounds memory (the CUDA driver cannot live with it)
+  std::optional<std::uint64_t> file_size_limit;  // RLIMIT_FSIZE (a quota that is only polled)
+  pid_t ns_holder = 0;  // Workspace::ns_holder: bwrap starts in its user and mount namespaces
+};
+
+struct Launched {
+  std::optional<ChildProcess> child;
+  std::optional<Cgroup> cgroup;
+  fs::UniqueFd info;      // read end of --info-fd (want_info)
+  nlohmann::json limits;  // the terms, and what enforces them: for the audit log and the consumer
+};
+
+// Starts the command; fails when the sandbox cannot be set up (no seccomp, no user namespaces...).
+Result<Launched> launch_sandboxed(LaunchRequest request);
+
+}  // namespace runsnack::exec
