@@ -21,13 +21,13 @@ constexpr std::size_t kMaxCachedRefs = 8192, kMaxCachedJobs = 256;
 }  // namespace
 
 Result<PoolStore> PoolStore::open(const std::filesystem::path& path, PoolPolicy policy) {
-  auto db = SqlDb::open_sqlite(path, pool_migrations_sqlite());
+  auto db = Database::open_sqlite(path, pool_migrations_sqlite());
   if (!db) return db.error();
   return PoolStore(std::move(*db), policy);
 }
 
 Result<PoolStore> PoolStore::open_postgres(const std::string& url, PoolPolicy policy) {
-  auto db = SqlDb::open_postgres(url, pool_migrations_postgres());
+  auto db = Database::open_postgres(url, pool_migrations_postgres());
   if (!db) return db.error();
   return PoolStore(std::move(*db), policy);
 }

@@ -1,23 +1,24 @@
 #pragma once
 // The pool's state in its own SQLite database (pool.db in the state folder,
 // or `--db sqlite:PATH`) or on a PostgreSQL server (`--db postgres://...`,
-// same schema and migrations, pool/sql.hpp): devices, jobs, tasks with leases, results and the
-// double-entry ledger (pool/ledger_rules.hpp). Every operation that reads
-// and then writes runs in one BEGIN IMMEDIATE transaction, so a task is
+// same schema and migrations; both through store/database.hpp): devices, jobs,
+// tasks with leases, results and the double-entry ledger
+// (pool/ledger_rules.hpp). Every operation that reads and then writes runs in
+// one Transaction (SQLite: BEGIN IMMEDIATE), so a task is
 // leased to one worker at a time and paid at most once even with several
 // coordinator processes on one file.
 //
 // Times are unix milliseconds passed in by the caller (the clock seam).
 // Thread-safety: as Database (one thread at a time). On PostgreSQL the
 // read-then-write transactions hold an exclusive advisory lock and claims a
-// shared one with FOR UPDATE SKIP LOCKED (pool/sql.hpp).
+// shared one with FOR UPDATE SKIP LOCKED (store/database.hpp).
 //
 // Implemented by concern in pool_store*.cpp (the list is at the top of
 // pool_store.cpp).
 
 #include "core/error.hpp"
 #include "pool/ledger_rules.hpp"
-#include "pool/sql.hpp"
+#include "store/database.hpp"
 #include "pool/task_result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -159,8 +160,8 @@ class PoolStore {
   Result<Micro> claim_link_credits(const std::string& grant_id, const std::string& peer, std::int64_t now_ms);
   // One transaction around several operations (their own transactions
   // become savepoints): a claim of several tasks, a batch of results.
-  // shared: claims only (PostgreSQL's shared lock).
-  Result<SqlTxn> batch(bool shared) { return db_.begin(shared); }
+  // Lock::shared: claims only (PostgreSQL's shared lock).
+  Result<Transaction> batch(Transaction::Lock lock) { return Transaction::begin(db_, lock); }
   Result<std::vector<LedgerEntry>> entries_for(const std::string& account);
 
   // A worker's device, online, at its price (credits per device-hour); its
@@ -329,7 +330,7 @@ class PoolStore {
   Result<void> give_up_job(const std::string& job, const std::string& reason, std::int64_t now_ms);
 
  private:
-  PoolStore(SqlDb db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}
+  PoolStore(Database db, PoolPolicy policy) : db_(std::move(db)), policy_(policy) {}
   Result<std::int64_t> new_txn(const std::string& kind, std::int64_t now_ms);
   Result<void> entry(std::int64_t txn, const std::string& account, Micro amount, const std::string& kind,
                      const std::optional<std::string>& task, const std::string& job);
@@ -350,7 +351,7 @@ class PoolStore {
   Result<const JobMeta*> job_meta(const std::string& job);
   void remember_ref(const std::string& task, TaskRef ref);
 
-  SqlDb db_;
+  Database db_;
   PoolPolicy policy_;
   // Caches of facts that never change once written (a task's job and shard,
   // a job's spec), so a claim or a result does not look them up each time;

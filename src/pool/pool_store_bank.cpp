@@ -7,7 +7,7 @@ namespace runsnack::pool {
 
 Result<void> PoolStore::grant_credits(const std::string& peer, Micro amount, std::int64_t now_ms) {
   if (amount <= 0) return fail(errc::invalid_argument, "a grant must be more than 0 credits");
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto txn = new_txn("grant", now_ms);
   if (!txn) return txn.error();
@@ -24,7 +24,7 @@ Result<void> PoolStore::offer_link_credits(const std::string& grant_id, Micro am
 }
 
 Result<Micro> PoolStore::claim_link_credits(const std::string& grant_id, const std::string& peer, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   // Claimed in the same statement that finds it: two sessions on one link cannot both mint.
   auto st = db_.prepare(

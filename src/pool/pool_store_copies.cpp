@@ -6,7 +6,7 @@ namespace runsnack::pool {
 
 Result<std::string> PoolStore::add_copy(const std::string& job, std::int64_t of_shard,
                                         const std::vector<std::string>& avoid_peers, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto next = db_.prepare("SELECT COALESCE(MAX(shard), -1) + 1 FROM tasks WHERE job = ?");
   if (!next) return next.error();
@@ -49,11 +49,11 @@ Result<std::vector<std::string>> PoolStore::copies_of(const std::string& job, st
   auto st = db_.prepare("SELECT task FROM copies WHERE job = ? AND of_shard = ? ORDER BY task");
   if (!st) return st.error();
   st->bind(1, std::string_view(job)).bind(2, of_shard);
-  return read_rows(*st, [](SqlStmt& r) { return r.column_text(0); });
+  return read_rows(*st, [](Statement& r) { return r.column_text(0); });
 }
 
 Result<bool> PoolStore::retire_copy(const std::string& task, const std::string& why, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto job = db_.prepare("SELECT job FROM copies WHERE task = ?");
   if (!job) return job.error();
@@ -73,7 +73,7 @@ Result<bool> PoolStore::retire_copy(const std::string& task, const std::string& 
 
 Result<bool> PoolStore::retire_pending_copies(const std::string& job, std::int64_t of_shard, const std::string& why,
                                               std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto st = db_.prepare(
       "UPDATE tasks SET state = 'done', last_error = ? WHERE state = 'pending' AND id IN "

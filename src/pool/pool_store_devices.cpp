@@ -64,7 +64,7 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
       "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done'), d.valid, d.invalid, d.excluded "
       "FROM devices d ORDER BY d.score DESC");
   if (!st) return st.error();
-  return read_rows(*st, [](SqlStmt& r) {
+  return read_rows(*st, [](Statement& r) {
     DeviceInfo d;
     d.id = r.column_text(0), d.peer = r.column_text(1), d.kind = r.column_text(2), d.name = r.column_text(3);
     d.score = static_cast<double>(r.column_int64(4));
@@ -80,7 +80,7 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
 Result<std::optional<std::string>> PoolStore::record_check(const std::string& device, const std::string& task,
                                                           const std::string& peer, bool valid, const std::string& reason,
                                                           std::int64_t exclude_after, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto up = db_.prepare(valid ? "UPDATE devices SET valid = valid + 1 WHERE id = ? RETURNING invalid"
                               : "UPDATE devices SET invalid = invalid + 1 WHERE id = ? RETURNING invalid");

@@ -17,7 +17,7 @@ Result<FailOutcome> PoolStore::shard_failed(const std::string& task, std::int64_
                                             std::int64_t exit_code, const std::string& stderr_tail, bool final,
                                             std::int64_t now_ms) {
   FailOutcome out;
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto st = db_.prepare(
       "SELECT t.job, t.shard, t.attempts, t.exit_failures, j.retries, j.allow_failures, j.shards, "
@@ -77,7 +77,7 @@ Result<std::vector<ShardFailure>> PoolStore::failures(const std::string& job, st
       "SELECT shard, attempt, exit_code, time, peer, stderr FROM failures WHERE job = ? ORDER BY time, shard LIMIT ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(job)).bind(2, limit);
-  return read_rows(*st, [](SqlStmt& r) {
+  return read_rows(*st, [](Statement& r) {
     ShardFailure f;
     f.shard = r.column_int64(0), f.attempt = r.column_int64(1), f.exit_code = r.column_int64(2);
     f.time_ms = r.column_int64(3), f.peer = r.column_text(4);

@@ -19,7 +19,7 @@ Result<std::string> PoolStore::create_job(const std::string& owner, const std::s
   if (shards <= 0) return fail(errc::invalid_argument, "a job needs at least one shard");
   if (budget < 0) return fail(errc::invalid_argument, "a negative budget");
   if (rules.retries < 0 || rules.retries > 100) return fail(errc::invalid_argument, "retries must be 0..100");
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto have = balance(peer_account(owner));
   if (!have) return have.error();
@@ -125,7 +125,7 @@ Result<void> PoolStore::finish_job(const std::string& job, const std::string& st
 }
 
 Result<void> PoolStore::cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT owner, state FROM jobs WHERE id = ?");
   if (!st) return st.error();

@@ -9,7 +9,7 @@ namespace runsnack::pool {
 namespace {
 
 // A row of `SELECT txn, account, amount, kind, task FROM ledger`.
-LedgerEntry read_entry(SqlStmt& st) {
+LedgerEntry read_entry(Statement& st) {
   return {st.column_int64(0), st.column_text(1), st.column_int64(2), st.column_text(3), st.column_optional_text(4)};
 }
 
@@ -66,7 +66,7 @@ Result<AuditReport> PoolStore::audit() {
       "SELECT r.task, r.worker, r.lease_price, r.lease_score, r.lease_start, r.received, r.paid_from, r.paid_to, "
       "t.device FROM results r JOIN tasks t ON t.id = r.task WHERE t.state = 'done'");
   if (!ts) return ts.error();
-  auto read_terms = for_each_row(*ts, [&](SqlStmt& r) {
+  auto read_terms = for_each_row(*ts, [&](Statement& r) {
     finisher[r.column_text(0)] = r.column_text(1);
     auto price = r.column_optional_int64(2), score = r.column_optional_int64(3), start = r.column_optional_int64(4);
     if (!price || !score || !start) return;
@@ -84,7 +84,7 @@ Result<AuditReport> PoolStore::audit() {
   auto bs = db_.prepare("SELECT account, amount FROM balances");
   if (!bs) return bs.error();
   std::map<std::string, Micro> kept;
-  if (auto r = for_each_row(*bs, [&](SqlStmt& b) { kept[b.column_text(0)] = b.column_int64(1); }); !r) return r.error();
+  if (auto r = for_each_row(*bs, [&](Statement& b) { kept[b.column_text(0)] = b.column_int64(1); }); !r) return r.error();
   for (const auto& [account, sum] : sums)
     if (kept[account] != sum) {
       report.ok = false;

@@ -76,7 +76,7 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
                                                               std::int64_t now_ms) {
   std::vector<CompleteOutcome> out(results.size());
   if (results.empty()) return out;
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
 
   // 1. Every named task's lease, job and device, in one read.
@@ -104,7 +104,7 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     if (!st) return st.error();
     st->bind(1, std::string_view(escrow_account("")));
     for (std::size_t i = 0; i < ids.size(); ++i) st->bind(static_cast<int>(i + 2), std::string_view(ids[i]));
-    auto read = for_each_row(*st, [&](SqlStmt& r) {
+    auto read = for_each_row(*st, [&](Statement& r) {
       Lease l;
       l.state = r.column_text(1), l.attempts = r.column_int64(2), l.worker = r.column_optional_text(3).value_or("");
       l.lease_start = r.column_optional_int64(4).value_or(now_ms), l.job = r.column_text(5);
@@ -157,7 +157,7 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     if (!up) return up.error();
     for (std::size_t k = 0; k < accepted.size(); ++k) up->bind(static_cast<int>(k + 1), std::string_view(results[accepted[k]].task));
     std::size_t changed = 0;
-    if (auto r = for_each_row(*up, [&](SqlStmt&) { ++changed; }); !r) return r.error();
+    if (auto r = for_each_row(*up, [&](Statement&) { ++changed; }); !r) return r.error();
     if (changed != accepted.size()) return fail(errc::internal, "a result's task changed while it was accepted");
     // With the terms the attempt was leased at: audit-ledger checks its payment against them.
     auto ins = db_.prepare(
@@ -221,7 +221,7 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
     if (!tx_ins) return tx_ins.error();
     tx_ins->bind(1, now_ms);
     // Every row is ('payment', now): which payment gets which id does not matter.
-    auto txns = read_rows(*tx_ins, [](SqlStmt& r) { return r.column_int64(0); });
+    auto txns = read_rows(*tx_ins, [](Statement& r) { return r.column_int64(0); });
     if (!txns) return txns.error();
     if (txns->size() != paid.size()) return fail(errc::internal, "ledger transactions not all made");
     std::sort(txns->begin(), txns->end());

@@ -11,7 +11,7 @@ Result<std::vector<PoolStore::JobLoad>> PoolStore::running_job_loads(std::int64_
       "FROM jobs j WHERE j.state = 'running' ORDER BY j.created LIMIT ?");
   if (!st) return st.error();
   st->bind(1, limit);
-  return read_rows(*st, [](SqlStmt& r) { return JobLoad{r.column_text(0), r.column_int64(1), r.column_int64(2)}; });
+  return read_rows(*st, [](Statement& r) { return JobLoad{r.column_text(0), r.column_int64(1), r.column_int64(2)}; });
 }
 
 Result<std::set<std::string>> PoolStore::online_worker_peers() {
@@ -20,7 +20,7 @@ Result<std::set<std::string>> PoolStore::online_worker_peers() {
   auto st = db_.prepare("SELECT DISTINCT peer FROM devices WHERE online = 1 AND excluded IS NULL");
   if (!st) return st.error();
   std::set<std::string> out;
-  if (auto r = for_each_row(*st, [&](SqlStmt& p) { out.insert(p.column_text(0)); }); !r) return r.error();
+  if (auto r = for_each_row(*st, [&](Statement& p) { out.insert(p.column_text(0)); }); !r) return r.error();
   return out;
 }
 
@@ -30,7 +30,7 @@ Result<PoolStore::JobBars> PoolStore::job_bars(const std::string& job, std::int6
   if (!pending) return pending.error();
   pending->bind(1, std::string_view(job)).bind(2, limit);
   std::map<std::string, std::size_t> index;
-  auto read_pending = for_each_row(*pending, [&](SqlStmt& r) {
+  auto read_pending = for_each_row(*pending, [&](Statement& r) {
     index.emplace(r.column_text(0), out.pending.size());
     out.pending.push_back({r.column_text(0), {}, ""});
   });
@@ -40,7 +40,7 @@ Result<PoolStore::JobBars> PoolStore::job_bars(const std::string& job, std::int6
       "WHERE t.job = ? AND t.state = 'pending' ORDER BY x.time");
   if (!bars) return bars.error();
   bars->bind(1, std::string_view(job));
-  auto read_bars = for_each_row(*bars, [&](SqlStmt& r) {
+  auto read_bars = for_each_row(*bars, [&](Statement& r) {
     auto it = index.find(r.column_text(0));
     if (it == index.end()) return;
     auto& p = out.pending[it->second];
@@ -51,13 +51,13 @@ Result<PoolStore::JobBars> PoolStore::job_bars(const std::string& job, std::int6
   auto leased = db_.prepare("SELECT id FROM tasks WHERE state = 'leased' AND job = ?");
   if (!leased) return leased.error();
   leased->bind(1, std::string_view(job));
-  auto read_leased = for_each_row(*leased, [&](SqlStmt& r) { out.leased.push_back(r.column_text(0)); });
+  auto read_leased = for_each_row(*leased, [&](Statement& r) { out.leased.push_back(r.column_text(0)); });
   if (!read_leased) return read_leased.error();
   return out;
 }
 
 Result<void> PoolStore::give_up_job(const std::string& job, const std::string& reason, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   if (auto r = finish_job(job, "failed", reason, now_ms); !r) return r;
   // Its leases left are results held for a quorum that cannot be decided.

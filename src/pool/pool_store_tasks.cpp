@@ -52,7 +52,7 @@ Result<std::vector<PoolStore::PendingJobRow>> PoolStore::pending_jobs(std::int64
   if (!st) return st.error();
   st->bind(1, limit).bind(2, count_limit).bind(3, std::string_view(peer)).bind(4, std::string_view(device));
   st->bind(5, std::string_view(runs));
-  return read_rows(*st, [](SqlStmt& r) {
+  return read_rows(*st, [](Statement& r) {
     return PendingJobRow{r.column_text(0), r.column_text(1), r.column_int64(3),
                          nlohmann::json::parse(r.column_text(2), nullptr, false)};
   });
@@ -72,7 +72,7 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
                                                       const std::optional<std::string>& only_job,
                                                       const std::string& runs) {
   std::vector<LeasedTask> out;
-  auto tx = db_.begin(/*shared=*/true);
+  auto tx = Transaction::begin(db_, Transaction::Lock::shared);
   if (!tx) return tx.error();
   // One statement picks and leases up to ?5 tasks of one job: only rows still
   // 'pending' can be taken. On PostgreSQL concurrent claims skip each other's
@@ -107,7 +107,7 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
     if (only_job) st->bind(6, std::string_view(*only_job)).bind(7, std::string_view(runs));
     else st->bind(6, std::string_view(runs));
     const std::size_t before = out.size();
-    auto leased = for_each_row(*st, [&](SqlStmt& r) {
+    auto leased = for_each_row(*st, [&](Statement& r) {
       LeasedTask t;
       t.id = r.column_text(0), t.job = r.column_text(1), t.shard = r.column_int64(2), t.attempt = r.column_int64(3);
       out.push_back(std::move(t));
@@ -184,7 +184,7 @@ Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::stri
 
 Result<void> PoolStore::fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                                      const std::string& reason, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT job, attempts FROM tasks WHERE id = ? AND state = 'leased' AND worker = ?");
   if (!st) return st.error();
@@ -209,13 +209,13 @@ Result<int> PoolStore::release_stale_leases(const std::string& peer, const std::
 // keep == nullptr: the worker is gone (all its leases, device offline).
 Result<int> PoolStore::release_leases(const std::string& peer, const std::vector<std::string>* keep,
                                       const std::string& reason, std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   auto st = db_.prepare("SELECT id, job, attempts FROM tasks WHERE worker = ? AND state = 'leased'");
   if (!st) return st.error();
   st->bind(1, std::string_view(peer));
   std::vector<std::tuple<std::string, std::string, std::int64_t>> leased;
-  auto read = for_each_row(*st, [&](SqlStmt& r) {
+  auto read = for_each_row(*st, [&](Statement& r) {
     std::string id = r.column_text(0);
     if (keep && std::find(keep->begin(), keep->end(), id) != keep->end()) return;
     leased.emplace_back(std::move(id), r.column_text(1), r.column_int64(2));
@@ -233,14 +233,14 @@ Result<int> PoolStore::release_leases(const std::string& peer, const std::vector
 }
 
 Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
-  auto tx = db_.begin();
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   // Only the leases past their deadline: not every lease, four times a second.
   auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased' AND lease_deadline <= ?");
   if (!st) return st.error();
   st->bind(1, now_ms);
   std::vector<std::tuple<std::string, std::string, std::int64_t>> expired;
-  auto read = for_each_row(*st, [&](SqlStmt& r) {
+  auto read = for_each_row(*st, [&](Statement& r) {
     TimePoint deadline{std::chrono::milliseconds(r.column_int64(3))};
     if (lease_expired(deadline, TimePoint{std::chrono::milliseconds(now_ms)}))
       expired.emplace_back(r.column_text(0), r.column_text(1), r.column_int64(2));

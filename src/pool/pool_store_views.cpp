@@ -8,7 +8,7 @@ namespace runsnack::pool {
 namespace {
 
 // A row of kJobColumns.
-JobStatus read_job(SqlStmt& st) {
+JobStatus read_job(Statement& st) {
   JobStatus j;
   j.id = st.column_text(0), j.owner = st.column_text(1), j.state = st.column_text(2), j.reason = st.column_text(3);
   j.workload = st.column_text(4), j.tasks = st.column_int64(5), j.budget = st.column_int64(6);
@@ -67,7 +67,7 @@ Result<std::vector<LedgerRecord>> PoolStore::recent_entries(std::int64_t limit) 
       "JOIN ledger_txns x ON x.id = l.txn ORDER BY l.seq DESC LIMIT ?");
   if (!st) return st.error();
   st->bind(1, limit);
-  return read_rows(*st, [](SqlStmt& row) {
+  return read_rows(*st, [](Statement& row) {
     LedgerRecord r;
     r.txn = row.column_int64(0), r.time_ms = row.column_int64(1), r.account = row.column_text(2);
     r.amount = row.column_int64(3), r.kind = row.column_text(4), r.task = row.column_optional_text(5);
@@ -84,7 +84,7 @@ Result<LedgerTotals> PoolStore::ledger_totals() {
   LedgerTotals t;
   const std::map<std::string, Micro*> slots = {{"mint", &t.minted},    {"escrow", &t.escrowed}, {"payment", &t.paid},
                                                {"refund", &t.refunded}, {"held", &t.held}};
-  auto read = for_each_row(*st, [&](SqlStmt& r) {
+  auto read = for_each_row(*st, [&](Statement& r) {
     if (auto it = slots.find(r.column_text(0)); it != slots.end()) *it->second = r.column_int64(1);
   });
   if (!read) return read.error();
@@ -97,7 +97,7 @@ Result<std::map<std::string, Micro>> PoolStore::earnings_by_device() {
       "WHERE l.kind = 'payment' AND l.amount > 0 AND t.device IS NOT NULL GROUP BY t.device");
   if (!st) return st.error();
   std::map<std::string, Micro> out;
-  if (auto r = for_each_row(*st, [&](SqlStmt& row) { out[row.column_text(0)] = row.column_int64(1); }); !r) return r.error();
+  if (auto r = for_each_row(*st, [&](Statement& row) { out[row.column_text(0)] = row.column_int64(1); }); !r) return r.error();
   return out;
 }
 

@@ -436,29 +436,6 @@ TEST_F(Store, ADeviceIsPaidForItsTimeOnceNotPerTaskOfABatch) {
   expect_audit_ok();
 }
 
-TEST(Sql, SqliteParametersBecomePostgresOnes) {
-  EXPECT_EQ(to_postgres_params("SELECT ? , ? FROM t"), "SELECT $1 , $2 FROM t");
-  EXPECT_EQ(to_postgres_params("VALUES (?1, ?2, ?7, ?7) SET a = ?4"), "VALUES ($1, $2, $7, $7) SET a = $4");
-  EXPECT_EQ(to_postgres_params("WHERE x = '?' AND y = ?"), "WHERE x = '?' AND y = $1");
-}
-
-TEST(Sql, RowHelpersReadEveryRowInOrderAndPassOnAStepError) {
-  auto db = SqlDb::open_sqlite(":memory:", {}).value();
-  auto st = db.prepare(
-                  "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 3) SELECT i, 'r' || i FROM s")
-                .value();
-  auto rows = read_rows(st, [](SqlStmt& r) { return std::pair{r.column_int64(0), r.column_text(1)}; });
-  ASSERT_TRUE(rows);
-  EXPECT_EQ(*rows, (std::vector<std::pair<std::int64_t, std::string>>{{1, "r1"}, {2, "r2"}, {3, "r3"}}));
-  // An error while stepping (SQLite's integer overflow, on the second row)
-  // comes back as the result, after the rows before it were read.
-  auto bad = db.prepare("SELECT abs(x) FROM (SELECT 1 AS x UNION ALL SELECT -9223372036854775807 - 1)").value();
-  int seen = 0;
-  auto r = for_each_row(bad, [&](SqlStmt&) { ++seen; });
-  EXPECT_FALSE(r);
-  EXPECT_EQ(seen, 1);
-}
-
 TEST(ResultSigning, SignatureCoversStdoutAndFiles) {
   auto id = Identity::generate().value();
   TaskResult r;
@@ -505,14 +482,14 @@ TEST(Batch, InnerPartsCommitOrUndoOnTheirOwnInsideOneTransaction) {
   std::int64_t now = 1'800'000'000'000;
   auto dev = registered(store, "bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
   {
-    auto batch = store.batch(false).value();
+    auto batch = store.batch(Transaction::Lock::exclusive).value();
     EXPECT_FALSE(store.create_job("carol", "exec", {}, {}, {}, 2, 50 * kMicroPerCredit, now));  // refused: undone alone
     EXPECT_TRUE(store.create_job("carol", "exec", {}, {}, {}, 2, 5 * kMicroPerCredit, now));
     ASSERT_TRUE(batch.commit());
   }
   EXPECT_EQ(store.jobs(std::nullopt).value().size(), 1u);
   {
-    auto batch = store.batch(true).value();
+    auto batch = store.batch(Transaction::Lock::shared).value();
     EXPECT_TRUE(store.claim(dev, "bob", now).value());
     EXPECT_TRUE(store.claim(dev, "bob", now).value());
     EXPECT_FALSE(store.claim(dev, "bob", now).value());

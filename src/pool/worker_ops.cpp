@@ -208,7 +208,7 @@ json WorkerOps::results(WorkerSession& s, const Moment& now, const json& req) {
   // Several results (or failures) in one message and one transaction.
   if (!req.contains("results") || !req["results"].is_array() || req["results"].size() > kMaxClaimBatch)
     return refusal("results must be a list of at most " + std::to_string(kMaxClaimBatch));
-  auto batch = store_.batch(/*shared=*/false);
+  auto batch = store_.batch(Transaction::Lock::exclusive);
   if (!batch) return refuse(batch.error());
   json answers = json::array();
   // Results that passed their checks are completed together after the loop

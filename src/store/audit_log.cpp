@@ -76,24 +76,20 @@ Result<std::vector<AuditEvent>> AuditLog::query(std::optional<TimePoint> since, 
   constexpr auto kMaxLimit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
   stmt->bind(1, since ? to_unix(*since) : std::numeric_limits<std::int64_t>::min())
       .bind(2, static_cast<std::int64_t>(std::min(limit, kMaxLimit)));
-  std::vector<AuditEvent> out;
-  for (;;) {
-    auto row = stmt->step();
-    if (!row) return row.error();
-    if (!*row) return out;
+  return read_rows(*stmt, [](Statement& row) {
     AuditEvent e;
-    e.time = from_unix(stmt->column_int64(0));
-    e.kind = stmt->column_text(1);
-    e.grant_id = stmt->column_text(2);
-    e.peer = stmt->column_text(3);
-    e.address = stmt->column_text(4);
-    e.decision = stmt->column_text(5);
-    e.reason = stmt->column_text(6);
+    e.time = from_unix(row.column_int64(0));
+    e.kind = row.column_text(1);
+    e.grant_id = row.column_text(2);
+    e.peer = row.column_text(3);
+    e.address = row.column_text(4);
+    e.decision = row.column_text(5);
+    e.reason = row.column_text(6);
     // We wrote it, but a damaged row should not hide the others.
-    e.detail = json::parse(stmt->column_text(7), nullptr, false);
+    e.detail = json::parse(row.column_text(7), nullptr, false);
     if (e.detail.is_discarded()) e.detail = nullptr;
-    out.push_back(std::move(e));
-  }
+    return e;
+  });
 }
 
 Result<std::int64_t> AuditLog::prune(std::optional<TimePoint> older_than, std::optional<std::int64_t> keep_rows) {

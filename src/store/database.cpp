@@ -1,3 +1,5 @@
+// Database and Transaction (store/database.hpp) for both engines; statements
+// are in statement.cpp, the libpq specifics in postgres.cpp.
 #include "store/database.hpp"
 
 #include <fcntl.h>
@@ -7,28 +9,18 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
+#include "store/db_connection.hpp"
+#include "store/libpq.hpp"
+#include "store/migrate.hpp"
 #include "store/schema.hpp"
 
 namespace runsnack {
 namespace {
 
-errc code_for(int rc) {
-  switch (rc & 0xff) {  // the primary code; extended codes refine it
-    case SQLITE_CONSTRAINT:
-      return errc::invalid_argument;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return errc::timeout;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return errc::malformed;
-    case SQLITE_TOOBIG:
-      return errc::too_large;
-    default:
-      return errc::io_error;
-  }
-}
+// The advisory lock key every process on one PostgreSQL database shares.
+constexpr const char* kLockKey = "7262001";
 
 bool is_memory_path(const std::filesystem::path& path) { return path.empty() || path == ":memory:"; }
 
@@ -48,23 +40,64 @@ Result<void> create_private_file(const std::filesystem::path& path, unsigned mod
   return {};
 }
 
+// Runs `sql` on whichever engine `conn` holds.
+Result<void> exec_on(DbConnection& conn, const char* sql) {
+  if (!conn.lite) return pg_exec(conn.pg, sql);
+  char* message = nullptr;
+  int rc = sqlite3_exec(conn.lite, sql, nullptr, nullptr, &message);
+  if (rc == SQLITE_OK) return {};
+  std::string detail = message ? message : sqlite3_errstr(rc);
+  sqlite3_free(message);
+  return Error(sqlite_code(rc), "sqlite: " + detail);
+}
+
 }  // namespace
+
+errc sqlite_code(int rc) {
+  switch (rc & 0xff) {  // the primary code; extended codes refine it
+    case SQLITE_CONSTRAINT:
+      return errc::invalid_argument;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return errc::timeout;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return errc::malformed;
+    case SQLITE_TOOBIG:
+      return errc::too_large;
+    default:
+      return errc::io_error;
+  }
+}
 
 Error sqlite_error(sqlite3* db, int rc, std::string_view what) {
   std::string message(what);
   message += ": ";
   message += db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  return Error(code_for(rc), std::move(message));
+  return Error(sqlite_code(rc), std::move(message));
 }
 
-void Database::Closer::operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+DbConnection::~DbConnection() {
+  if (lite) sqlite3_close_v2(lite);
+  if (pg) libpq().finish(pg);
+}
 
+// --- Database ---
+
+Database::Database(std::unique_ptr<DbConnection> conn) : conn_(std::move(conn)) {}
+Database::Database(Database&&) noexcept = default;
+Database& Database::operator=(Database&&) noexcept = default;
 Database::~Database() = default;
 
 Result<Database> Database::open(const std::filesystem::path& path, unsigned file_mode) {
+  return open_sqlite(path, store_migrations(), file_mode);
+}
+
+Result<Database> Database::open_sqlite(const std::filesystem::path& path, std::span<const Migration> migrations,
+                                       unsigned file_mode) {
   auto db = open_unmigrated(path, file_mode);
   if (!db) return db.error();
-  if (auto v = migrate(*db, store_migrations()); !v) return v.error();
+  if (auto v = migrate(*db, migrations); !v) return v.error();
   return std::move(*db);
 }
 
@@ -73,156 +106,117 @@ Result<Database> Database::open_unmigrated(const std::filesystem::path& path, un
   if (!is_memory_path(path)) {
     if (auto made = create_private_file(path, file_mode); !made) return made.error();
   }
-  sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(name.c_str(), &raw,
+  auto conn = std::make_unique<DbConnection>();
+  // The handle is owned (and closed) even when open failed.
+  int rc = sqlite3_open_v2(name.c_str(), &conn->lite,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  Database db(raw);  // owns the handle even when open failed
-  if (rc != SQLITE_OK) return sqlite_error(raw, rc, "cannot open database " + name);
-  sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, kSqliteBusyTimeoutMs);
+  if (rc != SQLITE_OK) return sqlite_error(conn->lite, rc, "cannot open database " + name);
+  sqlite3_extended_result_codes(conn->lite, 1);
+  sqlite3_busy_timeout(conn->lite, kSqliteBusyTimeoutMs);
   // WAL reports "memory" for an in-memory database, which is fine.
-  if (auto r = db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"); !r)
+  if (auto r = exec_on(*conn, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"); !r)
     return Error(r.error().code, "cannot set up database " + name + ": " + r.error().message);
+  return Database(std::move(conn));
+}
+
+Result<Database> Database::open_postgres(const std::string& url, std::span<const Migration> migrations) {
+  auto conn = pg_connect(url);
+  if (!conn) return conn.error();
+  Database db(std::move(*conn));
+  if (auto v = migrate(db, migrations); !v) return v.error();
   return db;
 }
 
+bool Database::postgres() const { return conn_->pg != nullptr; }
+
 Result<void> Database::exec(std::string_view sql) {
-  std::string text(sql);  // sqlite3_exec needs a terminated string
-  char* message = nullptr;
-  int rc = sqlite3_exec(db_.get(), text.c_str(), nullptr, nullptr, &message);
-  if (rc == SQLITE_OK) return {};
-  std::string detail = message ? message : sqlite3_errstr(rc);
-  sqlite3_free(message);
-  return Error(code_for(rc), "sqlite: " + detail);
+  return exec_on(*conn_, std::string(sql).c_str());  // both engines need a terminated string
 }
 
 Result<Statement> Database::prepare(std::string_view sql) {
-  sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
-  if (rc != SQLITE_OK) {
-    sqlite3_finalize(stmt);
-    return sqlite_error(db_.get(), rc, "cannot prepare statement");
+  Statement st;
+  if (conn_->pg) {
+    st.pg_ = conn_.get();
+    st.sql_ = to_postgres_params(sql);
+    return st;
   }
-  return Statement(stmt);
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(conn_->lite, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
+  st.lite_.reset(raw);
+  if (rc != SQLITE_OK) return sqlite_error(conn_->lite, rc, "cannot prepare statement");
+  if (!raw) return fail(errc::invalid_argument, "cannot prepare statement: no SQL in it");
+  return st;
 }
 
-std::int64_t Database::changes() const { return sqlite3_changes64(db_.get()); }
+std::int64_t Database::changes() const { return conn_->lite ? sqlite3_changes64(conn_->lite) : 0; }
 
-std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
-
-// --- Statement ---
-
-void Statement::Finalizer::operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
-
-Statement::~Statement() = default;
-
-void Statement::note_bind(int rc, int index) {
-  if (rc != SQLITE_OK && !bind_error_)
-    bind_error_ =
-        sqlite_error(sqlite3_db_handle(stmt_.get()), rc, "cannot bind parameter " + std::to_string(index));
-}
-
-Statement& Statement::bind(int index, std::int64_t value) {
-  note_bind(sqlite3_bind_int64(stmt_.get(), index, value), index);
-  return *this;
-}
-
-Statement& Statement::bind(int index, std::string_view text) {
-  // SQLITE_TRANSIENT: SQLite copies, so the caller's buffer may go away.
-  note_bind(sqlite3_bind_text64(stmt_.get(), index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
-            index);
-  return *this;
-}
-
-Statement& Statement::bind_blob(int index, std::span<const std::uint8_t> bytes) {
-  note_bind(sqlite3_bind_blob64(stmt_.get(), index, bytes.data(), bytes.size(), SQLITE_TRANSIENT), index);
-  return *this;
-}
-
-Statement& Statement::bind_null(int index) {
-  note_bind(sqlite3_bind_null(stmt_.get(), index), index);
-  return *this;
-}
-
-Statement& Statement::bind(int index, const std::optional<std::int64_t>& value) {
-  return value ? bind(index, *value) : bind_null(index);
-}
-
-Statement& Statement::bind(int index, const std::optional<std::string>& text) {
-  return text ? bind(index, std::string_view(*text)) : bind_null(index);
-}
-
-Result<bool> Statement::step() {
-  if (bind_error_) return *bind_error_;
-  int rc = sqlite3_step(stmt_.get());
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  Error e = sqlite_error(sqlite3_db_handle(stmt_.get()), rc, "sqlite");
-  sqlite3_reset(stmt_.get());
-  return e;
-}
-
-Result<void> Statement::run() {
-  for (;;) {
-    auto row = step();
-    if (!row) return row.error();
-    if (!*row) return {};
-  }
-}
-
-void Statement::reset() {
-  sqlite3_reset(stmt_.get());
-  bind_error_.reset();
-}
-
-bool Statement::column_is_null(int column) const {
-  return sqlite3_column_type(stmt_.get(), column) == SQLITE_NULL;
-}
-
-std::int64_t Statement::column_int64(int column) const { return sqlite3_column_int64(stmt_.get(), column); }
-
-std::string Statement::column_text(int column) const {
-  const auto* text = sqlite3_column_text(stmt_.get(), column);
-  if (!text) return {};
-  return std::string(reinterpret_cast<const char*>(text),
-                     static_cast<std::size_t>(sqlite3_column_bytes(stmt_.get(), column)));
-}
-
-std::vector<std::uint8_t> Statement::column_blob(int column) const {
-  const auto* data = static_cast<const std::uint8_t*>(sqlite3_column_blob(stmt_.get(), column));
-  if (!data) return {};
-  return std::vector<std::uint8_t>(data, data + sqlite3_column_bytes(stmt_.get(), column));
-}
-
-std::optional<std::int64_t> Statement::column_optional_int64(int column) const {
-  if (column_is_null(column)) return std::nullopt;
-  return column_int64(column);
-}
-
-std::optional<std::string> Statement::column_optional_text(int column) const {
-  if (column_is_null(column)) return std::nullopt;
-  return column_text(column);
+std::int64_t Database::last_insert_rowid() const {
+  return conn_->lite ? sqlite3_last_insert_rowid(conn_->lite) : 0;
 }
 
 // --- Transaction ---
 
-Result<Transaction> Transaction::begin(Database& db) {
-  int rc = sqlite3_exec(db.handle(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return sqlite_error(db.handle(), rc, "cannot begin transaction");
-  return Transaction(db.handle());
+Result<Transaction> Transaction::begin(Database& db, Lock lock) {
+  DbConnection& conn = *db.conn_;
+  Transaction tx;
+  if (conn.depth > 0) {
+    // Inside a batch: a savepoint, so this part commits or undoes on its own
+    // while the batch commits once. The batch took the lock it needs.
+    if (auto r = exec_on(conn, ("SAVEPOINT s" + std::to_string(conn.depth + 1)).c_str()); !r) return r.error();
+    tx.savepoint_ = ++conn.depth;
+    tx.conn_ = &conn;
+    return tx;
+  }
+  ++conn.depth;
+  tx.conn_ = &conn;  // from here on the guard rolls back and counts the depth down
+  tx.open_ = true;
+  if (conn.lite) {
+    int rc = sqlite3_exec(conn.lite, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return sqlite_error(conn.lite, rc, "cannot begin transaction");
+    return tx;
+  }
+  // One round trip for both (a simple query may hold several statements).
+  std::string begin = std::string("BEGIN; SELECT pg_advisory_xact_lock") +
+                      (lock == Lock::shared ? "_shared(" : "(") + kLockKey + ")";
+  if (auto r = pg_exec(conn.pg, begin.c_str()); !r) return r.error();
+  return tx;
 }
 
+Transaction::Transaction(Transaction&& o) noexcept
+    : conn_(std::exchange(o.conn_, nullptr)), open_(std::exchange(o.open_, false)),
+      savepoint_(std::exchange(o.savepoint_, 0)) {}
+
 Result<void> Transaction::commit() {
-  if (!db_) return fail(errc::internal, "transaction already finished");
-  int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return sqlite_error(db_, rc, "cannot commit");  // the destructor rolls back
-  db_ = nullptr;
-  return {};
+  if (savepoint_) {
+    int n = std::exchange(savepoint_, 0);
+    return exec_on(*conn_, ("RELEASE s" + std::to_string(n)).c_str());
+  }
+  if (!conn_ || !open_) return fail(errc::internal, "transaction already finished");
+  if (conn_->lite) {
+    int rc = sqlite3_exec(conn_->lite, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return sqlite_error(conn_->lite, rc, "cannot commit");  // the destructor rolls back
+    open_ = false;
+    return {};
+  }
+  open_ = false;  // a failed COMMIT ends PostgreSQL's transaction too
+  PGresult* res = libpq().exec(conn_->pg, "COMMIT");
+  auto r = pg_check(conn_->pg, res, "postgres COMMIT");
+  libpq().clear(res);
+  return r;
 }
 
 Transaction::~Transaction() {
-  // Only when still inside the transaction: a failed COMMIT may already have ended it.
-  if (db_ && !sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (!conn_) return;
+  if (savepoint_) {  // a nested scope that did not commit: undo just its part
+    std::string name = "s" + std::to_string(savepoint_);
+    (void)exec_on(*conn_, ("ROLLBACK TO " + name + "; RELEASE " + name).c_str());
+  } else if (open_ && conn_->lite) {
+    // Only when still inside the transaction: a failed COMMIT may already have ended it.
+    if (!sqlite3_get_autocommit(conn_->lite)) sqlite3_exec(conn_->lite, "ROLLBACK", nullptr, nullptr, nullptr);
+  } else if (open_) {
+    libpq().clear(libpq().exec(conn_->pg, "ROLLBACK"));
+  }
+  --conn_->depth;
 }
 
 }  // namespace runsnack

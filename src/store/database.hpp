@@ -1,17 +1,29 @@
 #pragma once
-// A small RAII wrapper over one SQLite connection: the connection, prepared
-// statements, and a transaction guard. Nothing throws through it: every
-// SQLite failure comes back as a Result error carrying SQLite's message.
+// The one database seam (docs/ARCHITECTURE.md, "store"): a connection to a
+// SQLite file or, through libpq, a PostgreSQL server; prepared statements
+// with SQLite's `?`/`?N` parameters (rewritten to `$N` for PostgreSQL); and a
+// transaction guard. The provider's store (grants, audit, sessions) uses it
+// on SQLite, the pool store (pool/pool_store.hpp) on either. Nothing throws
+// through it: every failure comes back as a Result error carrying the
+// engine's message.
 //
-// Sharing: a provider process and a `runsnack revoke` process open the same
-// file, so connections use WAL (readers do not block the writer) and a busy
-// timeout (a writer waits for the other's write to finish instead of failing
-// at once). Writes that read first should use Transaction (BEGIN IMMEDIATE),
-// which takes the write lock up front and so cannot deadlock on upgrade.
+// SQLite sharing: a provider process and a `runsnack revoke` process open the
+// same file, so connections use WAL (readers do not block the writer) and a
+// busy timeout (a writer waits for the other's write to finish instead of
+// failing at once). Writes that read first run in a Transaction, which takes
+// the write lock up front (BEGIN IMMEDIATE) and so cannot deadlock on upgrade.
+//
+// PostgreSQL: a Transaction is BEGIN plus a transaction-scoped advisory lock,
+// exclusive by default (read-then-write sequences serialize across processes
+// exactly as on SQLite), shared for claims, which then run concurrently and
+// pick rows with FOR UPDATE SKIP LOCKED. Statements are prepared on the server
+// once per connection (by their text and parameter types) and then only
+// executed: a repeated statement is not parsed and planned again, and each
+// step() of a new execution is one round trip.
 //
 // Thread-safety: a Database and its Statements are used from one thread at a
-// time (the connection is opened without SQLite's own mutex). Use one
-// Database per thread or serialize access, e.g. on a strand.
+// time (SQLite is opened without its own mutex). Use one Database per thread
+// or serialize access, e.g. on a strand.
 
 #include <cstdint>
 #include <filesystem>
@@ -20,23 +32,24 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/paths.hpp"
 
-struct sqlite3;
 struct sqlite3_stmt;
+struct pg_result;
 
 namespace runsnack {
 
-// How long a connection waits for another process's lock before SQLITE_BUSY.
+// How long a SQLite connection waits for another process's lock before SQLITE_BUSY.
 inline constexpr int kSqliteBusyTimeoutMs = 5000;
 
+struct Migration;      // store/migrate.hpp
+struct DbConnection;   // the engine's handle behind a Database (store/db_connection.hpp)
 class Statement;
-
-// A Result error from SQLite's code `rc` and the connection's message.
-Error sqlite_error(sqlite3* db, int rc, std::string_view what);
+class Transaction;
 
 class Database {
  public:
@@ -49,32 +62,38 @@ class Database {
   // io_error (malformed for a file that is not a database, unsupported for
   // one from a newer RunSnack) and SQLite's message.
   static Result<Database> open(const std::filesystem::path& path, unsigned file_mode = shared_file_mode());
-  // The same connection without the store schema (for other schemas and tests).
+  // The same, with another schema's `migrations` (store/migrate.hpp).
+  static Result<Database> open_sqlite(const std::filesystem::path& path, std::span<const Migration> migrations,
+                                      unsigned file_mode = shared_file_mode());
+  // The same connection without any schema (for tests of migrations).
   static Result<Database> open_unmigrated(const std::filesystem::path& path, unsigned file_mode = shared_file_mode());
+  // `url`: postgres://... or postgresql://... (libpq connection URI); applies
+  // `migrations` under the exclusive lock, so two processes starting together
+  // apply each exactly once.
+  static Result<Database> open_postgres(const std::string& url, std::span<const Migration> migrations);
 
-  Database(Database&&) noexcept = default;
-  Database& operator=(Database&&) noexcept = default;
+  Database(Database&&) noexcept;
+  Database& operator=(Database&&) noexcept;
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
   ~Database();
 
+  bool postgres() const;
   // Runs one or more statements that return no rows.
   Result<void> exec(std::string_view sql);
-  // Compiles one statement; the Statement must not outlive this Database.
+  // Compiles one statement; the Statement must not outlive this Database
+  // (it may outlive a move of it).
   Result<Statement> prepare(std::string_view sql);
 
-  // Rows changed by the last INSERT/UPDATE/DELETE on this connection.
+  // SQLite only (0 on PostgreSQL): rows changed by the last
+  // INSERT/UPDATE/DELETE on this connection, and the last rowid inserted.
   std::int64_t changes() const;
   std::int64_t last_insert_rowid() const;
 
-  sqlite3* handle() const { return db_.get(); }
-
  private:
-  struct Closer {
-    void operator()(sqlite3* db) const noexcept;
-  };
-  explicit Database(sqlite3* db) : db_(db) {}
-  std::unique_ptr<sqlite3, Closer> db_;
+  friend class Transaction;
+  explicit Database(std::unique_ptr<DbConnection> conn);
+  std::unique_ptr<DbConnection> conn_;  // on the heap: statements and transactions keep a pointer across moves
 };
 
 // A prepared statement. Parameters are 1-based, columns 0-based (SQLite's
@@ -112,26 +131,46 @@ class Statement {
 
  private:
   friend class Database;
+  Statement() = default;
   struct Finalizer {
     void operator()(sqlite3_stmt* stmt) const noexcept;
   };
-  explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  struct ResultClear {
+    void operator()(pg_result* res) const noexcept;
+  };
+  struct PgParam {
+    std::optional<std::string> value;
+    unsigned type = 0;  // PostgreSQL type OID, 0: let the server infer
+    bool binary = false;
+  };
   void note_bind(int rc, int index);
+  void set_pg(int index, PgParam p);
+  Result<void> execute_pg();
 
-  std::unique_ptr<sqlite3_stmt, Finalizer> stmt_;
+  // SQLite: the compiled statement (null on PostgreSQL).
+  std::unique_ptr<sqlite3_stmt, Finalizer> lite_;
   std::optional<Error> bind_error_;
+  // PostgreSQL: text and parameters, executed by the first step().
+  DbConnection* pg_ = nullptr;
+  std::string sql_;
+  std::vector<PgParam> params_;
+  std::unique_ptr<pg_result, ResultClear> res_;
+  int row_ = -1, rows_ = 0;
+  bool executed_ = false;
 };
 
-// BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless commit()
-// succeeded. Holding the write lock from the start means a read-then-write
-// sequence cannot lose a race to another process between the two.
+// A transaction guard: begun on construction (see the top of this file for
+// what each engine locks), rolled back on destruction unless commit()
+// succeeded. Begun inside another (a batch of operations), a savepoint: the
+// inner part commits or undoes on its own under the outer one's lock.
 class Transaction {
  public:
-  static Result<Transaction> begin(Database& db);
+  enum class Lock { exclusive, shared };  // shared: claims on PostgreSQL; the same as exclusive on SQLite
+  static Result<Transaction> begin(Database& db, Lock lock = Lock::exclusive);
 
-  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
-  // The transaction keeps the raw connection, so the Database may be moved
-  // (not destroyed) while it is open.
+  // The transaction keeps the connection, so the Database may be moved (not
+  // destroyed) while it is open.
+  Transaction(Transaction&& other) noexcept;
   Transaction& operator=(Transaction&&) = delete;
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
@@ -140,8 +179,35 @@ class Transaction {
   Result<void> commit();
 
  private:
-  explicit Transaction(sqlite3* db) : db_(db) {}
-  sqlite3* db_;  // null once committed, rolled back or moved from
+  Transaction() = default;
+  DbConnection* conn_ = nullptr;  // null once moved from
+  bool open_ = false;             // outermost: not yet committed or rolled back
+  int savepoint_ = 0;             // nested: its savepoint's number until released
 };
+
+// Steps `st` through its rows, calling `on_row(st)` to read each one's
+// columns: the loop every query of several rows needs, written once. An
+// `on_row` that returns Result<void> stops the loop with its error.
+template <class OnRow>
+Result<void> for_each_row(Statement& st, OnRow&& on_row) {
+  while (true) {
+    auto row = st.step();
+    if (!row) return row.error();
+    if (!*row) return {};
+    if constexpr (std::is_void_v<std::invoke_result_t<OnRow&, Statement&>>) {
+      on_row(st);
+    } else if (auto r = on_row(st); !r) {
+      return r.error();
+    }
+  }
+}
+
+// Every row, as `read(st)` makes it of the row's columns.
+template <class Read, class Row = std::decay_t<std::invoke_result_t<Read&, Statement&>>>
+Result<std::vector<Row>> read_rows(Statement& st, Read&& read) {
+  std::vector<Row> out;
+  if (auto r = for_each_row(st, [&](Statement& s) { out.push_back(read(s)); }); !r) return r.error();
+  return out;
+}
 
 }  // namespace runsnack

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "store/db_connection.hpp"
 #include "store/migrate.hpp"
 #include "store/schema.hpp"
 #include "store/temp_dir_for_test.hpp"
@@ -83,6 +84,34 @@ TEST(Database, TransactionRollsBackUnlessCommitted) {
   auto sel = db->prepare("SELECT group_concat(a) FROM t");
   ASSERT_TRUE(sel && *sel->step());
   EXPECT_EQ(sel->column_text(0), "2");
+}
+
+TEST(Database, TransactionInsideAnotherIsASavepointUndoneOrKeptAlone) {
+  auto db = Database::open(":memory:");
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(db->exec("CREATE TABLE t (a INTEGER)"));
+  {
+    auto outer = Transaction::begin(*db);
+    ASSERT_TRUE(outer) << outer.error().what();
+    ASSERT_TRUE(db->exec("INSERT INTO t VALUES (1)"));
+    {
+      auto undone = Transaction::begin(*db, Transaction::Lock::shared);
+      ASSERT_TRUE(undone) << undone.error().what();
+      ASSERT_TRUE(db->exec("INSERT INTO t VALUES (2)"));
+    }
+    {
+      auto kept = Transaction::begin(*db);
+      ASSERT_TRUE(kept) << kept.error().what();
+      ASSERT_TRUE(db->exec("INSERT INTO t VALUES (3)"));
+      ASSERT_TRUE(kept->commit());
+    }
+    Database moved = std::move(*db);  // the open transaction keeps the connection
+    *db = std::move(moved);
+    ASSERT_TRUE(outer->commit());
+  }
+  auto sel = db->prepare("SELECT group_concat(a) FROM t");
+  ASSERT_TRUE(sel && *sel->step());
+  EXPECT_EQ(sel->column_text(0), "1,3");
 }
 
 TEST(Database, FileIsPrivateAndUsesWal) {
@@ -192,6 +221,29 @@ TEST(Schema, OpenAppliesStoreSchemaOnceAndKeepsIt) {
   auto db = Database::open(path);
   ASSERT_TRUE(db) << db.error().what();
   EXPECT_EQ(*schema_version(*db), store_migrations().back().version);
+}
+
+TEST(Database, SqliteParametersBecomePostgresOnes) {
+  EXPECT_EQ(to_postgres_params("SELECT ? , ? FROM t"), "SELECT $1 , $2 FROM t");
+  EXPECT_EQ(to_postgres_params("VALUES (?1, ?2, ?7, ?7) SET a = ?4"), "VALUES ($1, $2, $7, $7) SET a = $4");
+  EXPECT_EQ(to_postgres_params("WHERE x = '?' AND y = ?"), "WHERE x = '?' AND y = $1");
+}
+
+TEST(Database, RowHelpersReadEveryRowInOrderAndPassOnAStepError) {
+  auto db = Database::open_unmigrated(":memory:").value();
+  auto st = db.prepare(
+                  "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 3) SELECT i, 'r' || i FROM s")
+                .value();
+  auto rows = read_rows(st, [](Statement& r) { return std::pair{r.column_int64(0), r.column_text(1)}; });
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(*rows, (std::vector<std::pair<std::int64_t, std::string>>{{1, "r1"}, {2, "r2"}, {3, "r3"}}));
+  // An error while stepping (SQLite's integer overflow, on the second row)
+  // comes back as the result, after the rows before it were read.
+  auto bad = db.prepare("SELECT abs(x) FROM (SELECT 1 AS x UNION ALL SELECT -9223372036854775807 - 1)").value();
+  int seen = 0;
+  auto r = for_each_row(bad, [&](Statement&) { ++seen; });
+  EXPECT_FALSE(r);
+  EXPECT_EQ(seen, 1);
 }
 
 }  // namespace

@@ -66,14 +66,14 @@ Result<Grant> decode_row(const Statement& row) {
 
 Result<std::vector<Grant>> collect(Statement& stmt) {
   std::vector<Grant> out;
-  for (;;) {
-    auto row = stmt.step();
-    if (!row) return row.error();
-    if (!*row) return out;
-    auto g = decode_row(stmt);
+  auto read = for_each_row(stmt, [&](Statement& row) -> Result<void> {
+    auto g = decode_row(row);
     if (!g) return g.error();
     out.push_back(std::move(*g));
-  }
+    return {};
+  });
+  if (!read) return read.error();
+  return out;
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "store/migrate.hpp"
 
+#include <algorithm>
+#include <string>
+
 namespace runsnack {
 namespace {
 
@@ -14,6 +17,30 @@ Result<void> set_version(Database& db, int version) {
   return stmt->bind(1, std::int64_t{version}).run();
 }
 
+Result<int> migrate_postgres(Database& db, std::span<const Migration> migrations) {
+  auto tx = Transaction::begin(db);
+  if (!tx) return tx.error();
+  if (auto r = db.exec("CREATE TABLE IF NOT EXISTS pool_schema_version (version INTEGER NOT NULL)"); !r)
+    return r.error();
+  auto st = db.prepare("SELECT COALESCE(MAX(version), 0) FROM pool_schema_version");
+  if (!st) return st.error();
+  if (auto row = st->step(); !row) return row.error();
+  const std::int64_t version = st->column_int64(0);
+  int newest = 0;
+  for (const auto& m : migrations) {
+    newest = m.version;
+    if (m.version <= version) continue;
+    if (auto r = db.exec(m.sql); !r) return r.error();
+    if (auto r = db.exec("INSERT INTO pool_schema_version (version) VALUES (" + std::to_string(m.version) + ")"); !r)
+      return r.error();
+  }
+  if (version > newest)
+    return fail(errc::unsupported, "the pool database is at schema version " + std::to_string(version) +
+                                       ", newer than this RunSnack knows");
+  if (auto r = tx->commit(); !r) return r.error();
+  return static_cast<int>(std::max<std::int64_t>(version, newest));
+}
+
 }  // namespace
 
 Result<int> schema_version(Database& db) {
@@ -26,6 +53,7 @@ Result<int> schema_version(Database& db) {
 }
 
 Result<int> migrate(Database& db, std::span<const Migration> migrations) {
+  if (db.postgres()) return migrate_postgres(db, migrations);
   int latest = migrations.empty() ? 0 : migrations.back().version;
   for (const Migration& m : migrations) {
     // Re-read the version inside the write lock: another process may have

@@ -16,27 +16,23 @@ constexpr const char* kColumns = "id, grant_id, peer, address, path, services, o
 
 // with_unlisted: the statement selects sessions.unlisted_commands after kColumns.
 Result<std::vector<SessionRow>> collect(Statement& stmt, bool with_unlisted = false) {
-  std::vector<SessionRow> out;
-  for (;;) {
-    auto row = stmt.step();
-    if (!row) return row.error();
-    if (!*row) return out;
+  return read_rows(stmt, [&](Statement& row) {
     SessionRow s;
-    s.id = stmt.column_text(0);
-    s.grant_id = stmt.column_text(1);
-    s.peer = stmt.column_text(2);
-    s.address = stmt.column_text(3);
-    s.path = stmt.column_text(4);
-    json services = json::parse(stmt.column_text(5), nullptr, false);
+    s.id = row.column_text(0);
+    s.grant_id = row.column_text(1);
+    s.peer = row.column_text(2);
+    s.address = row.column_text(3);
+    s.path = row.column_text(4);
+    json services = json::parse(row.column_text(5), nullptr, false);
     if (services.is_array())
       for (const auto& name : services)
         if (name.is_string()) s.services.push_back(name.get<std::string>());
-    s.opened = from_unix(stmt.column_int64(6));
-    s.pid = stmt.column_int64(7);
-    s.kicked = stmt.column_int64(8) != 0;
-    if (with_unlisted) s.unlisted_commands = stmt.column_int64(9);
-    out.push_back(std::move(s));
-  }
+    s.opened = from_unix(row.column_int64(6));
+    s.pid = row.column_int64(7);
+    s.kicked = row.column_int64(8) != 0;
+    if (with_unlisted) s.unlisted_commands = row.column_int64(9);
+    return s;
+  });
 }
 
 // The longest prefix of `text` of at most `max` bytes that does not split a UTF-8 sequence.
@@ -177,23 +173,21 @@ Result<std::vector<SessionRow>> SessionStore::live() {
   auto commands = db_.prepare(
       "SELECT id, session_id, command, started, pid, cgroup, provider_pid FROM session_commands ORDER BY started, id");
   if (!commands) return commands.error();
-  for (;;) {
-    auto row = commands->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    auto it = by_id.find(commands->column_text(1));
+  auto read = for_each_row(*commands, [&](Statement& row) {
+    auto it = by_id.find(row.column_text(1));
     // A command whose session is gone (lost, waiting for a re-attach) shows again under the session that re-attaches.
-    if (it == by_id.end()) continue;
+    if (it == by_id.end()) return;
     CommandRow c;
-    c.id = commands->column_int64(0);
+    c.id = row.column_int64(0);
     c.session_id = it->first;
-    c.command = commands->column_text(2);
-    c.started = from_unix(commands->column_int64(3));
-    c.pid = commands->column_int64(4);
-    c.cgroup = commands->column_text(5);
-    c.provider_pid = commands->column_int64(6);
+    c.command = row.column_text(2);
+    c.started = from_unix(row.column_int64(3));
+    c.pid = row.column_int64(4);
+    c.cgroup = row.column_text(5);
+    c.provider_pid = row.column_int64(6);
     it->second->commands.push_back(std::move(c));
-  }
+  });
+  if (!read) return read.error();
   return rows;
 }
 
@@ -213,25 +207,17 @@ Result<std::vector<std::string>> SessionStore::kicked(std::int64_t pid) {
   auto stmt = db_.prepare("SELECT id FROM sessions WHERE pid = ?1 AND kicked <> 0");
   if (!stmt) return stmt.error();
   stmt->bind(1, pid);
-  std::vector<std::string> out;
-  for (;;) {
-    auto row = stmt->step();
-    if (!row) return row.error();
-    if (!*row) return out;
-    out.push_back(stmt->column_text(0));
-  }
+  return read_rows(*stmt, [](Statement& row) { return row.column_text(0); });
 }
 
 Result<std::int64_t> SessionStore::prune_dead() {
   auto stmt = db_.prepare("SELECT DISTINCT pid FROM sessions");
   if (!stmt) return stmt.error();
   std::vector<std::int64_t> dead;
-  for (;;) {
-    auto row = stmt->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    if (!process_running(stmt->column_int64(0))) dead.push_back(stmt->column_int64(0));
-  }
+  auto collect_dead = [&](Statement& row) {
+    if (!process_running(row.column_int64(0))) dead.push_back(row.column_int64(0));
+  };
+  if (auto r = for_each_row(*stmt, collect_dead); !r) return r.error();
   std::int64_t gone = 0;
   for (auto pid : dead) {
     auto del = db_.prepare("DELETE FROM sessions WHERE pid = ?1");
@@ -242,12 +228,7 @@ Result<std::int64_t> SessionStore::prune_dead() {
   auto providers = db_.prepare("SELECT DISTINCT provider_pid FROM session_commands");
   if (!providers) return providers.error();
   dead.clear();
-  for (;;) {
-    auto row = providers->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    if (!process_running(providers->column_int64(0))) dead.push_back(providers->column_int64(0));
-  }
+  if (auto r = for_each_row(*providers, collect_dead); !r) return r.error();
   for (auto pid : dead) {
     auto del = db_.prepare("DELETE FROM session_commands WHERE provider_pid = ?1");
     if (!del) return del.error();

@@ -1,4 +1,4 @@
-#include "pool/libpq.hpp"
+#include "store/libpq.hpp"
 
 #include <dlfcn.h>
 
@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-namespace runsnack::pool {
+namespace runsnack {
 
 namespace {
 
@@ -57,4 +57,4 @@ const LibPq& libpq() {
   return g_table;
 }
 
-}  // namespace runsnack::pool
+}  // namespace runsnack

@@ -1,14 +1,15 @@
 #pragma once
-// libpq, opened when a coordinator first connects to PostgreSQL. Linked, it
-// would be loaded by every runsnack command, and with it Kerberos, LDAP,
-// GnuTLS and a dozen more libraries: about 14 ms of every command's start
-// (docs/PERFORMANCE.md), for a backend only `pool serve --db postgres` uses.
+// libpq, opened when a Database first connects to PostgreSQL
+// (store/database.hpp). Linked, it would be loaded by every runsnack command,
+// and with it Kerberos, LDAP, GnuTLS and a dozen more libraries: about 14 ms
+// of every command's start (docs/PERFORMANCE.md), for a backend only
+// `pool serve --db postgres` uses.
 
 #include <libpq-fe.h>
 
 #include "core/error.hpp"
 
-namespace runsnack::pool {
+namespace runsnack {
 
 struct LibPq {
   decltype(&::PQconnectdb) connectdb = nullptr;
@@ -37,4 +38,4 @@ Result<const LibPq*> load_libpq();
 // exists only after a successful load.
 const LibPq& libpq();
 
-}  // namespace runsnack::pool
+}  // namespace runsnack
