@@ -2,6 +2,7 @@
 // web page that reached the coordinator's HTTP port. Input: the first byte
 // picks the parser (auth or worker request), the rest is the message text.
 #include "pool/browser/browser_protocol.hpp"
+#include "pool/device_runs.hpp"
 
 #include <string_view>
 
@@ -18,6 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
   } else {
     auto req = parse_request(text);
     if (req && (!req->is_object() || req->contains("frames"))) __builtin_trap();
+    // A register's device.runs reaches the claim's SQL LIKE pattern: only [a-z0-9-] words, at most 16.
+    if (req && req->contains("device")) {
+      auto runs = runsnack::pool::parse_device_runs("wasm", (*req)["device"]);
+      if (runs && (runs->needs.size() > runsnack::pool::kMaxDeviceRuns ||
+                   runs->sql_list().find_first_not_of(",abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos))
+        __builtin_trap();
+    }
   }
   return 0;
 }
