@@ -3,7 +3,10 @@
 --no-sync -- true` costs, on WAN-lab paths without loss (tests/netlab) of each RTT (default 20 and
 100 ms): the median of 5 wall times, and that time in RTTs. What is left over one RTT's multiple is
 the fixed cost (the consumer's process start, the sandbox's start on the provider). With --before,
-an older build is measured in the same run, alternating. Also prints `runsnack id`'s wall time (the
+an older build is measured in the same run, alternating. Each build is measured twice: with the
+provider's kernel at Linux's default net.ipv4.tcp_fastopen=1 (no TCP Fast Open served), then at 3
+(the consumer's warm-up session fetches the cookie, so the measured ones send the ClientHello in the
+SYN; docs/INSTALL.md "doctor"). Also prints `runsnack id`'s wall time (the
 process start alone). Needs root (network namespaces) and wanbridge (WANBRIDGE, or a build's).
 """
 import json, os, subprocess, sys, tempfile, time
@@ -54,10 +57,12 @@ def main(argv):
             rtts.append(float(rest.pop(0)))
     for rtt in rtts or [20.0, 100.0]:
         with netlab.WanLab("none", rtt_ms=rtt) as lab:
-            for name, b in bins:
-                ms, start = measure(lab, b, rtt)
-                print("RTT %5.1f ms  %-6s run --no-sync -- true: %6.1f ms = %.2f RTT; process start %.1f ms"
-                      % (rtt, name, ms, ms / rtt, start), flush=True)
+            for fast_open in (1, 3):
+                lab.sysctl("provider", "net.ipv4.tcp_fastopen", fast_open)
+                for name, b in bins:
+                    ms, start = measure(lab, b, rtt)
+                    print("RTT %5.1f ms  %-6s tcp_fastopen=%d  run --no-sync -- true: %6.1f ms = %.2f RTT; "
+                          "process start %.1f ms" % (rtt, name, fast_open, ms, ms / rtt, start), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 # tests/netlab: consumer and provider namespaces joined by wanbridge), each figure next to the
 # same-path peer measured in the same run (docs/PERFORMANCE.md, "WAN paths"). Per preset
 # (default: lan city continent bad-wifi; then outage):
-#   - `runsnack run LINK --no-sync -- true` vs `ssh HOST true` (median of N), and the same run with
-#     a link that also names a rendezvous
+#   - `runsnack run LINK --no-sync -- true` vs `ssh HOST true` (median of N), the same with the
+#     provider's kernel serving TCP Fast Open (net.ipv4.tcp_fastopen=3 in its namespace; Linux's
+#     default 1 otherwise), and the same run with a link that also names a rendezvous
 #   - first sync of a TREE_MB tree (half the bytes in 4 files, the rest 1-64 KiB files, half
 #     compressible) vs `rsync -a -e ssh`, then the no-change re-sync (median of 3)
 #   - `runsnack forward` vs `ssh -L` vs direct: download throughput (rate-sized body: about 8 s
@@ -16,7 +17,8 @@
 #     of copy in, kernel launch, copy back; the double runs cuda_loop's kernel on the host)
 #   - `info --probe-bytes` throughput direct vs relayed through the rendezvous (a second provider,
 #     registered there; for the relayed run the router drops consumer <-> provider traffic, so
-#     only the relay is left)
+#     only the relay is left). The rendezvous runs with --max-relay-mbps $RELAY_MBPS (default
+#     1000: what an operator sets to relay at the path's rate; its own default, 100, caps a pair)
 # outage: tests/netlab/outage_test.py's forward, run and cuda cases (10 s blackhole): how long
 # after the blackhole's end each carried on; and bench/wan_tcp_resume.py: plain TCP with the
 # kernel's retransmission backoff vs capped at 1 s (what runsnack's sessions set).
@@ -95,7 +97,7 @@ printf '%s\n' "Port 22" "ListenAddress 0.0.0.0" "HostKey $TMP/host_key" "Authori
 ip netns exec "$NS_P" /usr/sbin/sshd -D -e -f "$TMP/sshd_config" 2>"$TMP/sshd.log" & PIDS+=($!)
 SSH=(ssh -q -c aes128-gcm@openssh.com -i "$TMP/user_key" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
      -o BatchMode=yes)
-ip netns exec "$NS_R" "$BIN" rendezvous --listen 0.0.0.0:7443 --json >"$TMP/rdv.out" 2>"$TMP/rdv.err" & PIDS+=($!)
+ip netns exec "$NS_R" "$BIN" rendezvous --listen 0.0.0.0:7443 --max-relay-mbps "${RELAY_MBPS:-1000}" --json >"$TMP/rdv.out" 2>"$TMP/rdv.err" & PIDS+=($!)
 # Two providers: one whose link names only its address (most figures), one registered with the
 # rendezvous (direct vs relayed, and what a rendezvous in the link costs a short command).
 start_provider() {  # start_provider NAME PORT [share options]: sets LINK_OUT
@@ -148,6 +150,11 @@ bench_path() {
     t=$(now); inC "${SSH[@]}" "root@$P_ADDR" true; ssh_t+=("$(ms_since "$t")")
   done
   result run_true_ms "$(median "${run_t[@]}")"; result ssh_true_ms "$(median "${ssh_t[@]}")"
+  ip netns exec "$NS_P" sysctl -qw net.ipv4.tcp_fastopen=3
+  rs run "$LINK" --no-sync -- true  # fetches the Fast Open cookie
+  run_t=(); for _ in $(seq "$N"); do t=$(now); rs run "$LINK" --no-sync -- true; run_t+=("$(ms_since "$t")"); done
+  result run_true_fast_open_ms "$(median "${run_t[@]}")"
+  ip netns exec "$NS_P" sysctl -qw net.ipv4.tcp_fastopen=1
   rs run "$RDV_LINK" --sync "$TMP/empty" -- true
   run_t=(); for _ in $(seq "$N"); do t=$(now); rs run "$RDV_LINK" --no-sync -- true; run_t+=("$(ms_since "$t")"); done
   result run_true_rdv_link_ms "$(median "${run_t[@]}")"
@@ -249,6 +256,7 @@ for p, v in r.items():
             print(f"  plain TCP, {k}: {v[k]} s")
         continue
     print(f"  run -- true {f(p,'run_true_ms')} ms vs ssh true {f(p,'ssh_true_ms')} ms ({ratio(p,'run_true_ms','ssh_true_ms')}); "
+          f"with TCP Fast Open {f(p,'run_true_fast_open_ms')} ms; "
           f"with the rendezvous in the link {f(p,'run_true_rdv_link_ms')} ms")
     print(f"  first sync {f(p,'sync_first_ms')} ms vs rsync {f(p,'rsync_first_ms')} ms (rsync/runsnack "
           f"{ratio(p,'rsync_first_ms','sync_first_ms')}); re-sync {f(p,'resync_ms')} vs {f(p,'rsync_resync_ms')} ms")

@@ -77,6 +77,7 @@ int run_doctor(const DoctorArgs& args) {
   for (auto& c : doctor::check_sandbox()) checks.push_back(std::move(c));
   checks.push_back(doctor::check_limits());
   checks.push_back(doctor::check_disk_quota());
+  checks.push_back(doctor::check_fast_open());
   std::uint16_t port = 0;
   checks.push_back(doctor::check_ports(*range, port));
 

@@ -9,6 +9,7 @@
 #include "sandbox/workspace_image.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
@@ -298,6 +299,32 @@ Check check_disk_quota() {
           "share --disk-quota can only measure the workspace every 250 ms here (a fast writer passes it briefly): " + why,
           "sudo apt install fuse2fs fuse3 (and /dev/fuse open to users, Debian's default; a service needs "
           "DeviceAllow=/dev/fuse rw), or share as root"};
+}
+
+Check fast_open_check(std::optional<int> value) {
+  if (!value) return {"fast open", "skip", "net.ipv4.tcp_fastopen is not readable here", ""};
+  const std::string fix =
+      "sudo sysctl -w net.ipv4.tcp_fastopen=3, and the same line in /etc/sysctl.d/90-runsnack.conf to keep it";
+  const bool serves = (*value & 0x2) != 0, asks = (*value & 0x1) != 0;
+  if (serves && asks)
+    return {"fast open", "ok", "TCP Fast Open on: a returning consumer's new session costs 2 round trips, not 3", ""};
+  if (!serves)
+    return {"fast open", "warn",
+            "this kernel does not serve TCP Fast Open (net.ipv4.tcp_fastopen=" + std::to_string(*value) +
+                "): each new session from a consumer costs a round trip more than it could",
+            fix};
+  return {"fast open", "warn",
+          "this kernel does not ask for TCP Fast Open (net.ipv4.tcp_fastopen=" + std::to_string(*value) +
+              "): sessions this machine opens as a consumer cost a round trip more",
+          fix};
+}
+
+Check check_fast_open() {
+  const std::string text = read_line("/proc/sys/net/ipv4/tcp_fastopen");
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc()) return fast_open_check(std::nullopt);
+  return fast_open_check(value);
 }
 
 Check check_ports(PortRange range, std::uint16_t& free_port) {

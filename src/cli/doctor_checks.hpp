@@ -31,6 +31,11 @@ Check check_cuda();     // the CUDA driver (share --allow cuda) and the shim (ru
 std::vector<Check> check_sandbox();
 Check check_limits();  // cgroups for memory and process limits, else rlimits
 Check check_disk_quota();  // whether --disk-quota is a filesystem (an ext4 image) or measured
+// TCP Fast Open (net/tcp_tuning.hpp): whether this machine's kernel serves it, so that a returning
+// consumer's new session costs 2 round trips instead of 3.
+Check check_fast_open();
+// The same from net.ipv4.tcp_fastopen's value (nullopt: unreadable), pure for tests.
+Check fast_open_check(std::optional<int> sysctl_value);
 // The first port of `range` this machine can listen on (0.0.0.0), in `free_port`.
 Check check_ports(PortRange range, std::uint16_t& free_port);
 

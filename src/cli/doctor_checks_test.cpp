@@ -21,6 +21,19 @@ TEST(DoctorGpuFix, NamesTheCauseOfEachNvmlFailure) {
                 .find("modprobe"), std::string::npos);
 }
 
+TEST(DoctorFastOpen, OkOnlyWhenTheKernelServesAndAsks) {
+  EXPECT_EQ(fast_open_check(3).status, "ok");
+  EXPECT_EQ(fast_open_check(0x403).status, "ok");
+  Check client_only = fast_open_check(1);  // Linux's default
+  EXPECT_EQ(client_only.status, "warn");
+  EXPECT_NE(client_only.detail.find("does not serve"), std::string::npos);
+  EXPECT_NE(client_only.fix.find("net.ipv4.tcp_fastopen=3"), std::string::npos);
+  EXPECT_EQ(fast_open_check(2).status, "warn");
+  EXPECT_NE(fast_open_check(2).detail.find("does not ask"), std::string::npos);
+  EXPECT_EQ(fast_open_check(0).status, "warn");
+  EXPECT_EQ(fast_open_check(std::nullopt).status, "skip");
+}
+
 TEST(DoctorPorts, SkipsAPortInUseAndFailsWhenNoneIsFree) {
   int s = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

@@ -1,6 +1,6 @@
 #pragma once
 // The consumer role: turns a link into an authenticated Session. Dials every
-// candidate at once (net/dialer.hpp), pins the provider's PeerId in the TLS
+// candidate at once (net/dial_race.hpp), pins the provider's PeerId in the TLS
 // handshake, proves the grant secret over the channel, and starts the mux.
 
 #include "crypto/identity.hpp"

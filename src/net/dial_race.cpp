@@ -24,9 +24,11 @@ asio::awaitable<void> tls_attempt(std::shared_ptr<DialRace> race, std::unique_pt
   auto [herr] = co_await stream->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
   if (herr) {
     auto seen = rejected_peer(stream->native_handle());
+    // A system error is the connect's own, which TCP Fast Open defers to the handshake's first write.
+    const bool from_socket = herr.category() == boost::system::system_category();
     race->record(ep.str() + " (" + path + "): " +
                      (seen ? "provider key is " + seen->str() + ", the link says " + race->expected().str()
-                           : "TLS: " + herr.message()),
+                           : (from_socket ? "" : "TLS: ") + herr.message()),
                  seen.has_value());
   } else {
     race->offer(DialResult{std::move(stream), ep,
@@ -38,7 +40,7 @@ asio::awaitable<void> tls_attempt(std::shared_ptr<DialRace> race, std::unique_pt
 }
 
 asio::awaitable<void> dial_attempt(std::shared_ptr<DialRace> race, Endpoint ep, std::string path) {
-  auto s = co_await connect_endpoint(ep, std::chrono::milliseconds(60000));
+  auto s = co_await connect_endpoint(ep, std::chrono::milliseconds(60000), {.fast_open = true});
   if (!s) {
     race->record(ep.str() + ": " + s.error().what(), false);
     race->finish_attempt();

@@ -2,7 +2,7 @@
 // A race of connection attempts to one provider (docs/ARCHITECTURE.md section
 // 5.3): direct dials, punched sockets and relayed sockets all end in a TLS
 // handshake that must pin the expected PeerId; the first to get there wins,
-// the rest are cancelled or dropped. dial_direct() is the direct-only case.
+// the rest are cancelled or dropped.
 //
 // Ownership: create() returns a shared_ptr that every attempt holds, so
 // attempts may finish after the caller has its winner. The TLS context must
@@ -10,12 +10,14 @@
 
 #include "crypto/peer_id.hpp"
 #include "link/endpoint.hpp"
-#include "net/dialer.hpp"
+#include "net/tls_stream.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
 
 #include <list>
 #include <memory>
@@ -24,6 +26,13 @@
 #include <vector>
 
 namespace runsnack {
+
+struct DialResult {
+  TlsStreamPtr stream;
+  Endpoint endpoint;                 // the candidate that won
+  std::chrono::microseconds elapsed;  // TCP + TLS
+  std::string path = "direct";        // "direct", "punched" or "relayed" (net/dial_race.hpp)
+};
 
 class DialRace : public std::enable_shared_from_this<DialRace> {
  public:

@@ -1,5 +1,7 @@
 #include "net/listener.hpp"
 
+#include "net/tcp_tuning.hpp"
+
 #include <boost/asio/ip/address.hpp>
 
 #include <algorithm>
@@ -40,6 +42,7 @@ Result<tcp::acceptor> listen_tcp(const asio::any_io_executor& ex, const std::str
     if (ec) return fail(errc::io_error, "cannot open a socket: " + ec.message());
     acceptor.set_option(tcp::acceptor::reuse_address(true));
     acceptor.bind(ep, ec);
+    if (!ec) allow_fast_open(acceptor);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (!ec) return acceptor;
     last_error = ec.message();

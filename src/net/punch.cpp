@@ -1,5 +1,7 @@
 #include "net/punch.hpp"
 
+#include "net/tcp_tuning.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -73,7 +75,7 @@ asio::awaitable<Result<tcp::socket>> punch(tcp::endpoint local, tcp::endpoint re
 }
 
 asio::awaitable<Result<tcp::socket>> connect_endpoint(const Endpoint& remote, std::chrono::milliseconds timeout,
-                                                      bool reuse_port) {
+                                                      SocketOptions options) {
   auto ex = co_await asio::this_coro::executor;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   tcp::resolver resolver(ex);
@@ -85,11 +87,17 @@ asio::awaitable<Result<tcp::socket>> connect_endpoint(const Endpoint& remote, st
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) co_return fail(errc::timeout, "connect to " + remote.str() + " timed out");
     tcp::socket s(ex);
-    if (reuse_port) {
+    if (options.reuse_port) {
       auto local = entry.endpoint().address().is_v4() ? tcp::endpoint(tcp::v4(), 0) : tcp::endpoint(tcp::v6(), 0);
       auto bound = reuse_bound_socket(ex, local);
       if (!bound) co_return bound.error();
       s = std::move(*bound);
+    }
+    if (options.fast_open) {
+      boost::system::error_code ec;
+      if (!s.is_open()) s.open(entry.endpoint().protocol(), ec);
+      if (ec) co_return fail(errc::io_error, "cannot open a socket: " + ec.message());
+      request_fast_open(s);
     }
     auto r = co_await connect_with_deadline(s, entry.endpoint(), left);
     if (r) co_return s;

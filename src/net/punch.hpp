@@ -35,10 +35,18 @@ boost::asio::awaitable<Result<boost::asio::ip::tcp::socket>> punch(boost::asio::
                                                                    std::chrono::steady_clock::time_point start,
                                                                    int attempts);
 
+struct SocketOptions {
+  bool reuse_port = false;  // bound with SO_REUSEPORT, to keep the NAT mapping a punch uses
+  // TCP Fast Open (net/tcp_tuning.hpp): with a cookie the connect completes at once and the first
+  // write rides in the SYN, so a refused or unreachable peer shows only at the first read or write
+  // (which must have its own deadline).
+  bool fast_open = false;
+};
+
 // Resolves `remote` and connects (first address that answers), with a deadline.
 boost::asio::awaitable<Result<boost::asio::ip::tcp::socket>> connect_endpoint(const Endpoint& remote,
                                                                               std::chrono::milliseconds timeout,
-                                                                              bool reuse_port = false);
+                                                                              SocketOptions options = {});
 
 // "host:port" of an Asio endpoint.
 Endpoint to_endpoint(const boost::asio::ip::tcp::endpoint& ep);

@@ -17,6 +17,8 @@ constexpr int kRtoMaxMs = 1000;
 // Unacknowledged data this long ends the connection: past the Mux keepalive's
 // 15-17.5 s (net/yamux_state.hpp), so that the keepalive is what notices.
 constexpr unsigned kUserTimeoutMs = 30000;
+// SYNs with data not yet accepted, per listener.
+constexpr int kFastOpenQueue = 64;
 }  // namespace
 
 bool cap_retransmit_backoff(boost::asio::ip::tcp::socket& socket) {
@@ -27,6 +29,16 @@ bool cap_retransmit_backoff(boost::asio::ip::tcp::socket& socket) {
   const unsigned user_timeout = kUserTimeoutMs;
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
   return true;
+}
+
+void allow_fast_open(boost::asio::ip::tcp::acceptor& acceptor) {
+  const int queue = kFastOpenQueue;
+  (void)::setsockopt(acceptor.native_handle(), IPPROTO_TCP, TCP_FASTOPEN, &queue, sizeof queue);
+}
+
+void request_fast_open(boost::asio::ip::tcp::socket& socket) {
+  const int on = 1;
+  (void)::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on, sizeof on);
 }
 
 }  // namespace runsnack

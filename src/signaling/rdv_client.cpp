@@ -130,7 +130,7 @@ Result<Prove> ProviderAgent::prove(const Challenge& challenge) const {
 }
 
 asio::awaitable<Result<void>> ProviderAgent::session() {
-  auto s = co_await connect_endpoint(config_.server, kConnectTimeout, /*reuse_port=*/true);
+  auto s = co_await connect_endpoint(config_.server, kConnectTimeout, {.reuse_port = true});
   if (!s) co_return s.error();
   tcp::socket socket = std::move(*s);
   current_ = &socket;
@@ -186,7 +186,7 @@ asio::awaitable<Result<Introduction>> request_introduction(const Endpoint& serve
                                                            milliseconds timeout) {
   auto deadline = Clock::now() + timeout;
   auto left = [&] { return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now())); };
-  auto s = co_await connect_endpoint(server, timeout, /*reuse_port=*/true);
+  auto s = co_await connect_endpoint(server, timeout, {.reuse_port = true});
   if (!s) co_return s.error();
   if (candidates.size() > kMaxCandidates) candidates.resize(kMaxCandidates);
   const Message req = Connect{peer, grant, std::move(candidates)};

@@ -40,6 +40,12 @@ class DoctorTest(E2ETestCase):
         self.assertIn("bubblewrap", checks["sandbox"]["detail"])
         self.assertIn(home, checks["state"]["detail"])
         self.assertIn(checks["ports"]["status"], ("ok",))
+        # TCP Fast Open: what this kernel's sysctl says (Debian's default, 1, asks but does not serve).
+        with open("/proc/sys/net/ipv4/tcp_fastopen") as f:
+            fast_open = int(f.read())
+        self.assertEqual(checks["fast open"]["status"], "ok" if fast_open & 3 == 3 else "warn", checks["fast open"])
+        if fast_open & 2 == 0:
+            self.assertIn("net.ipv4.tcp_fastopen=3", checks["fast open"]["fix"])
         # --disk-quota: an ext4 image as root; a user without fuse2fs or /dev/fuse is told how to get one.
         if os.geteuid() == 0:
             self.assertEqual(checks["disk quota"]["status"], "ok", checks["disk quota"])

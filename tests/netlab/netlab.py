@@ -190,6 +190,10 @@ class WanLab:
     def run(self, role, argv, **kwargs):
         return subprocess.run(self.argv(role, argv), **kwargs)
 
+    def sysctl(self, role, name, value):
+        """Sets a per-namespace sysctl in the role's namespace (e.g. net.ipv4.tcp_fastopen)."""
+        self._nsx(role, "sysctl", "-qw", f"{name}={value}")
+
     def set(self, preset=None, **overrides):
         """New path parameters from now on (a preset's, plus overrides)."""
         params = bridge_params(preset, **overrides)
