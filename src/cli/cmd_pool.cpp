@@ -19,6 +19,7 @@
 #include "sandbox/run_terms.hpp"
 #include "crypto/secret.hpp"
 #include "pool/coordinator.hpp"
+#include "pool/device_runs.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/wire.hpp"
 #include "pool/worker.hpp"
@@ -51,7 +52,7 @@ struct JoinArgs {
   std::string link, gpus, memory, task_timeout = "1h";
   bool cpu = false, gpu_given = false;
   double price = 10;
-  std::int64_t max_tasks = 0, max_procs = 512;
+  std::int64_t max_tasks = 0, max_procs = 512, max_task_seconds = 0;
 };
 
 // The device this worker offers: its GPUs (NVML) or, with --cpu, its CPU.
@@ -84,6 +85,11 @@ int join(const JoinArgs& args) {
   opt.limits.timeout = *timeout;
   if (args.max_procs < 1) return report("--max-procs must be at least 1");
   opt.limits.max_procs = static_cast<std::uint64_t>(args.max_procs);
+  if (args.max_task_seconds != 0) {
+    if (args.max_task_seconds < 1 || args.max_task_seconds > pool::kMaxTaskSecondsLimit)
+      return report("--max-task-seconds must be in 1.." + std::to_string(pool::kMaxTaskSecondsLimit));
+    opt.max_task_seconds = args.max_task_seconds;
+  }
   auto link = resolve_link(args.link);
   if (!link) return report(link.error());
   auto identity = open_identity();
@@ -339,6 +345,8 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   join_cmd->add_option("--task-timeout", ja->task_timeout, "Wall-clock limit per task, e.g. 30m (default 1h)");
   join_cmd->add_option("--price", ja->price, "Credits per device-hour (default 10)");
   join_cmd->add_option("--max-tasks", ja->max_tasks, "Exit after this many accepted tasks");
+  join_cmd->add_option("--max-task-seconds", ja->max_task_seconds,
+                       "Take only tasks the pool expects this device to finish within N seconds (1..86400)");
   join_cmd->callback([&status, ja] { run_command(status, [&] { return join(*ja); }); });
 
   auto su = std::make_shared<SubmitArgs>();
