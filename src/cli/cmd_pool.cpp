@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 
@@ -52,7 +53,8 @@ struct JoinArgs {
   std::string link, gpus, memory, task_timeout = "1h";
   bool cpu = false, gpu_given = false;
   double price = 10;
-  std::int64_t max_tasks = 0, max_procs = 512, max_task_seconds = 0;
+  std::int64_t max_tasks = 0, max_procs = 512;
+  std::optional<std::int64_t> max_task_seconds;  // none: no cap
 };
 
 // The device this worker offers: its GPUs (NVML) or, with --cpu, its CPU.
@@ -85,8 +87,8 @@ int join(const JoinArgs& args) {
   opt.limits.timeout = *timeout;
   if (args.max_procs < 1) return report("--max-procs must be at least 1");
   opt.limits.max_procs = static_cast<std::uint64_t>(args.max_procs);
-  if (args.max_task_seconds != 0) {
-    if (args.max_task_seconds < 1 || args.max_task_seconds > pool::kMaxTaskSecondsLimit)
+  if (args.max_task_seconds) {
+    if (*args.max_task_seconds < 1 || *args.max_task_seconds > pool::kMaxTaskSecondsLimit)
       return report("--max-task-seconds must be in 1.." + std::to_string(pool::kMaxTaskSecondsLimit));
     opt.max_task_seconds = args.max_task_seconds;
   }
