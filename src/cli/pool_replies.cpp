@@ -65,12 +65,18 @@ void print_devices(const json& devices, std::ostream& out) {
   std::size_t online = 0;
   for (const auto& d : devices) online += d.value("online", false) ? 1 : 0;
   out << devices.size() << " device(s), " << online << " online\n";
-  out << column("DEVICE", 22) << column("NAME", 22) << column("ONLINE", 7) << column("SCORE", 9)
+  out << column("DEVICE", 22) << column("KIND", 16) << column("NAME", 22) << column("CAP", 7) << column("ONLINE", 7)
+      << column("SCORE", 9)
       << column("PRICE/H", 9) << column("DONE", 6) << column("CHECKS", 12) << "NETWORK\n";
   for (const auto& d : devices) {
     const std::string checks =
         std::to_string(int_or(d, "valid", 0)) + " ok " + std::to_string(int_or(d, "invalid", 0)) + " bad";
-    out << column(text_of(d, "id"), 22) << column(text_of(d, "name"), 22)
+    // A browser tab (webgpu, wasm) is marked apart: it comes and goes with its page.
+    const std::string kind = text_of(d, "kind") + (d.value("browser", false) ? " browser" : "");
+    const std::string cap = d.contains("max_task_seconds") && d["max_task_seconds"].is_number_integer()
+                                ? std::to_string(d["max_task_seconds"].get<std::int64_t>()) + "s"
+                                : "-";
+    out << column(text_of(d, "id"), 22) << column(kind, 16) << column(text_of(d, "name"), 22) << column(cap, 7)
         << column(d.value("online", false) ? "yes" : "no", 7) << column(number(number_or(d, "score", 0.0), "%.2g"), 9)
         << column(number(number_or(d, "price", 0.0), "%g"), 9) << column(std::to_string(int_or(d, "tasks_done", 0)), 6)
         << column(checks, 12) << text_of(d, "network") << "\n";

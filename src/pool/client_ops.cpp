@@ -2,6 +2,7 @@
 #include "pool/client_ops.hpp"
 
 #include "core/json_fields.hpp"
+#include "pool/device_runs.hpp"
 #include "pool/wire.hpp"
 #include "pool/workload.hpp"
 
@@ -132,7 +133,9 @@ json ClientOps::status(const std::string& peer, const json& req, bool own_jobs_o
     out["devices"] = json::array();
     for (const auto& d : *devs) {
       const auto network = workers_.network_of_device(d.id);
-      out["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"name", d.name}, {"score", d.score},
+      out["devices"].push_back({{"id", d.id}, {"kind", d.kind}, {"browser", is_browser_kind(d.kind)}, {"name", d.name},
+                                {"max_task_seconds", d.max_task_seconds ? json(*d.max_task_seconds) : json(nullptr)},
+                                {"score", d.score},
                                 {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done},
                                 {"valid", d.valid}, {"invalid", d.invalid},
                                 {"excluded", d.excluded ? json(*d.excluded) : json(nullptr)},

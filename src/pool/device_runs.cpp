@@ -38,4 +38,18 @@ Result<DeviceRuns> parse_device_runs(std::string_view kind, const nlohmann::json
   return out;
 }
 
+Result<std::optional<std::int64_t>> parse_max_task_seconds(const nlohmann::json& device) {
+  if (!device.is_object() || !device.contains("max_task_seconds") || device["max_task_seconds"].is_null())
+    return std::optional<std::int64_t>{};
+  const auto& v = device["max_task_seconds"];
+  const std::string range = "1.." + std::to_string(kMaxTaskSecondsLimit);
+  if (!v.is_number_integer()) return fail(errc::invalid_argument, "device.max_task_seconds must be a whole number of seconds in " + range);
+  // Unsigned JSON integers past int64 read as negative here: refused with the rest.
+  const std::int64_t s = v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxTaskSecondsLimit)
+                             ? kMaxTaskSecondsLimit + 1
+                             : v.get<std::int64_t>();
+  if (s < 1 || s > kMaxTaskSecondsLimit) return fail(errc::invalid_argument, "device.max_task_seconds must be in " + range);
+  return std::optional<std::int64_t>(s);
+}
+
 }  // namespace runsnack::pool

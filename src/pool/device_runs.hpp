@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,5 +37,12 @@ struct DeviceRuns {
 Result<DeviceRuns> parse_device_runs(std::string_view kind, const nlohmann::json& device);
 
 bool is_browser_kind(std::string_view kind);
+
+// register's device.max_task_seconds: the longest a task may take on this
+// device (a phone's tab: seconds). The coordinator offers it no task it
+// expects to run longer, and lets it hand back one that does (worker_ops.hpp
+// "abandon"). Absent or null: no cap; otherwise an integer in [1, 86400].
+inline constexpr std::int64_t kMaxTaskSecondsLimit = 86400;
+Result<std::optional<std::int64_t>> parse_max_task_seconds(const nlohmann::json& device);
 
 }  // namespace runsnack::pool

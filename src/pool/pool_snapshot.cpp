@@ -1,6 +1,7 @@
 #include "pool/pool_snapshot.hpp"
 
 #include "core/json_fields.hpp"
+#include "pool/device_runs.hpp"
 
 namespace runsnack::pool {
 
@@ -56,7 +57,9 @@ Result<json> PoolSnapshot::build(std::int64_t now_ms) {
     else if (auto it = by_peer_.find(d.peer); it != by_peer_.end() && it->second.accepted + it->second.failed > 0)
       reliability = static_cast<double>(it->second.accepted) / static_cast<double>(it->second.accepted + it->second.failed);
     auto earned = earnings->find(d.id);
-    devs.push_back({{"id", d.id}, {"peer", d.peer}, {"kind", d.kind}, {"name", d.name}, {"score", d.score},
+    devs.push_back({{"id", d.id}, {"peer", d.peer}, {"kind", d.kind}, {"browser", is_browser_kind(d.kind)},
+                    {"max_task_seconds", d.max_task_seconds ? json(*d.max_task_seconds) : json(nullptr)},
+                    {"name", d.name}, {"score", d.score},
                     {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done},
                     {"earnings", format_credits(earned == earnings->end() ? 0 : earned->second)},
                     {"reliability", reliability}, {"excluded", d.excluded ? json(*d.excluded) : json(nullptr)}});

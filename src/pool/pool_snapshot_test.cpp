@@ -24,6 +24,16 @@ class Snapshot : public ::testing::Test {
   std::string dev_a, dev_b;
 };
 
+TEST_F(Snapshot, BrowserDevicesAreMarkedWithTheirCap) {
+  const auto tab = store->register_device("tab", "wasm", "a phone", 0, now, 5).value();
+  auto snap = PoolSnapshot(*store).build(now).value();
+  ASSERT_EQ(snap["devices"].size(), 3u);
+  for (const auto& d : snap["devices"]) {
+    EXPECT_EQ(d["browser"], d["id"] == tab) << d.dump();
+    EXPECT_EQ(d["max_task_seconds"], d["id"] == tab ? json(5) : json(nullptr)) << d.dump();
+  }
+}
+
 TEST_F(Snapshot, DevicesJobsAndLedgerWithEarningsAndProgress) {
   const json spec = {{"argv", {"render"}}};
   const json info = {{"image", {{"width", 640}, {"height", 360}}}};  // what a render plan shows

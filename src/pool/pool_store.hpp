@@ -79,6 +79,7 @@ struct DeviceInfo {
   std::int64_t tasks_done = 0;
   std::int64_t valid = 0, invalid = 0;   // results checked right / caught wrong
   std::optional<std::string> excluded;  // why it gets no more work
+  std::optional<std::int64_t> max_task_seconds;  // its cap per task (device_runs.hpp), if it stated one
 };
 
 struct LeasedTask {
@@ -167,7 +168,8 @@ class PoolStore {
   // A worker's device, online, at its price (credits per device-hour); its
   // score is 0 until set_device_score().
   Result<std::string> register_device(const std::string& peer, const std::string& kind, const std::string& name,
-                                      double price, std::int64_t now_ms);
+                                      double price, std::int64_t now_ms,
+                                      std::optional<std::int64_t> max_task_seconds = std::nullopt);
   Result<void> set_device_online(const std::string& peer, bool online);
   // The score the coordinator measured (pool/calibration.hpp); a registered
   // device has none (0) until then and may not claim.
@@ -265,6 +267,11 @@ class PoolStore {
                             const std::string& reason, std::int64_t now_ms);
   // Gives back a lease just made by a claim, as if it had not been made.
   Result<void> unclaim(const std::string& task, std::int64_t attempt);
+  // A capped device hands back a lease of `peer`'s leased at or before
+  // `started_by_ms` (it ran past its cap): pending again, its try not spent.
+  // The task's job, or nothing when no such lease is live.
+  Result<std::optional<std::string>> abandon(const std::string& task, std::int64_t attempt, const std::string& peer,
+                                             std::int64_t started_by_ms);
   // Every lease of a worker that went away.
   Result<int> release_worker(const std::string& peer, std::int64_t now_ms);
   // A worker (re)registered holding results for the tasks in `keep`: its

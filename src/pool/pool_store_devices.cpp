@@ -6,12 +6,13 @@
 namespace runsnack::pool {
 
 Result<std::string> PoolStore::register_device(const std::string& peer, const std::string& kind,
-                                               const std::string& name, double price, std::int64_t now_ms) {
+                                               const std::string& name, double price, std::int64_t now_ms,
+                                               std::optional<std::int64_t> max_task_seconds) {
   std::string id = peer + "/" + kind;
   auto st = db_.prepare(
-      "INSERT INTO devices (id, peer, kind, name, score, price, registered, last_seen, online) "
-      "VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, 1) ON CONFLICT (id) DO UPDATE SET name = ?4, score = 0, "
-      "price = ?5, last_seen = ?6, online = 1");
+      "INSERT INTO devices (id, peer, kind, name, score, price, registered, last_seen, online, max_task_seconds) "
+      "VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, 1, ?7) ON CONFLICT (id) DO UPDATE SET name = ?4, score = 0, "
+      "price = ?5, last_seen = ?6, online = 1, max_task_seconds = ?7");
   // The score is the coordinator's measurement (set_device_score), never the
   // worker's word: none until it is measured. Leases already held keep the
   // terms they were given at (tasks.lease_price / lease_score).
@@ -19,7 +20,7 @@ Result<std::string> PoolStore::register_device(const std::string& peer, const st
   // Statement binds integers only: the price in milli-credits per hour (read
   // back the same way in devices()/complete()).
   st->bind(1, std::string_view(id)).bind(2, std::string_view(peer)).bind(3, std::string_view(kind)).bind(4, std::string_view(name));
-  st->bind(5, static_cast<std::int64_t>(price * 1000)).bind(6, now_ms);
+  st->bind(5, static_cast<std::int64_t>(price * 1000)).bind(6, now_ms).bind(7, max_task_seconds);
   if (auto r = st->run(); !r) return r.error();
   return id;
 }
@@ -61,8 +62,8 @@ Result<double> PoolStore::device_score(const std::string& device) {
 Result<std::vector<DeviceInfo>> PoolStore::devices() {
   auto st = db_.prepare(
       "SELECT d.id, d.peer, d.kind, d.name, CAST(d.score AS BIGINT), CAST(d.price AS BIGINT), d.online, "
-      "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done'), d.valid, d.invalid, d.excluded "
-      "FROM devices d ORDER BY d.score DESC");
+      "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done'), d.valid, d.invalid, d.excluded, "
+      "d.max_task_seconds FROM devices d ORDER BY d.score DESC");
   if (!st) return st.error();
   return read_rows(*st, [](Statement& r) {
     DeviceInfo d;
@@ -73,6 +74,7 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
     d.tasks_done = r.column_int64(7);
     d.valid = r.column_int64(8), d.invalid = r.column_int64(9);
     d.excluded = r.column_optional_text(10);
+    d.max_task_seconds = r.column_optional_int64(11);
     return d;
   });
 }

@@ -174,6 +174,11 @@ ALTER TABLE results ADD COLUMN paid_to INTEGER;
 -- "matmul-seeded". Jobs from before: '' (native devices only).
 ALTER TABLE jobs ADD COLUMN needs TEXT NOT NULL DEFAULT '';
 )sql"},
+    {10, R"sql(
+-- The longest a task may take on a device, as it said at register (issue 19:
+-- a phone's tab wants tiles it finishes in seconds). NULL: no cap.
+ALTER TABLE devices ADD COLUMN max_task_seconds INTEGER;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -329,6 +334,9 @@ ALTER TABLE results ADD COLUMN paid_to BIGINT;
 )sql"},
     {9, R"sql(
 ALTER TABLE jobs ADD COLUMN needs TEXT NOT NULL DEFAULT '';
+)sql"},
+    {10, R"sql(
+ALTER TABLE devices ADD COLUMN max_task_seconds BIGINT;
 )sql"},
 };
 

@@ -136,6 +136,20 @@ Result<void> PoolStore::unclaim(const std::string& task, std::int64_t attempt) {
   return st->bind(1, std::string_view(task)).bind(2, attempt).run();
 }
 
+Result<std::optional<std::string>> PoolStore::abandon(const std::string& task, std::int64_t attempt,
+                                                     const std::string& peer, std::int64_t started_by_ms) {
+  auto st = db_.prepare(
+      "UPDATE tasks SET state = 'pending', attempts = attempts - 1, device = NULL, worker = NULL, lease_start = NULL, "
+      "lease_deadline = NULL WHERE id = ? AND state = 'leased' AND attempts = ? AND worker = ? AND lease_start <= ? "
+      "RETURNING job");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task)).bind(2, attempt).bind(3, std::string_view(peer)).bind(4, started_by_ms);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<std::string>{};
+  return std::optional<std::string>(st->column_text(0));
+}
+
 Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) {
   // Only leases with less than three quarters left: a batch of short tasks
   // is usually done before any needs it, so heartbeats do not rewrite every

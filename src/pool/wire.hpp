@@ -9,7 +9,8 @@
 //
 // "pool-worker" (worker.cpp -> Coordinator::serve_worker -> WorkerOps, worker_ops.hpp: one function
 // per op), in the order a worker uses them:
-//   register    public_key, device {kind, name, score, price}, holding [task ids it still answers for]
+//   register    public_key, device {kind, name, score, price, runs?, max_task_seconds?},
+//               holding [task ids it still answers for]
 //               -> device, lease_ms, calibrate {seed, iterations} (calibration.hpp)
 //   calibrated  checkpoints                     -> score (the coordinator's measure, not the hint)
 //   claim       max                             -> tasks [...] | task null, retry_ms (nothing to do)
@@ -18,6 +19,8 @@
 //   result      task, attempt, exit_code, stdout (base64), files, signature (hex), stderr?,
 //               frames? (binary frames follow, below)
 //   failed      task, attempt, reason
+//   abandon     task, attempt                   -> (a capped device's task past its cap: pending
+//                                                  again, try unspent; no more tasks of its job)
 //   results     results [result | failed ...]   -> answers [...] (one transaction)
 // "pool-client" (cli/cmd_pool.cpp -> Coordinator::serve_client -> ClientOps, client_ops.hpp):
 //   submit      workload, spec, input, budget?, retries?, allow_failures?, prefer?

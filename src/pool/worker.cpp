@@ -142,6 +142,7 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
               {"public_key", hex_encode({reinterpret_cast<const char*>(pub.data()), pub.size()})},
               {"device", {{"kind", w.opt.device_kind}, {"name", w.opt.device_name}, {"score", w.score}, {"price", w.opt.price}}},
               {"holding", json::array()}};
+  if (w.opt.max_task_seconds) reg["device"]["max_task_seconds"] = *w.opt.max_task_seconds;
   for (const auto& u : w.unsent) reg["holding"].push_back(u.message["task"]);  // the leases we still answer for
   auto r = co_await call(stream, reg);
   if (r && r->contains("calibrate")) {

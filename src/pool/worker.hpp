@@ -23,6 +23,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct WorkerOptions {
   TaskLimits limits;            // per task; limits.gpus are the devices offered
   std::string device_kind = "cpu", device_name = "cpu";
   double score = 0;             // 0: calibrate at start
+  std::optional<std::int64_t> max_task_seconds;  // pool join --max-task-seconds (device_runs.hpp)
 };
 
 // Returns the process exit code.

@@ -49,6 +49,7 @@ json WorkerOps::handle(WorkerSession& s, const Moment& now, const json& req) {
   if (op == "results") return results(s, now, req);
   if (op == "input") return input(req);
   if (op == "failed") return failed(s, now, req);
+  if (op == "abandon") return abandon(s, now, req);
   if (op == "result") return result(s, now, req);
   return refusal("unknown op '" + op.substr(0, 40) + "'");
 }
@@ -72,14 +73,17 @@ json WorkerOps::register_worker(WorkerSession& s, const Moment& now, const json&
     return refusal("bad device");
   auto runs = parse_device_runs(kind, d);
   if (!runs) return refusal("bad device: " + runs.error().message);
+  auto cap = parse_max_task_seconds(d);
+  if (!cap) return refusal("bad device: " + cap.error().message);
   if (const double most = store_.policy().max_price; most > 0 && price > most)
     return refusal("this pool pays at most " + format_price(most) + " credits per device-hour: join with --price " +
                    format_price(most) + " or less");
-  auto id = store_.register_device(s.peer, kind, name, price, now.wall_ms());
+  auto id = store_.register_device(s.peer, kind, name, price, now.wall_ms(), *cap);
   if (!id) return refuse(id.error());
   if (!s.device.empty() && s.device != *id) calibrations_.erase(s.device);
   s.device = *id;
   s.runs = std::move(*runs);
+  s.max_task_seconds = *cap;
   const std::string network = scheduling::network_of(s.address);
   networks_[s.device] = network;
   replication_.worker_network(s.peer, network);
@@ -141,6 +145,16 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
     if (auto* wait = std::get_if<json>(&choice)) return *wait;
     from_job = std::get<LearnedChoice>(choice).job;
     preference = std::get<LearnedChoice>(choice).preference;
+  } else if (abandoned_.count(device)) {
+    // The store would serve the oldest job first: the oldest this device did not hand a task back from.
+    auto rows = store_.pending_jobs(64, 100'000, peer, device, s.runs.sql_list());
+    if (!rows) return refuse(rows.error());
+    for (const auto& r : *rows)
+      if (may_take(s, r.id, r.workload)) {
+        from_job = r.id;
+        break;
+      }
+    if (!from_job) return {{"ok", true}, {"tasks", json::array()}, {"retry_ms", 200}};
   }
   auto pending = store_.pending_count(static_cast<std::int64_t>(waiting_.size()) + 1);
   if (!pending) return refuse(pending.error());
@@ -255,6 +269,37 @@ json WorkerOps::failed(WorkerSession& s, const Moment& now, const json& req) {
   return {{"ok", true}};
 }
 
+json WorkerOps::abandon(WorkerSession& s, const Moment& now, const json& req) {
+  const std::string task = string_or(req, "task");
+  const std::int64_t attempt = int_or(req, "attempt", -1);
+  if (task.empty()) return refusal("abandon without its task id");
+  if (!s.max_task_seconds) return refusal("only a device that stated device.max_task_seconds may abandon a task");
+  if (known_answers_.take(s.peer, task, attempt)) return {{"ok", true}};  // no verdict, as for failed
+  if (auto a = abandoned_.find(s.device); a != abandoned_.end() && a->second.size() >= kMaxAbandonedJobs)
+    return refusal("this device abandoned tasks of too many jobs: report this one as failed");
+  // Only past the cap, counted from the lease: a device may not shop for jobs by handing tasks back unrun.
+  auto job = store_.abandon(task, attempt, s.peer, now.wall_ms() - *s.max_task_seconds * 1000);
+  if (!job) return refuse(job.error());
+  if (!*job) return refusal("no lease of this task attempt held past this device's max_task_seconds");
+  abandoned_[s.device].insert(**job);
+  learned_finished(task, s.device, scheduling::Outcome::cancelled, now);
+  on_event_({{"event", "task_abandoned"}, {"task", task}, {"job", **job}, {"device", s.device}, {"peer", s.peer},
+             {"max_task_seconds", *s.max_task_seconds}});
+  return {{"ok", true}};
+}
+
+bool WorkerOps::may_take(const WorkerSession& s, const std::string& job, const std::string& workload) const {
+  if (auto a = abandoned_.find(s.device); a != abandoned_.end() && a->second.count(job)) return false;
+  if (!s.max_task_seconds || !learned_) return true;
+  // Task time = a task's work over the device's speed: learned for this
+  // device when it ran the workload, else from its calibration score and the
+  // workload's pool-wide unit. Before any device ran the workload the unit
+  // is a guess: offer it (abandon catches a task that overruns).
+  auto e = learned_->estimate(s.device, workload, 1);
+  if (!e || e->workload_observations == 0) return true;
+  return e->task_s <= static_cast<double>(*s.max_task_seconds);
+}
+
 int WorkerOps::worker_left(WorkerSession& s, const Moment& now) {
   --workers_online_;
   if (!s.device.empty()) {
@@ -353,6 +398,7 @@ std::variant<WorkerOps::LearnedChoice, json> WorkerOps::learned_choice(const Wor
   if (!rows) return refuse(rows.error());
   std::vector<scheduling::PendingJob> jobs;
   for (const auto& r : *rows) {
+    if (!may_take(s, r.id, r.workload)) continue;  // so a capped device never waits on a job it may not take
     scheduling::PendingJob j;
     j.id = r.id, j.workload = r.workload, j.pending = r.pending;
     if (r.info.is_object() && r.info.contains("prefer") && r.info["prefer"].is_string())

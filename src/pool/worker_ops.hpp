@@ -45,6 +45,9 @@ inline constexpr std::chrono::milliseconds kStarvedAfter{2000};
 // Any message renews the worker's leases, at most this often (an explicit
 // heartbeat always does), so a busy worker's claims and results do not each cost a write.
 inline constexpr std::chrono::milliseconds kRenewEvery{1000};
+// Jobs one device may have handed tasks back from ("abandon") and is kept
+// away from at once; past this it reports overlong tasks as failed.
+inline constexpr std::size_t kMaxAbandonedJobs = 64;
 
 // {"ok": false, "error": why}
 nlohmann::json refusal(const std::string& why);
@@ -72,6 +75,7 @@ struct WorkerSession {
   std::function<void(const std::string&, const std::string&, const std::string&, const nlohmann::json&)> audit;
   std::string device;      // set by register
   DeviceRuns runs;         // set by register: which jobs its tasks may come from
+  std::optional<std::int64_t> max_task_seconds;  // set by register: its cap per task, if any
   std::string public_key;  // raw Ed25519 key, set by register
   // The binary frames that came after the current message, taken by its
   // results in order (wire.hpp).
@@ -99,6 +103,10 @@ class WorkerOps {
   nlohmann::json claim(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json input(const nlohmann::json& req);
   nlohmann::json failed(WorkerSession& s, const Moment& now, const nlohmann::json& req);
+  // A capped device hands back a task that ran past its cap: the task is
+  // pending again with its try unspent, nobody's record moves, and the
+  // device is offered nothing more of that job.
+  nlohmann::json abandon(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   // A checked result that passed is completed at once, or, with `deferred`
   // (inside a "results" batch), queued there and answered null.
   struct DeferredResult {
@@ -130,6 +138,9 @@ class WorkerOps {
   std::variant<LearnedChoice, nlohmann::json> learned_choice(const WorkerSession& s, const Moment& now);
   void learned_finished(const std::string& task, const std::string& device, scheduling::Outcome outcome,
                         const Moment& now);
+  // Whether `s` may be offered tasks of `job`: not one it abandoned a task
+  // of, nor one whose tasks the learned scheduler expects to run past its cap.
+  bool may_take(const WorkerSession& s, const std::string& job, const std::string& workload) const;
   // A claim of an unproven device: a known-answer task, or nothing.
   std::optional<nlohmann::json> known_answer_claim(const WorkerSession& s);
   // The answer to a known-answer task, judged against the known one.
@@ -167,6 +178,7 @@ class WorkerOps {
   std::map<std::string, std::chrono::steady_clock::time_point> job_progress_;  // job -> its last lease (or first sight)
   std::map<std::string, std::string> networks_;  // device -> network of its worker's session
   std::set<std::string> proven_;                 // devices with a valid checked result on record
+  std::map<std::string, std::set<std::string>> abandoned_;  // device -> jobs it handed a task back from
   // Devices registered on this coordinator whose calibration answer is still due.
   struct PendingCalibration {
     CalibrationChallenge challenge;

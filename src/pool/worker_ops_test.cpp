@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 namespace runsnack::pool {
@@ -357,6 +358,101 @@ TEST_F(WorkerOpsTest, ABrowserDeviceGetsOnlyTasksOfJobsItSaysItRuns) {
   std::size_t leased = rest["tasks"].size();
   for (int i = 0; i < 4 && leased < 4; ++i) leased += send(alice, kT0 + 1300 + i, {{"op", "claim"}, {"max", 8}})["tasks"].size();
   EXPECT_EQ(leased, 4u);  // exec x2, the old job, the files job
+}
+
+TEST_F(WorkerOpsTest, RegisterKeepsTheCapAndRefusesBadOnes) {
+  for (const json& bad : {json(0), json(86401), json(-5), json(1.5), json("10")}) {
+    auto m = register_msg(alice);
+    m["device"]["max_task_seconds"] = bad;
+    auto r = send(alice, kT0, m);
+    EXPECT_EQ(r["error"], "bad device: device.max_task_seconds must be " +
+                              std::string(bad.is_number_integer() ? "in" : "a whole number of seconds in") + " 1..86400")
+        << bad.dump();
+  }
+  EXPECT_TRUE(store->devices().value().empty());
+  auto m = register_msg(alice);
+  m["device"]["kind"] = "wasm";
+  m["device"]["max_task_seconds"] = 5;
+  join_as(alice, m);
+  EXPECT_EQ(alice.session.max_task_seconds, std::optional<std::int64_t>(5));
+  join(bob);
+  std::map<std::string, DeviceInfo> devices;
+  for (auto& d : store->devices().value()) devices[d.id] = d;
+  EXPECT_EQ(devices.at(alice.session.device).max_task_seconds, std::optional<std::int64_t>(5));
+  EXPECT_EQ(devices.at(bob.session.device).max_task_seconds, std::nullopt);
+}
+
+// The learned scheduler knows the exec workload from alice's 20 s task: a
+// device capped at 10 s is not offered the job's other task, one capped at
+// an hour is.
+TEST_F(WorkerOpsTest, ACappedDeviceIsNotOfferedTasksItWouldRunPastItsCap) {
+  ops->use_learned_scheduler(at(kT0));
+  join(alice);
+  const auto j = job(2);
+  auto t = send(alice, kT0 + 1000, {{"op", "claim"}});
+  ASSERT_EQ(t["tasks"].size(), 1u) << t.dump();
+  auto done = send(alice, kT0 + 21000, alice.result_message(t["tasks"][0]["id"], t["tasks"][0]["attempt"], "x"));
+  ASSERT_TRUE(done["accepted"].get<bool>()) << done.dump();
+  ops->worker_left(alice.session, at(kT0 + 21000));
+  EXPECT_GT(ops->learned_estimates(alice.session.device)["exec"]["task_seconds"].get<double>(), 10);
+
+  auto capped = register_msg(bob);
+  capped["device"]["max_task_seconds"] = 10;
+  join_as(bob, capped);
+  // Long past kStarvedAfter: the job would go to anyone who may take it.
+  auto none = send(bob, kT0 + 60000, {{"op", "claim"}});
+  ASSERT_TRUE(none["ok"].get<bool>()) << none.dump();
+  EXPECT_TRUE(none["tasks"].empty()) << none.dump();
+  EXPECT_EQ(store->job_status(j).value().pending, 1);
+
+  capped["device"]["max_task_seconds"] = 3600;
+  join_as(bob, capped);
+  auto got = send(bob, kT0 + 61000, {{"op", "claim"}});
+  ASSERT_EQ(got["tasks"].size(), 1u) << got.dump();
+  EXPECT_EQ(got["tasks"][0]["job"], j);
+}
+
+TEST_F(WorkerOpsTest, AbandonPastTheCapReturnsTheTaskUnspentAndKeepsTheDeviceOffTheJob) {
+  auto capped = register_msg(bob);
+  capped["device"]["max_task_seconds"] = 10;
+  join_as(bob, capped);
+  join(alice);
+  const auto first = job(1), second = job(1);
+  auto t = send(bob, kT0 + 1000, {{"op", "claim"}})["tasks"][0];
+  ASSERT_EQ(t["job"], first) << t.dump();
+  const json abandon = {{"op", "abandon"}, {"task", t["id"]}, {"attempt", t["attempt"]}};
+
+  EXPECT_EQ(send(bob, kT0 + 1100, {{"op", "abandon"}})["error"], "abandon without its task id");
+  // Before its cap has passed since the lease: not a task it ran past its cap.
+  EXPECT_EQ(send(bob, kT0 + 10000, abandon)["error"],
+            "no lease of this task attempt held past this device's max_task_seconds");
+  // Not alice's to give back, nor may an uncapped device abandon.
+  EXPECT_EQ(send(alice, kT0 + 12000, abandon)["error"],
+            "only a device that stated device.max_task_seconds may abandon a task");
+  EXPECT_EQ(store->job_status(first).value().leased, 1);
+
+  auto r = send(bob, kT0 + 11000, abandon);
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  EXPECT_TRUE(has_event("task_abandoned"));
+  EXPECT_FALSE(has_event("task_failed"));
+  auto st = store->job_status(first).value();
+  EXPECT_EQ(st.pending, 1);
+  EXPECT_EQ(st.leased, 0);
+  // Twice: nothing left to give back.
+  EXPECT_FALSE(send(bob, kT0 + 11100, abandon)["ok"].get<bool>());
+
+  // bob is offered the second job, not the first again.
+  auto next = send(bob, kT0 + 12000, {{"op", "claim"}});
+  ASSERT_EQ(next["tasks"].size(), 1u) << next.dump();
+  EXPECT_EQ(next["tasks"][0]["job"], second);
+  EXPECT_TRUE(send(bob, kT0 + 13000, {{"op", "claim"}})["tasks"].empty());
+  // The abandoned task's try was not spent: alice runs it as the same attempt, and no record moved.
+  auto again = send(alice, kT0 + 14000, {{"op", "claim"}});
+  ASSERT_EQ(again["tasks"].size(), 1u) << again.dump();
+  EXPECT_EQ(again["tasks"][0]["id"], t["id"]);
+  EXPECT_EQ(again["tasks"][0]["attempt"], t["attempt"]);
+  for (const auto& d : store->devices().value()) EXPECT_EQ(d.valid + d.invalid, 0) << d.id;
+  EXPECT_TRUE(store->devices().value().size() == 2u);
 }
 
 TEST(DeviceRuns, NativeDevicesRunEverythingBrowsersWhatTheyList) {

@@ -205,13 +205,15 @@ void WorkerOps::publish_progress(const std::string& task, const TaskResult& resu
 void WorkerOps::forget_job(const std::string& task) {
   auto ref = store_.task_ref(task);
   if (!ref || !*ref) return;
-  checkers_.erase((*ref)->job);  // its matrices can be large
-  job_progress_.erase((*ref)->job);
-  specs_.erase((*ref)->job);
+  forget_job_state((*ref)->job);
 }
 
 void WorkerOps::forget_job_state(const std::string& job) {
-  checkers_.erase(job), job_progress_.erase(job), specs_.erase(job);
+  checkers_.erase(job), job_progress_.erase(job), specs_.erase(job);  // its checker's matrices can be large
+  for (auto it = abandoned_.begin(); it != abandoned_.end();) {
+    it->second.erase(job);
+    it = it->second.empty() ? abandoned_.erase(it) : std::next(it);
+  }
 }
 
 std::optional<Verdict> WorkerOps::verify(const std::string& task, const TaskResult& result) {

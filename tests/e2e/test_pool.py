@@ -68,6 +68,21 @@ class PoolBase(E2ETestCase):
 
 
 class PoolTest(PoolBase):
+    def test_a_worker_states_its_cap_per_task_and_status_shows_it(self):
+        """pool join --max-task-seconds reaches the coordinator; pool status shows the cap and no browser mark."""
+        self.start_pool()
+        self.fails(self.new_home("bad"), "pool", "join", self.ready["join"], "--cpu", "--max-task-seconds", "0",
+                   contains="--max-task-seconds must be in 1..86400")
+        self.start_worker("capped", "--max-task-seconds", "30")
+        self.start_worker("plain")
+        user = self.user()
+        devices = self.pool_status(user)["devices"]
+        self.assertEqual(sorted(str(d["max_task_seconds"]) for d in devices), ["30", "None"], devices)
+        self.assertEqual([d["browser"] for d in devices], [False, False], devices)
+        text = self.ok(user, "pool", "status", self.ready["submit"]).stdout
+        self.assertRegex(text, r"KIND +NAME +CAP ", text)
+        self.assertRegex(text, r"cpu +cpu +30s ", text)
+
     def test_job_across_workers_every_shard_present(self):
         self.start_pool()
         workers = [self.start_worker("worker%d" % i) for i in range(4)]

@@ -25,6 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, std::size_t siz
       if (runs && (runs->needs.size() > runsnack::pool::kMaxDeviceRuns ||
                    runs->sql_list().find_first_not_of(",abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos))
         __builtin_trap();
+      // A cap the coordinator keeps is a whole number of seconds in range (it is multiplied into ms).
+      auto cap = runsnack::pool::parse_max_task_seconds((*req)["device"]);
+      if (cap && *cap && (**cap < 1 || **cap > runsnack::pool::kMaxTaskSecondsLimit)) __builtin_trap();
     }
   }
   return 0;

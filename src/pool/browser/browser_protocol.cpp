@@ -13,7 +13,7 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::array kWorkerOps = {"register", "calibrated", "claim", "input", "heartbeat", "result", "failed", "results"};
+constexpr std::array kWorkerOps = {"register", "calibrated", "claim", "input", "heartbeat", "result", "failed", "abandon", "results"};
 
 // Exactly `out.size()` bytes from lower-case or upper-case hex.
 Result<void> hex_field(const json& msg, const char* key, std::span<std::uint8_t> out) {

@@ -1,9 +1,12 @@
 #include "pool/browser/browser_protocol.hpp"
+#include "pool/device_runs.hpp"
 
 #include "crypto/identity.hpp"
 #include "pool/wire.hpp"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 
 namespace runsnack::pool::browser {
 namespace {
@@ -83,6 +86,23 @@ TEST(BrowserProtocol, RequestsAreWorkerOpsWithoutFrames) {
   EXPECT_FALSE(parse_request(R"({"op":"result","frames":1})"));
   EXPECT_FALSE(parse_request(R"({"op":"results","results":[{"op":"result","frames":2}]})"));
   EXPECT_FALSE(parse_request(std::string(kMaxBrowserMessageBytes + 1, ' ')));
+}
+
+TEST(BrowserProtocol, RegisterStatesACapAndAbandonIsAWorkerOp) {
+  // What join.js sends: a cap per task in whole seconds (pool/device_runs.hpp).
+  auto reg = parse_request(R"({"op":"register","device":{"kind":"webgpu","runs":["render"],"max_task_seconds":5}})");
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(pool::parse_max_task_seconds((*reg)["device"]).value(), std::optional<std::int64_t>(5));
+  EXPECT_EQ(pool::parse_max_task_seconds(json{{"kind", "wasm"}}).value(), std::nullopt);
+  EXPECT_EQ(pool::parse_max_task_seconds(json{{"max_task_seconds", nullptr}}).value(), std::nullopt);
+  EXPECT_EQ(pool::parse_max_task_seconds(json{{"max_task_seconds", 86400}}).value(), std::optional<std::int64_t>(86400));
+  for (const json& bad : {json(0), json(-1), json(86401), json(2.5), json("10"), json(true), json::array({10}),
+                          json(std::numeric_limits<std::uint64_t>::max())}) {
+    auto r = pool::parse_max_task_seconds(json{{"max_task_seconds", bad}});
+    ASSERT_FALSE(r) << bad.dump();
+    EXPECT_NE(r.error().message.find("1..86400"), std::string::npos) << r.error().message;
+  }
+  EXPECT_TRUE(parse_request(R"({"op":"abandon","task":"t","attempt":1})"));
 }
 
 }  // namespace

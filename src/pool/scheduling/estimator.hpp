@@ -61,6 +61,7 @@ class Estimator {
   std::size_t workloads() const { return workloads_.size(); }
   const std::string& workload_name(std::uint32_t w) const { return workloads_[w].name; }
   double log_unit(std::uint32_t w) const;  // a_w
+  std::uint64_t workload_observations(std::uint32_t w) const { return workloads_[w].n; }  // pool-wide
   // How much one task's log time strays from its device's expectation in this
   // workload (task sizes the job cannot predict, heavy tails): a sd learned from
   // the residuals, observation_sd until there are some.

@@ -370,8 +370,8 @@ std::optional<Scheduler::Estimate> Scheduler::estimate(const std::string& device
   auto d = find(device);
   auto w = est_.find_workload(workload);
   if (!d || !w) return std::nullopt;
-  return Estimate{est_.task_seconds(*d, *w, work), est_.offset_sd(*d, *w), est_.observations(*d, *w),
-                  est_.success_mean(*d), est_.departure_rate(*d)};
+  return Estimate{est_.task_seconds(*d, *w, work), est_.offset_sd(*d, *w),       est_.observations(*d, *w),
+                  est_.workload_observations(*w),       est_.success_mean(*d), est_.departure_rate(*d)};
 }
 
 std::vector<FrontPoint> Scheduler::pareto_front(const PendingJob& job) const {

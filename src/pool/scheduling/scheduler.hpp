@@ -115,6 +115,7 @@ class Scheduler {
     double task_s = 0;         // expected seconds for a task of `work`
     double speed_sd = 0;       // log-scale uncertainty of the speed
     std::uint32_t observations = 0;
+    std::uint64_t workload_observations = 0;  // of the workload on any device (0: a_w is still its prior)
     double success = 0;        // expected success rate
     double departure_rate = 0; // per online second
   };

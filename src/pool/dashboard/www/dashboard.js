@@ -58,7 +58,10 @@ function renderDevices(devices) {
     const online = !!d.online;
     return el("tr", { "data-device": d.id, class: online ? "online" : "offline" },
       el("td", { title: d.id }, d.name || d.kind, el("span", { class: "mono muted" }, " " + shortId(d.peer))),
-      el("td", {}, d.kind ?? ""),
+      // A browser tab (webgpu, wasm) comes and goes with its page: marked apart, with its cap per task.
+      el("td", {}, d.kind ?? "", d.browser ? el("span", { class: "badge browser" }, "browser") : ""),
+      el("td", { class: "num", title: "the longest task this device takes" },
+        d.max_task_seconds == null ? "–" : d.max_task_seconds + " s"),
       el("td", { class: "num", title: "calibration ops/s" }, score(d.score)),
       el("td", { class: "num" }, percent(d.reliability)),
       el("td", { class: "num" }, d.price == null ? "–" : String(d.price)),

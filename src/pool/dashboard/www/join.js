@@ -16,6 +16,12 @@ const $ = (id) => document.getElementById(id);
 const enc = new TextEncoder();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const LOW_BATTERY = 0.2;  // below this, on battery: no claims
+// The longest one task may take here (register's device.max_task_seconds):
+// the coordinator offers only tiles it expects this device to finish within
+// it. A phone (as its browser says) gets less, to stay cool and responsive.
+const MOBILE = navigator.userAgentData ? navigator.userAgentData.mobile : /Mobi|Android/i.test(navigator.userAgent);
+const MAX_TASK_SECONDS = MOBILE ? 5 : 10;
+const OVERTIME = Symbol("overtime");
 
 const ui = { paused: false, done: 0, earned: 0, battery: null };
 
@@ -308,7 +314,7 @@ async function session(backend, key, grant, hmacKey) {
   const auth = await link.call({ op: "auth", grant, public_key: key.publicHex, proof, signature: await sign(key, signed) });
   if (!auth.ok) throw Object.assign(new Error(auth.error), { fatal: true });
   show("calibrating");
-  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: backend.kind, name: backend.name, score: 0, price: 10, runs: runsOf(backend) } });
+  const reg = await link.call({ op: "register", public_key: key.publicHex, device: { kind: backend.kind, name: backend.name, score: 0, price: 10, runs: runsOf(backend), max_task_seconds: MAX_TASK_SECONDS } });
   if (!reg.ok) throw Object.assign(new Error(reg.error), { fatal: true });
   $("device").textContent = reg.device;
   const cal = await link.call({ op: "calibrated", checkpoints: calibrate(reg.calibrate.seed, reg.calibrate.iterations) });
@@ -334,13 +340,25 @@ async function session(backend, key, grant, hmacKey) {
     for (const task of tasks) {
       show("working", "computing");
       const beat = setInterval(() => link.call({ op: "heartbeat" }).catch(() => {}), 5000);
-      let out;
-      try {
-        out = await runTask(backend, task, link);
-      } catch (e) {
-        out = { error: "the " + backend.kind + " backend failed: " + String(e.message || e).slice(0, 200) };
-      } finally {
-        clearInterval(beat);
+      const failure = (e) => ({ error: "the " + backend.kind + " backend failed: " + String(e.message || e).slice(0, 200) });
+      const work = runTask(backend, task, link).catch(failure);
+      let timer;
+      const overtime = new Promise((r) => { timer = setTimeout(() => r(OVERTIME), MAX_TASK_SECONDS * 1000); });
+      let out = await Promise.race([work, overtime]);
+      clearTimeout(timer);
+      if (out === OVERTIME) {
+        // A GPU dispatch or a wasm call cannot be stopped midway: the task goes
+        // back to the pool now (its try unspent; this device gets no more of
+        // its job) and the late result is dropped when it comes.
+        const back = await link.call({ op: "abandon", task: task.id, attempt: task.attempt });
+        if (back.ok) show("working", "finishing a task past " + MAX_TASK_SECONDS + " s (handed back)");
+        out = await work;
+        if (back.ok) out = null;
+      }
+      clearInterval(beat);
+      if (!out) {
+        $("tile").textContent = "-";
+        continue;
       }
       const answer = out.error
         ? await link.call({ op: "failed", task: task.id, attempt: task.attempt, reason: out.error })
