@@ -56,8 +56,7 @@ def open_page(url, host_rules, spki, mode, until=None):
                     until()
                 break
     finally:
-        popen.stdin.close()
-        rest, err = popen.communicate(timeout=120)
+        rest, err = popen.communicate(timeout=120)  # closes stdin: the page closes
     for line in rest.splitlines():
         try:
             lines.append(json.loads(line))
@@ -94,6 +93,8 @@ class HttpTlsTest(PoolBase):
 
     def serve(self, *http_args, name="coordinator"):
         home = self.new_home(name)
+        if name == "coordinator":
+            self.chome = home  # PoolBase.user() grants credits there
         proc = self.start(home, "pool", "serve", "--json", "--listen", "127.0.0.1:0", *http_args, name=name)
         return proc, proc.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
 
@@ -165,6 +166,7 @@ class HttpTlsTest(PoolBase):
         self.assertTrue(reg["secure_context"], reg)
         self.assertTrue(reg["device"].endswith("/webgpu"), reg)
         self.assertIn("done", stages, lines)
+        print("https page: %s, %s, %d task(s) done" % (reg["device"], reg["backend"], stages["closing"]["done"]))
         self.assertEqual(stages["closing"]["errors"], [], stages["closing"])
         self.assertEqual(len(finished), 1, lines)
         self.assertEqual(finished[0]["state"], "done", finished[0])
@@ -179,6 +181,7 @@ class HttpTlsTest(PoolBase):
         lines = open_page("http://plain.test/join#" + plain["browser_join"].split("#", 1)[1],
                           "MAP plain.test 127.0.0.1:%d" % plain_port, "-", "insecure")
         refused = lines[-1]
+        print("plain http page: %r" % refused["error"])
         self.assertEqual(refused["stage"], "refused", lines)
         self.assertFalse(refused["secure_context"], refused)
         self.assertFalse(refused["has_subtle"], refused)
