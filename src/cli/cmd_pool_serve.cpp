@@ -35,6 +35,7 @@ namespace {
 struct ServeArgs {
   std::string db, listen, starting_credits, lease = "30", http, scheduler = "learned", max_price, give_up_after = "60",
               independent_wait, rendezvous;
+  std::vector<std::string> http_tls, http_origins;  // {CERT, KEY}; extra WebSocket origins
   bool json = false, no_port_mapping = false;
 };
 
@@ -74,6 +75,9 @@ int serve(const ServeArgs& args) {
     if (!most || *most <= 0) return report("bad --max-price '" + args.max_price + "': credits per device-hour, e.g. 20");
     policy.max_price = static_cast<double>(*most) / static_cast<double>(pool::kMicroPerCredit);
   }
+  if (args.http.empty() && (!args.http_tls.empty() || !args.http_origins.empty()))
+    return report(std::string(args.http_tls.empty() ? "--http-origin" : "--http-tls") +
+                  " is for the web dashboard: give --http ADDR:PORT too, e.g. --http 0.0.0.0:8443");
   std::string db_shown;
   auto store = open_pool_store(args.db, policy, db_shown, false);
   if (!store) return report(store.error());
@@ -122,7 +126,7 @@ int serve(const ServeArgs& args) {
   };
   PoolDashboard dashboard;
   if (!args.http.empty())
-    if (auto r = dashboard.start(io.get_executor(), args.http, *store); !r) return report(r.error());
+    if (auto r = dashboard.start(io.get_executor(), args.http, *store, args.http_tls, args.http_origins); !r) return report(r.error());
   // The coordinator's events (not the provider's, which name addresses) also go to the dashboard.
   auto emit_pool = [&emit, &dashboard](const json& ev) {
     if (ev.contains("png")) {  // a preview tile: the dashboard shows it; the log only notes it
@@ -142,7 +146,7 @@ int serve(const ServeArgs& args) {
   std::optional<pool::browser::BrowserWorkers> browsers;
   if (dashboard.server()) {
     browsers.emplace(coordinator, *db);
-    dashboard.server()->serve_worker_sockets([&b = *browsers](boost::beast::tcp_stream s, pool::dashboard::Request r) {
+    dashboard.server()->serve_worker_sockets([&b = *browsers](pool::dashboard::HttpStream s, pool::dashboard::Request r) {
       return b.serve(std::move(s), std::move(r));
     });
   }
@@ -250,6 +254,16 @@ void add_pool_serve_command(CLI::App& pool, ExitStatus& status) {
       ->check(CLI::IsMember({"fastest", "learned"}));
   serve_cmd->add_option("--http", sa->http,
                         "ADDR:PORT for a web dashboard and the browser worker page (its link is printed as browser:), e.g. 127.0.0.1:8080 (default: none)");
+  serve_cmd->add_option("--http-tls", sa->http_tls,
+                        "CERT KEY: serve --http over TLS (https) with this PEM certificate chain and key, so phones "
+                        "on a network get WebGPU and WebCrypto (a secure context); links then say https://")
+      ->expected(2)
+      ->type_name("CERT KEY");
+  serve_cmd->add_option("--http-origin", sa->http_origins,
+                        "ORIGIN a TLS reverse proxy serves the dashboard as (e.g. https://pool.example.org): its "
+                        "WebSocket origin and Host are accepted; repeatable (docs/BROWSER-WORKERS.md)")
+      ->allow_extra_args(false)
+      ->type_name("ORIGIN");
   serve_cmd->add_option("--rendezvous", sa->rendezvous,
                         "HOST:PORT of a rendezvous to register at, for workers and submitters behind NAT: the links "
                         "then name it (also RUNSNACK_RENDEZVOUS or config.json)");

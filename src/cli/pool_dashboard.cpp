@@ -16,12 +16,23 @@ std::int64_t unix_ms_now() {
 
 }  // namespace
 
-Result<void> PoolDashboard::start(boost::asio::any_io_executor ex, const std::string& address, pool::PoolStore& store) {
+Result<void> PoolDashboard::start(boost::asio::any_io_executor ex, const std::string& address, pool::PoolStore& store,
+                                  const std::vector<std::string>& tls, const std::vector<std::string>& origins) {
   auto endpoint = pool::dashboard::parse_http_address(address);
   if (!endpoint) return endpoint.error();
-  snapshot_.emplace(store);
   pool::dashboard::DashboardOptions options;
   options.endpoint = *endpoint;
+  for (const auto& origin : origins) {
+    auto normal = pool::dashboard::normalize_origin(origin);
+    if (!normal) return fail(errc::invalid_argument, "--http-origin: " + std::string(normal.error().what()));
+    options.extra_origins.push_back(*normal);
+  }
+  if (!tls.empty()) {
+    auto context = pool::dashboard::load_tls_context(tls.at(0), tls.at(1));
+    if (!context) return context.error();
+    options.tls = *context;
+  }
+  snapshot_.emplace(store);
   server_ = std::make_unique<pool::dashboard::Dashboard>(ex, options, [this] {
     auto snap = snapshot_->build(unix_ms_now());
     if (!snap) throw std::runtime_error(snap.error().what());  // the dashboard answers 500 and logs it

@@ -10,6 +10,8 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace runsnack::cli {
 
@@ -20,11 +22,14 @@ class PoolDashboard {
   PoolDashboard& operator=(const PoolDashboard&) = delete;
 
   // Parses ADDR and binds it; a bad address or a port in use is an error.
-  Result<void> start(boost::asio::any_io_executor ex, const std::string& address, pool::PoolStore& store);
+  // tls: {CERT, KEY} PEM files (https), or empty; origins: extra origins for
+  // the WebSocket check (a TLS reverse proxy's), each "https://HOST[:PORT]".
+  Result<void> start(boost::asio::any_io_executor ex, const std::string& address, pool::PoolStore& store,
+                     const std::vector<std::string>& tls = {}, const std::vector<std::string>& origins = {});
   pool::dashboard::Dashboard* server() { return server_.get(); }
   // One coordinator event: counted for reliability and pushed to open pages.
   void publish(const nlohmann::json& event);
-  nlohmann::json url() const;  // "http://HOST:PORT/" or null
+  nlohmann::json url() const;  // "http://HOST:PORT/", "https://..." with TLS, or null
   void stop();
 
  private:

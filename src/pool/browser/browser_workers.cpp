@@ -24,7 +24,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using json = nlohmann::json;
-using Socket = websocket::stream<beast::tcp_stream>;
+using Socket = websocket::stream<dashboard::HttpStream>;
 
 struct BrowserWorkers::State {
   State(Coordinator& c, Database& d, BrowserWorkerLimits l) : coordinator(c), db(d), limits(l) {}
@@ -91,9 +91,9 @@ bool still_granted(const StatePtr& st, const std::string& id) {
   return !check_live_session(**found, SystemClock::instance().now());
 }
 
-std::string address_of(const beast::tcp_stream& stream, std::string& ip) {
+std::string address_of(const dashboard::HttpStream& stream, std::string& ip) {
   boost::system::error_code ec;
-  auto ep = stream.socket().remote_endpoint(ec);
+  auto ep = stream.next_layer().socket().remote_endpoint(ec);
   if (ec) return ip = "", "";
   ip = ep.address().to_string();
   return ep.address().is_v6() ? "[" + ip + "]:" + std::to_string(ep.port()) : ip + ":" + std::to_string(ep.port());
@@ -135,7 +135,7 @@ void BrowserWorkers::stop() {
 
 std::size_t BrowserWorkers::sockets() const { return state_->live.size(); }
 
-asio::awaitable<void> BrowserWorkers::serve(beast::tcp_stream stream, dashboard::Request request) {
+asio::awaitable<void> BrowserWorkers::serve(dashboard::HttpStream stream, dashboard::Request request) {
   StatePtr st = state_;
   std::string ip;
   const std::string address = address_of(stream, ip);

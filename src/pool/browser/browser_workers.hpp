@@ -17,11 +17,11 @@
 
 #include "pool/coordinator.hpp"
 #include "pool/dashboard/http_routes.hpp"
+#include "pool/dashboard/http_stream.hpp"
 #include "store/database.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -45,7 +45,7 @@ class BrowserWorkers {
   BrowserWorkers& operator=(const BrowserWorkers&) = delete;
 
   // Serves one checked upgrade request for /worker until the socket closes.
-  boost::asio::awaitable<void> serve(boost::beast::tcp_stream stream, dashboard::Request request);
+  boost::asio::awaitable<void> serve(dashboard::HttpStream stream, dashboard::Request request);
   void stop();
   std::size_t sockets() const;
 

@@ -9,7 +9,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -32,8 +31,8 @@ using json = nlohmann::json;
 namespace {
 
 struct WsClient {
-  explicit WsClient(beast::tcp_stream stream) : ws(std::move(stream)), wake(ws.get_executor()) {}
-  websocket::stream<beast::tcp_stream> ws;
+  explicit WsClient(HttpStream stream) : ws(std::move(stream)), wake(ws.get_executor()) {}
+  websocket::stream<HttpStream> ws;
   std::vector<Message> initial;  // snapshot and replay: sent first, not counted against the cap
   std::deque<Message> queue;     // live events
   asio::steady_timer wake;       // the writer sleeps on it; cancelled when there is work or on close
@@ -67,7 +66,7 @@ struct Dashboard::State {
   bool refresh_armed = false;
   bool stopping = false;
   std::size_t connections = 0;
-  std::set<beast::tcp_stream*> http_live;  // closed by stop()
+  std::set<HttpStream*> http_live;  // closed by stop()
   std::set<std::shared_ptr<WsClient>> clients;
 
   std::optional<Message> snapshot_message() {
@@ -146,7 +145,7 @@ asio::awaitable<void> ws_writer(std::shared_ptr<WsClient> c) {
   }
 }
 
-asio::awaitable<void> serve_websocket(StatePtr st, beast::tcp_stream stream, Request req) {
+asio::awaitable<void> serve_websocket(StatePtr st, HttpStream stream, Request req) {
   beast::get_lowest_layer(stream).expires_never();  // the WebSocket's own timeouts from here
   auto c = std::make_shared<WsClient>(std::move(stream));
   websocket::stream_base::timeout timeouts{};
@@ -190,21 +189,31 @@ http::status read_failure_status(const boost::system::error_code& ec) {
 
 asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
   Ticket ticket(st);
-  beast::tcp_stream stream(std::move(socket));
+  HttpStream stream = st->options.tls ? HttpStream(beast::tcp_stream(std::move(socket)), *st->options.tls)
+                                      : HttpStream(beast::tcp_stream(std::move(socket)));
   st->http_live.insert(&stream);
+  struct Unlist {  // also when the handshake fails
+    StatePtr st;
+    HttpStream* s;
+    ~Unlist() { if (s) st->http_live.erase(s); }
+  } unlist{st, &stream};
   beast::flat_buffer buffer(st->options.max_request_bytes);
   std::optional<Request> upgrade, worker_upgrade;
+  // The TLS handshake holds this connection's ticket and runs under the first request's deadline.
+  stream.next_layer().expires_after(st->options.request_timeout);
+  auto [hec] = co_await stream.async_handshake(asio::as_tuple(asio::use_awaitable));
+  if (hec) co_return;
   while (!st->stopping) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(st->options.max_request_bytes));
     parser.body_limit(st->options.max_request_bytes);
-    stream.expires_after(st->options.request_timeout);
+    stream.next_layer().expires_after(st->options.request_timeout);
     auto [rec, rn] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (rec) {
       auto status = read_failure_status(rec);
       if (status != http::status::ok) {
         auto res = error_response(status, 11, status == http::status::bad_request ? "bad request" : "request too large");
-        stream.expires_after(st->options.request_timeout);
+        stream.next_layer().expires_after(st->options.request_timeout);
         co_await http::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
       }
       break;
@@ -223,11 +232,12 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
       res = error_response(http::status::service_unavailable, req.version(), "too many dashboard pages open");
     }
     if (!res) res = answer(req, st->snapshot);
-    stream.expires_after(st->options.request_timeout);
+    stream.next_layer().expires_after(st->options.request_timeout);
     auto [wec, wn] = co_await http::async_write(stream, *res, asio::as_tuple(asio::use_awaitable));
     if (wec || !res->keep_alive()) break;
   }
   st->http_live.erase(&stream);
+  unlist.s = nullptr;
   if (worker_upgrade && !st->stopping) {
     co_await st->worker_socket(std::move(stream), std::move(*worker_upgrade));
     co_return;
@@ -237,8 +247,12 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
     co_await std::move(session);
     co_return;
   }
+  if (stream.tls()) {  // a close_notify: the end of a Connection: close answer is not a cut
+    co_await stream.async_shutdown(asio::as_tuple(asio::use_awaitable));
+    co_return;
+  }
   boost::system::error_code ec;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.next_layer().socket().shutdown(tcp::socket::shutdown_send, ec);
 }
 
 }  // namespace
@@ -246,6 +260,8 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
 Dashboard::Dashboard(asio::any_io_executor ex, DashboardOptions options, SnapshotFn snapshot)
     : ex_(ex), acceptor_(ex), state_(std::make_shared<State>(ex, options, std::move(snapshot))) {
   state_->routes.loopback_only = options.endpoint.address().is_loopback();
+  state_->routes.tls = options.tls != nullptr;
+  state_->routes.extra_origins = options.extra_origins;
 }
 
 Dashboard::~Dashboard() { stop(); }
@@ -263,7 +279,10 @@ Result<void> Dashboard::listen() {
 
 tcp::endpoint Dashboard::local_endpoint() const { return acceptor_.local_endpoint(); }
 
-std::string Dashboard::url() const { return http_url(local_endpoint()); }
+std::string Dashboard::url() const {
+  const std::string url = http_url(local_endpoint());
+  return state_->options.tls ? "https" + url.substr(4) : url;
+}
 
 asio::awaitable<void> Dashboard::run() {
   while (!state_->stopping) {
@@ -287,7 +306,7 @@ void Dashboard::stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   state_->refresh.cancel();
-  for (auto* s : state_->http_live) s->socket().close(ec);
+  for (auto* s : state_->http_live) s->next_layer().socket().close(ec);
   for (const auto& c : state_->clients) c->close();
 }
 

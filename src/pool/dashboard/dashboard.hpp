@@ -6,8 +6,12 @@
 // event as it happens, and a fresh snapshot at most every snapshot_interval
 // after events, so the page needs no polling. Read-only: only GET.
 //
+// With options.tls the same over TLS (https://, wss://): the handshake runs
+// under the first request's deadline and holds a connection slot like any
+// request, so clients that never finish it are bounded like slow ones.
+//
 // Bounds: connections (HTTP and WebSocket together), WebSocket clients,
-// request size, a deadline on every HTTP read and write, idle WebSockets
+// request size, a deadline on every HTTP read and write (and TLS handshake), idle WebSockets
 // pinged and closed when they stop answering, and a cap on each client's
 // queue: a browser that falls that far behind is disconnected (its page
 // reconnects and starts again from a fresh snapshot), so it never holds the
@@ -21,11 +25,11 @@
 
 #include "core/error.hpp"
 #include "pool/dashboard/http_routes.hpp"
+#include "pool/dashboard/http_stream.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -33,11 +37,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace runsnack::pool::dashboard {
 
 // Serves a checked WebSocket upgrade to /worker (pool/browser/BrowserWorkers).
-using UpgradeFn = std::function<boost::asio::awaitable<void>(boost::beast::tcp_stream, Request)>;
+using UpgradeFn = std::function<boost::asio::awaitable<void>(HttpStream, Request)>;
 
 struct DashboardOptions {
   // Loopback unless the user binds elsewhere on purpose (--http 0.0.0.0:PORT).
@@ -51,6 +56,10 @@ struct DashboardOptions {
   std::chrono::milliseconds snapshot_interval{250};   // fresh snapshots after events, at most this often
   std::size_t replay_events = 100;                    // recent events sent to a new page
   std::size_t replay_tile_bytes = 32 * 1024 * 1024;   // render tiles sent to a new page
+  std::shared_ptr<const TlsContext> tls;              // set: https only (load_tls_context)
+  // Origins also accepted by the WebSocket origin check (and their hosts by
+  // the Host check): a TLS reverse proxy's "https://pool.example.org".
+  std::vector<std::string> extra_origins;
 };
 
 class Dashboard {
@@ -63,7 +72,7 @@ class Dashboard {
   // Binds options.endpoint (port 0: any free port).
   Result<void> listen();
   boost::asio::ip::tcp::endpoint local_endpoint() const;
-  std::string url() const;  // "http://127.0.0.1:8080/"
+  std::string url() const;  // "http://127.0.0.1:8080/", "https://..." with TLS
   // Accepts connections until stop().
   boost::asio::awaitable<void> run();
   void stop();

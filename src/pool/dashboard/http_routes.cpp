@@ -76,7 +76,37 @@ bool is_loopback_host(std::string_view host_header) {
   return std::all_of(host.begin(), host.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
 }
 
+// The host part of an origin: "https://pool.example.org:8443" -> "pool.example.org:8443".
+std::string_view origin_host(std::string_view origin) {
+  auto at = origin.find("://");
+  return at == std::string_view::npos ? std::string_view() : origin.substr(at + 3);
+}
+
+bool host_of_extra_origin(std::string_view host_header, const RouteOptions& options) {
+  const std::string host = lower(host_header);
+  return std::any_of(options.extra_origins.begin(), options.extra_origins.end(),
+                     [&](const std::string& o) { return origin_host(o) == host; });
+}
+
+bool accepted_origin(std::string_view origin_header, std::string_view host_header, const RouteOptions& options) {
+  const std::string origin = lower(origin_header);
+  if (origin == (options.tls ? "https://" : "http://") + lower(host_header)) return true;
+  return std::find(options.extra_origins.begin(), options.extra_origins.end(), origin) != options.extra_origins.end();
+}
+
 }  // namespace
+
+Result<std::string> normalize_origin(std::string_view text) {
+  std::string origin = lower(text);
+  if (origin.ends_with("/")) origin.pop_back();
+  if (!origin.starts_with("https://") && !origin.starts_with("http://"))
+    return fail(errc::invalid_argument, "bad origin '" + std::string(text) + "': expected https://HOST[:PORT]");
+  const std::string_view host = origin_host(origin);
+  if (host.empty() || host.find_first_of("/?#@ ") != std::string_view::npos)
+    return fail(errc::invalid_argument,
+                "bad origin '" + std::string(text) + "': expected https://HOST[:PORT], with no path");
+  return origin;
+}
 
 Response error_response(http::status status, unsigned version, const std::string& text) {
   Response res(status, version);
@@ -96,11 +126,11 @@ std::optional<Response> check_request(const Request& req, const RouteOptions& op
     return res;
   }
   auto host = req[http::field::host];
-  if (options.loopback_only && !is_loopback_host(host))
+  if (options.loopback_only && !options.tls && !is_loopback_host(host) && !host_of_extra_origin(host, options))
     return error_response(http::status::misdirected_request, req.version(), "this dashboard answers only to localhost");
   if (boost::beast::websocket::is_upgrade(req)) {
     auto origin = req[http::field::origin];
-    if (!origin.empty() && lower(origin) != "http://" + lower(host))
+    if (!origin.empty() && !accepted_origin(origin, host, options))
       return error_response(http::status::forbidden, req.version(), "WebSocket from another origin");
   }
   return std::nullopt;

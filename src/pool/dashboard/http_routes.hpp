@@ -14,15 +14,25 @@
 //
 // Host check (DNS rebinding): a server bound to loopback answers only a Host
 // of localhost, 127.x.x.x or [::1], so a web page elsewhere cannot reach it
-// through a name that resolves to 127.0.0.1. A WebSocket upgrade must come
-// from this origin (Origin equal to http://<Host>) or from no page at all.
+// through a name that resolves to 127.0.0.1. Over TLS any Host is answered:
+// a rebinding page's browser expects a certificate for the attacker's name,
+// which this server does not have, so it never gets a request through. The
+// hosts of extra_origins are answered too (a reverse proxy's name). A
+// WebSocket upgrade must come from this origin (Origin equal to
+// http://<Host>, https://<Host> over TLS), from one of extra_origins, or
+// from no page at all.
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
+
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace runsnack::pool::dashboard {
 
@@ -32,7 +42,13 @@ using SnapshotFn = std::function<nlohmann::json()>;
 
 struct RouteOptions {
   bool loopback_only = true;  // the server is bound to a loopback address
+  bool tls = false;           // served over TLS: the page's origin is https://<Host>
+  std::vector<std::string> extra_origins;  // "https://pool.example.org" (a TLS reverse proxy's)
 };
+
+// "https://Pool.Example.org/" -> "https://pool.example.org"; an error names
+// what is wrong (no scheme, a path).
+Result<std::string> normalize_origin(std::string_view origin);
 
 // A refusal (405, 403, 400) for a request that must not be served, or nothing.
 std::optional<Response> check_request(const Request& request, const RouteOptions& options);

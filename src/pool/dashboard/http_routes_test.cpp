@@ -89,6 +89,27 @@ TEST(HttpRoutes, WebSocketOnlyFromThisOrigin) {
   EXPECT_EQ(res->result(), http::status::forbidden);
 }
 
+// A TLS reverse proxy (--http-origin) in front of a loopback dashboard passes its own name as Host.
+TEST(HttpRoutes, AnExtraOriginsHostAndOriginAreAccepted) {
+  RouteOptions options;
+  options.extra_origins = {"https://pool.example.org"};
+  EXPECT_FALSE(check_request(get("/", "pool.example.org"), options));
+  EXPECT_EQ(check_request(get("/", "evil.example"), options)->result(), http::status::misdirected_request);
+  Request proxied = upgrade("https://pool.example.org");
+  proxied.set(http::field::host, "pool.example.org");
+  EXPECT_FALSE(check_request(proxied, options));
+  EXPECT_EQ(check_request(upgrade("https://evil.example"), options)->result(), http::status::forbidden);
+}
+
+// Over TLS any Host is answered (the certificate defeats rebinding) and the page's origin is https://<Host>.
+TEST(HttpRoutes, OverTlsTheOriginIsHttpsOfTheHost) {
+  RouteOptions options;
+  options.tls = true;
+  EXPECT_FALSE(check_request(get("/", "pool.test"), options));
+  EXPECT_FALSE(check_request(upgrade("https://127.0.0.1:8080"), options));
+  EXPECT_EQ(check_request(upgrade("http://127.0.0.1:8080"), options)->result(), http::status::forbidden);
+}
+
 TEST(HttpRoutes, BrowserWorkerPageAndItsSocket) {
   auto res = answer(get("/join"), kSnapshot);
   EXPECT_EQ(res.result(), http::status::ok);

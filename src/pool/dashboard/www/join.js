@@ -155,7 +155,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 }`;
 
 async function gpuDevice() {
-  if (!window.isSecureContext) throw new Error("WebGPU needs a secure context: open this page over https (or on localhost)");
   if (!navigator.gpu) throw new Error("this browser has no WebGPU");
   const adapter = await navigator.gpu.requestAdapter();
   if (!adapter) throw new Error("no WebGPU adapter (is hardware acceleration off?)");
@@ -382,6 +381,13 @@ async function main() {
   });
   const [grant, secret] = location.hash.slice(1).split(":");
   if (!grant || !secret) return fatal("Open this page with the coordinator's browser join link (/join#GRANT:SECRET).");
+  // WebCrypto (the key and the link's proof) exists only in a secure context, like WebGPU.
+  if (!window.isSecureContext || !crypto.subtle) {
+    $("backend").textContent = "nothing: WebGPU and WebCrypto need a secure context";
+    return fatal("This page cannot join from " + location.origin + ": browsers give WebCrypto (its key and the join " +
+                 "link's proof) and WebGPU only to secure pages. Open this page over https or on localhost " +
+                 "(`pool serve --http-tls CERT KEY`, or a TLS reverse proxy).");
+  }
   if (navigator.getBattery) navigator.getBattery().then((b) => { ui.battery = b; }).catch(() => {});
   let chosen, key, hmacKey;
   try {
