@@ -205,6 +205,10 @@ asio::awaitable<Result<void>> MuxStream::read_growing(std::size_t n, std::string
   co_return co_await read_growing_into(n, out, upfront);
 }
 
+Error MuxStream::session_end() const {
+  return mux_->close_reason_.value_or(Error(errc::closed, "yamux: session closed"));
+}
+
 asio::awaitable<Result<void>> MuxStream::write(asio::const_buffer in) {
   auto self = mux_;  // keep the session while we reference its queue
   auto* p = static_cast<const std::uint8_t*>(in.data());
@@ -214,7 +218,9 @@ asio::awaitable<Result<void>> MuxStream::write(asio::const_buffer in) {
     if (error_) co_return *error_;
     if (local_fin_) co_return fail(errc::closed, "yamux: stream closed for writing");
     // A closing session only flushes what is queued; it takes nothing new.
-    if (mux_->closing_ || mux_->done_) co_return fail(errc::closed, "yamux: session closing");
+    // The session's own reason (a keepalive's timeout, say), so that a writer that gets here
+    // before the streams are reset reads the same end as one that gets here after.
+    if (mux_->closing_ || mux_->done_) co_return error_.value_or(session_end());
     auto h = mux_->state_.next_data(id_, left);
     if (!h) co_return h.error();
     if (h->length == 0) {  // the peer's window is exhausted: this is the flow control
@@ -222,13 +228,13 @@ asio::awaitable<Result<void>> MuxStream::write(asio::const_buffer in) {
       continue;
     }
     last = mux_->enqueue(*h, asio::buffer(p, h->length));
-    if (last == 0) co_return error_.value_or(Error(errc::closed, "yamux: session closed"));
+    if (last == 0) co_return error_.value_or(session_end());
     p += h->length;
     left -= h->length;
   }
   // Our bytes stay referenced by the queue until written.
   while (mux_->flushed_seq_ < last) {
-    if (mux_->done_) co_return error_.value_or(Error(errc::closed, "yamux: session closed"));
+    if (mux_->done_) co_return error_.value_or(session_end());
     co_await wait_signal(mux_->flushed_signal_);
   }
   co_return Result<void>{};

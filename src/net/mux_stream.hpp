@@ -75,6 +75,7 @@ class MuxStream {
   std::size_t consumed(std::size_t n);  // the reader took n bytes: maybe a window update
   void on_remote_fin();
   void on_reset(Error why);
+  Error session_end() const;  // why the session is ending: its close reason, else "closed"
   void wake_writer() { write_signal_.cancel(); }
   template <class Bytes>
   boost::asio::awaitable<Result<void>> read_growing_into(std::size_t n, Bytes& out, std::size_t upfront);

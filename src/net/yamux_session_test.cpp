@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
+#include <utility>
 
 namespace runsnack {
 namespace {
@@ -302,6 +304,31 @@ class SilentTransport final : public Transport {
   asio::steady_timer never_;
 };
 
+// Silent, and calls `on_close` when the Mux closes it: the moment after the session has decided
+// to end and before its streams are reset.
+class ClosingHookTransport final : public Transport {
+ public:
+  explicit ClosingHookTransport(asio::any_io_executor ex) : ex_(ex), never_(ex) {
+    never_.expires_at(std::chrono::steady_clock::time_point::max());
+  }
+  awaitable<std::size_t> read_some(asio::mutable_buffer) override {
+    co_await never_.async_wait(asio::as_tuple(asio::use_awaitable));
+    throw boost::system::system_error(asio::error::operation_aborted);
+  }
+  awaitable<void> write(std::span<const asio::const_buffer>) override { co_return; }
+  awaitable<void> shutdown(PeerWait) override { co_return; }
+  void close() override {
+    if (on_close) std::exchange(on_close, nullptr)();
+    never_.cancel();
+  }
+  asio::any_io_executor get_executor() override { return ex_; }
+  std::function<void()> on_close;
+
+ private:
+  asio::any_io_executor ex_;
+  asio::steady_timer never_;
+};
+
 // Forwards to a TCP transport and counts trim() calls.
 class CountingTransport final : public Transport {
  public:
@@ -379,6 +406,38 @@ TEST(YamuxSession, KeepaliveDetectsSilentPeer) {
     std::uint8_t b[1];
     auto r = co_await (*s)->read_some(asio::buffer(b));
     EXPECT_FALSE(r);
+  }, 5s);
+}
+
+awaitable<void> write_one_byte(std::shared_ptr<MuxStream> stream, std::optional<Error>* failed) {
+  const std::uint8_t byte = 1;
+  auto r = co_await stream->write(asio::buffer(&byte, 1));
+  *failed = r ? Error(errc::io_error, "the write succeeded") : r.error();
+}
+
+// A write that comes while the session ends of a silent peer (after its keepalive gave up, before
+// the streams are reset) fails with the session's reason, a timeout, as one a moment later does:
+// a detached `run` tells a path that went silent (the consumer may re-attach) from a session
+// that was closed by that reason alone (services/exec/detached_commands.cpp).
+TEST(YamuxSession, AWriteWhileTheSessionEndsFailsWithItsReason) {
+  asio::io_context io;
+  MuxConfig config;
+  config.limits.keepalive_interval = 100ms;
+  config.limits.keepalive_timeout = 100ms;
+  auto transport = std::make_unique<ClosingHookTransport>(io.get_executor());
+  auto* hook = transport.get();
+  auto mux = Mux::create(std::move(transport), yamux::Role::client, config);
+  std::optional<Error> failed;
+  run_test(io, [&]() -> awaitable<void> {
+    auto s = co_await mux->open_stream();
+    EXPECT_TRUE(s);
+    if (!s) co_return;
+    std::shared_ptr<MuxStream> stream = *s;
+    // Posted before the transport's read is cancelled, so it runs while the session is closing.
+    hook->on_close = [&io, stream, &failed] { asio::co_spawn(io, write_one_byte(stream, &failed), asio::detached); };
+    co_await mux->run();
+    while (!failed) co_await sleep(1ms);
+    EXPECT_TRUE(failed->is(errc::timeout)) << failed->what();
   }, 5s);
 }
 
