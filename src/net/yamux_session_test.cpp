@@ -296,27 +296,8 @@ class SilentTransport final : public Transport {
   }
   awaitable<void> write(std::span<const asio::const_buffer>) override { co_return; }
   awaitable<void> shutdown(PeerWait) override { co_return; }
-  void close() override { never_.cancel(); }
-  asio::any_io_executor get_executor() override { return ex_; }
-
- private:
-  asio::any_io_executor ex_;
-  asio::steady_timer never_;
-};
-
-// Silent, and calls `on_close` when the Mux closes it: the moment after the session has decided
-// to end and before its streams are reset.
-class ClosingHookTransport final : public Transport {
- public:
-  explicit ClosingHookTransport(asio::any_io_executor ex) : ex_(ex), never_(ex) {
-    never_.expires_at(std::chrono::steady_clock::time_point::max());
-  }
-  awaitable<std::size_t> read_some(asio::mutable_buffer) override {
-    co_await never_.async_wait(asio::as_tuple(asio::use_awaitable));
-    throw boost::system::system_error(asio::error::operation_aborted);
-  }
-  awaitable<void> write(std::span<const asio::const_buffer>) override { co_return; }
-  awaitable<void> shutdown(PeerWait) override { co_return; }
+  // `on_close` runs when the Mux closes it: the moment after the session has decided to end and
+  // before its streams are reset.
   void close() override {
     if (on_close) std::exchange(on_close, nullptr)();
     never_.cancel();
@@ -424,7 +405,7 @@ TEST(YamuxSession, AWriteWhileTheSessionEndsFailsWithItsReason) {
   MuxConfig config;
   config.limits.keepalive_interval = 100ms;
   config.limits.keepalive_timeout = 100ms;
-  auto transport = std::make_unique<ClosingHookTransport>(io.get_executor());
+  auto transport = std::make_unique<SilentTransport>(io.get_executor());
   auto* hook = transport.get();
   auto mux = Mux::create(std::move(transport), yamux::Role::client, config);
   std::optional<Error> failed;

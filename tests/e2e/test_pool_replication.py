@@ -46,6 +46,20 @@ class ReplicationTest(NetnsMixin, PoolBase):
         self.check_outputs(out, shards)
         return done
 
+    def run_job_honest_joining(self, user, shards, cheater, cheater_event):
+        """A replicated job the cheater starts on alone; two honest workers join once it printed
+        `cheater_event`. The job must end done with every output right."""
+        out = os.path.join(self.tmp, "out")
+        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--wait", "--json", "--out", out,
+                         "--shards", str(shards), "--replicas", "2", "--budget", "10", *COMMAND, name="submit")
+        cheater.wait_for(lambda e: e.get("event") == cheater_event, 60, "the cheater's " + cheater_event)
+        self.start_worker_on("honest1", 1)
+        self.start_worker_on("honest2", 2)
+        done = sub.wait_for(lambda e: e.get("event") == "done", 180, "the job")
+        self.assertEqual(done["state"], "done", done)
+        self.check_outputs(out, shards)
+        return done
+
     def me(self, user, home):
         mine = [d for d in self.pool_status(user)["devices"] if d["id"].startswith(self.peer_id(home))]
         self.assertEqual(len(mine), 1)
@@ -56,18 +70,10 @@ class ReplicationTest(NetnsMixin, PoolBase):
         cheater_home, cheater = self.start_cheater(0)
         user = self.user()
         shards = 6
-        out = os.path.join(self.tmp, "out")
-        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--wait", "--json", "--out", out,
-                         "--shards", str(shards), "--replicas", "2", "--budget", "10", *COMMAND, name="submit")
         # The cheater holds copies of real shards before the honest workers come: with all three there
         # from the start, the learned scheduler may keep the cheater waiting until the honest ones have
         # decided every shard, and then it only sees known-answer re-runs (the next test's case).
-        cheater.wait_for(lambda e: e.get("event") == "task_started", 60, "the cheater's first task")
-        self.start_worker_on("honest1", 1)
-        self.start_worker_on("honest2", 2)
-        done = sub.wait_for(lambda e: e.get("event") == "done", 180, "the job")
-        self.assertEqual(done["state"], "done", done)
-        self.check_outputs(out, shards)
+        done = self.run_job_honest_joining(user, shards, cheater, "task_started")
         v = done["verification"]
         self.assertEqual((v["method"], v["replicas"], v["compare"]), ("replication", 2, "bit-for-bit"), v)
         self.assertGreaterEqual(v["copies"], shards)  # one copy per shard, more for disagreements
@@ -95,17 +101,9 @@ class ReplicationTest(NetnsMixin, PoolBase):
         self.start_pool()
         cheater_home, cheater = self.start_cheater(0)
         user = self.user()
-        out = os.path.join(self.tmp, "out")
         shards = 3
-        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--wait", "--json", "--out", out,
-                         "--shards", str(shards), "--replicas", "2", "--budget", "10", *COMMAND, name="submit")
-        cheater.wait_for(lambda e: e.get("event") == "result_held", 60, "held results")
-        self.start_worker_on("honest1", 1)
-        self.start_worker_on("honest2", 2)
-        done = sub.wait_for(lambda e: e.get("event") == "done", 180, "the job")
-        self.assertEqual(done["state"], "done", done)
+        done = self.run_job_honest_joining(user, shards, cheater, "result_held")
         self.assertIs(done["verification"]["verified"], True, done)
-        self.check_outputs(out, shards)
         excluded = self.coord.wait_for(lambda e: e.get("event") == "device_excluded", 60, "exclusion")
         self.assertEqual(excluded["peer"], self.peer_id(cheater_home))
         self.assertGreaterEqual(done["verification"]["rejected"], 3)
