@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -225,6 +226,9 @@ class E2ETestCase(unittest.TestCase):
 
     def tearDown(self):
         reports = []
+        # A failed test shows what its background processes said last: on CI that is all there is to go on.
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        failed = any(t is self for t, _ in getattr(result, "failures", []) + getattr(result, "errors", []))
         for p in reversed(self._procs):
             try:
                 rc = p.stop()
@@ -234,6 +238,10 @@ class E2ETestCase(unittest.TestCase):
             if rc is None:
                 reports.append("%s (pid %d) did not exit" % (p.name, p.pid))
             text = p.stderr()
+            if failed:
+                last = [json.dumps(e) for e in p.events()[-8:]]
+                sys.stderr.write("\n--- %s (pid %d, exit %s): last events, then stderr's end ---\n%s\n%s\n" %
+                                 (p.name, p.pid, rc, "\n".join(last), text[-2000:]))
             marker = sanitizer_report(text)
             if marker:
                 reports.append("%s %s: %s\n%s" % (p.name, p.args, marker, text[-4000:]))

@@ -91,7 +91,7 @@ class PoolTest(PoolBase):
         shards = 200
         cp, lines = self.submit(user, "--shards", str(shards), "--budget", "10", "--out", out, "--",
                                 "sh", "-c", "echo shard {shard} of {shards} $RUNSNACK_SHARD; echo x > out/f{shard}")
-        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(cp.returncode, 0, (cp.stderr, lines[-3:]))
         done = lines[-1]
         self.assertEqual(done["event"], "done")
         self.assertEqual(done["state"], "done", done)
