@@ -11,6 +11,7 @@
 #include "crypto/secret.hpp"
 #include "gpu/gpu_info.hpp"
 #include "provider/host.hpp"
+#include "sandbox/launch.hpp"
 #include "sandbox/run_terms.hpp"
 #include "sandbox/workspace_image.hpp"
 #include "services/forward/forward_target.hpp"
@@ -211,6 +212,7 @@ int share(const ShareArgs& args) {
   ProviderHost host(io.get_executor(), *identity, *db, std::move(host_options), default_services(), std::move(events));
   if (auto r = host.listen(); !r) return report(r.error());
   port = host.local_endpoint().port();
+  exec::prepare_spare();  // the first command starts as fast as the next ones
   // The link carries what is known at once (these addresses, the
   // rendezvous); the router's port mapping comes later, through the rendezvous.
   std::vector<Endpoint> candidates = host.candidates();

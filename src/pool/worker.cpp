@@ -6,6 +6,7 @@
 #include "pool/workload.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/wire.hpp"
+#include "sandbox/launch.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/steady_timer.hpp>
@@ -299,6 +300,7 @@ asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, Wo
   w.identity = identity;
   w.score = w.opt.score > 0 ? w.opt.score : calibrate_cpu();
   std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
+  exec::prepare_spare();  // the first task starts as fast as the next ones
   ReconnectOptions again;  // the first session too: a coordinator not up yet is waited for
   again.on_retry = [](const Error& e) { spdlog::warn("pool: cannot reach the coordinator ({}); retrying", e.what()); };
   while (true) {

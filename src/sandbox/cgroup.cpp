@@ -61,28 +61,35 @@ Result<Cgroup> Cgroup::create(const std::string& name, std::optional<std::uint64
     sfs::path dir = kRoot / own_path("") / name;
     if (!sfs::create_directory(dir, ec) || ec) return fail(errc::unsupported, "cannot create cgroup " + dir.string());
     cg.dirs_.push_back(dir);
-    if (max_procs) write_text(dir / "pids.max", std::to_string(*max_procs));
-    if (memory_bytes) write_text(dir / "memory.max", std::to_string(*memory_bytes));
   } else if (sfs::exists(kRoot / "pids" / "cgroup.procs")) {
     sfs::path pids = kRoot / "pids" / own_path("pids") / name;
     if (!sfs::create_directory(pids, ec) || ec) return fail(errc::unsupported, "cannot create cgroup " + pids.string());
     cg.dirs_.push_back(pids);
-    if (max_procs && !write_text(pids / "pids.max", std::to_string(*max_procs)))
-      return fail(errc::unsupported, "cannot set pids.max");
     sfs::path mem = kRoot / "memory" / own_path("memory") / name;
-    if (sfs::exists(kRoot / "memory" / "cgroup.procs") && sfs::create_directory(mem, ec) && !ec) {
-      cg.dirs_.push_back(mem);
-      if (memory_bytes) write_text(mem / "memory.limit_in_bytes", std::to_string(*memory_bytes));
-    }
+    if (sfs::exists(kRoot / "memory" / "cgroup.procs") && sfs::create_directory(mem, ec) && !ec) cg.dirs_.push_back(mem);
   } else {
     return fail(errc::unsupported, "no writable cgroup hierarchy");
   }
+  if (auto set = cg.set_limits(max_procs, memory_bytes); !set) return set.error();
   for (const auto& d : cg.dirs_) {
     int fd = ::open((d / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return fail(errc::unsupported, "cannot open " + (d / "cgroup.procs").string());
     cg.procs_fds_.push_back(fd);
   }
   return cg;
+}
+
+Result<void> Cgroup::set_limits(std::optional<std::uint64_t> max_procs, std::optional<std::uint64_t> memory_bytes) {
+  if (dirs_.empty()) return fail(errc::invalid_argument, "no cgroup");
+  if (v2_) {
+    if (max_procs) write_text(dirs_[0] / "pids.max", std::to_string(*max_procs));
+    if (memory_bytes) write_text(dirs_[0] / "memory.max", std::to_string(*memory_bytes));
+    return {};
+  }
+  if (max_procs && !write_text(dirs_[0] / "pids.max", std::to_string(*max_procs)))
+    return fail(errc::unsupported, "cannot set pids.max");
+  if (memory_bytes && dirs_.size() > 1) write_text(dirs_[1] / "memory.limit_in_bytes", std::to_string(*memory_bytes));
+  return {};
 }
 
 Cgroup::Cgroup(Cgroup&& o) noexcept : v2_(o.v2_), dirs_(std::move(o.dirs_)), procs_fds_(std::move(o.procs_fds_)) {

@@ -28,6 +28,8 @@ class Cgroup {
   Cgroup(const Cgroup&) = delete;
   ~Cgroup();  // kills what is left, removes the groups
 
+  // Limits set (or changed) after creation: a spare's group gets its command's when taken.
+  Result<void> set_limits(std::optional<std::uint64_t> max_procs, std::optional<std::uint64_t> memory_bytes);
   // Descriptors of cgroup.procs, one per hierarchy (v1 has two).
   const std::vector<int>& procs_fds() const { return procs_fds_; }
   void kill_all();

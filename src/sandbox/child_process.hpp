@@ -69,6 +69,8 @@ struct ExitInfo {
   std::uint64_t max_rss_bytes = 0;
 };
 
+class SpareChild;
+
 class ChildProcess {
  public:
   // Starts the child with stdin from /dev/null and stdout/stderr on new pipes
@@ -86,10 +88,37 @@ class ChildProcess {
   boost::asio::awaitable<ExitInfo> wait();
 
  private:
+  friend class SpareChild;
   ChildProcess() = default;
   pid_t pid_ = -1;
   fs::UniqueFd pidfd_, out_, err_;
   bool reaped_ = false;
+};
+
+// A child forked ahead of its command: it joins its cgroups at once and then waits. Joining a
+// cgroup v1 hierarchy costs the kernel an RCU grace period (10-15 ms measured here), which a
+// spare pays before the request instead of on its way. Until start() it holds no descriptor of
+// its parent's but its control socket, with /dev/null as stdin/stdout/stderr, and it dies with the
+// thread that forked it (PR_SET_PDEATHSIG), as bwrap's --die-with-parent does after exec.
+class SpareChild {
+ public:
+  static Result<SpareChild> fork_into(const std::vector<int>& cgroup_procs_fds);
+  SpareChild(SpareChild&& o) noexcept;
+  SpareChild& operator=(SpareChild&&) = delete;
+  ~SpareChild();  // a spare never started is killed and reaped
+
+  pid_t pid() const { return pid_; }
+  // Runs the command of `options` in the spare (what spawn() does after joining the cgroups; its
+  // cgroup_procs_fds are ignored and a pty is not supported). Fails, leaving nothing running, when
+  // the spare is gone or the options do not fit the page it reads them from; either way it is used up.
+  Result<ChildProcess> start(const SpawnOptions& options);
+
+ private:
+  SpareChild() = default;
+  void discard();
+  pid_t pid_ = -1;
+  fs::UniqueFd pidfd_, control_;
+  void* shared_ = nullptr;  // what start() hands over, mapped shared before the fork
 };
 
 }  // namespace runsnack::exec

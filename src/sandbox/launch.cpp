@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <regex>
 
 namespace runsnack::exec {
@@ -54,11 +56,12 @@ std::vector<int> allowed_gpus(const Grant& grant) {
   return out;
 }
 
-LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name) {
+namespace {
+
+LaunchLimits limits_with(std::optional<Cgroup> cgroup, const RunTerms& terms) {
   LaunchLimits out;
-  auto cg = Cgroup::create(name, terms.max_procs, terms.memory_bytes);
-  if (cg) {
-    out.cgroup.emplace(std::move(*cg));
+  if (cgroup) {
+    out.cgroup.emplace(std::move(*cgroup));
     out.mode = out.cgroup->mode();
   } else {
     out.mode = "rlimits";
@@ -67,6 +70,56 @@ LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name) {
   // Per uid: with a sandbox uid of its own (root provider) this binds every process the consumer runs.
   out.rlimits.push_back({RLIMIT_NPROC, terms.max_procs});
   return out;
+}
+
+// The spare for the next command (child_process.hpp, SpareChild): a process already in a cgroup of
+// its own, which gets the command's limits when taken. One at a time, made again after each take;
+// none where no cgroup can be made (the command then runs under rlimits, as it would anyway).
+class Spares {
+ public:
+  struct Spare {
+    Cgroup cgroup;
+    SpareChild child;
+  };
+  static Spares& instance() {
+    static Spares spares;
+    return spares;
+  }
+  std::optional<Spare> take() {
+    std::lock_guard lock(mutex_);
+    if (!spare_) return std::nullopt;
+    std::optional<Spare> out(std::move(*spare_));
+    spare_.reset();
+    return out;
+  }
+  void refill() {
+    std::lock_guard lock(mutex_);
+    if (spare_ || given_up_) return;
+    static std::atomic<std::uint64_t> counter{0};
+    auto cgroup = Cgroup::create("runsnack-spare-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
+                                 std::nullopt, std::nullopt);
+    if (!cgroup) {
+      given_up_ = true;  // no cgroups here: nothing to win
+      return;
+    }
+    auto child = SpareChild::fork_into(cgroup->procs_fds());
+    if (!child) return;
+    spare_.emplace(Spare{std::move(*cgroup), std::move(*child)});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<Spare> spare_;
+  bool given_up_ = false;
+};
+
+}  // namespace
+
+void prepare_spare() { Spares::instance().refill(); }
+
+LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name) {
+  auto cgroup = Cgroup::create(name, terms.max_procs, terms.memory_bytes);
+  return limits_with(cgroup ? std::optional<Cgroup>(std::move(*cgroup)) : std::nullopt, terms);
 }
 
 namespace {
@@ -178,9 +231,17 @@ std::uint64_t default_tmp_bytes() {
 
 Result<Launched> launch_sandboxed(LaunchRequest req) {
   Launched out;
-  LaunchLimits limits = prepare_limits(req.terms, req.cgroup_name);
-  if (!req.limit_address_space) std::erase_if(limits.rlimits, [](const auto& r) { return r.first == RLIMIT_AS; });
-  if (req.file_size_limit) limits.rlimits.push_back({RLIMIT_FSIZE, *req.file_size_limit});
+  // A spare, where one is ready, has joined its cgroup already: only the limits are left to set.
+  std::optional<Spares::Spare> spare = req.pty_slave < 0 ? Spares::instance().take() : std::nullopt;
+  if (spare && !spare->cgroup.set_limits(req.terms.max_procs, req.terms.memory_bytes)) spare.reset();
+  std::optional<LaunchLimits> limits;
+  auto set_limits = [&](LaunchLimits made) {
+    if (!req.limit_address_space) std::erase_if(made.rlimits, [](const auto& r) { return r.first == RLIMIT_AS; });
+    if (req.file_size_limit) made.rlimits.push_back({RLIMIT_FSIZE, *req.file_size_limit});
+    limits.reset();
+    limits.emplace(std::move(made));
+  };
+  set_limits(spare ? limits_with(std::move(spare->cgroup), req.terms) : prepare_limits(req.terms, req.cgroup_name));
 
   // Descriptors for bwrap, numbered from 3 in the order they are kept.
   std::vector<int> keep;
@@ -255,8 +316,8 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
   SpawnOptions opts;
   opts.argv = sandbox.argv();
   opts.envp = sandbox.envp();
-  if (limits.cgroup) opts.cgroup_procs_fds = limits.cgroup->procs_fds();
-  opts.rlimits = limits.rlimits;
+  if (limits->cgroup) opts.cgroup_procs_fds = limits->cgroup->procs_fds();
+  opts.rlimits = limits->rlimits;
   opts.keep_fds = keep;
   opts.pty_slave = req.pty_slave;
   if (req.user.switched) opts.run_as = std::pair{req.user.uid, req.user.gid};
@@ -265,13 +326,26 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
   opts.staging_dir = staging_dir;
   opts.userns_fd = userns.get();
   opts.mntns_fd = mntns.get();
-  auto child = ChildProcess::spawn(opts);
+  auto start = [&]() -> Result<ChildProcess> {
+    if (spare) {
+      auto in_spare = spare->child.start(opts);
+      if (in_spare) return in_spare;
+      // A spare that died or could not take the command: the command starts the usual way.
+      spare.reset();
+      set_limits(prepare_limits(req.terms, req.cgroup_name));
+      opts.cgroup_procs_fds = limits->cgroup ? limits->cgroup->procs_fds() : std::vector<int>{};
+      opts.rlimits = limits->rlimits;
+    }
+    return ChildProcess::spawn(opts);
+  };
+  auto child = start();
   if (!child) return child.error();
+  Spares::instance().refill();  // the next command's, made while this one runs
   out.child.emplace(std::move(*child));
-  if (limits.cgroup) out.cgroup.emplace(std::move(*limits.cgroup));
+  if (limits->cgroup) out.cgroup.emplace(std::move(*limits->cgroup));
 
   out.limits = req.terms.to_json();
-  out.limits["enforced_by"] = limits.mode;
+  out.limits["enforced_by"] = limits->mode;
   out.limits["gpus"] = req.spec.gpus;
   out.limits["uid"] = req.user.uid;
   out.limits["tmp_bytes"] = req.spec.tmp_bytes;

@@ -124,4 +124,9 @@ struct Launched {
 // Starts the command; fails when the sandbox cannot be set up (no seccomp, no user namespaces...).
 Result<Launched> launch_sandboxed(LaunchRequest request);
 
+// Makes the spare process the next sandboxed command starts in (child_process.hpp, SpareChild):
+// a provider calls it when it starts serving, so that its first command gains too. Each launch
+// leaves the next one made. Nothing where no cgroup can be made.
+void prepare_spare();
+
 }  // namespace runsnack::exec

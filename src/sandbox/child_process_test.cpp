@@ -1,0 +1,169 @@
+// ChildProcess::spawn and SpareChild with real processes: what the child gets (pipes, descriptors,
+// cgroup) and what a spare must never hold or leave behind.
+#include "sandbox/cgroup.hpp"
+#include "sandbox/child_process.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <string>
+
+namespace runsnack::exec {
+namespace {
+
+std::string read_all(fs::UniqueFd fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
+struct Finished {
+  std::string out, err;
+  ExitInfo exit;
+};
+
+Finished finish(ChildProcess child) {
+  Finished f;
+  f.out = read_all(child.take_stdout());
+  f.err = read_all(child.take_stderr());
+  boost::asio::io_context io;
+  auto waited = boost::asio::co_spawn(io, child.wait(), boost::asio::use_future);
+  io.run();
+  f.exit = waited.get();
+  return f;
+}
+
+SpawnOptions shell(const std::string& script) {
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", script};
+  o.envp = {"PATH=/usr/bin:/bin", "GREETING=hello"};
+  return o;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+std::string cgroup_line_of(const std::string& proc_cgroup_text, const std::string& controller) {
+  std::size_t at = 0;
+  while (at < proc_cgroup_text.size()) {
+    auto end = proc_cgroup_text.find('\n', at);
+    std::string line = proc_cgroup_text.substr(at, end - at);
+    if (line.find(":" + controller + ":") != std::string::npos || line.rfind("0::", 0) == 0) return line;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return "";
+}
+
+TEST(ChildProcess, SpawnRunsTheCommandWithItsEnvironmentAndExitCode) {
+  auto child = ChildProcess::spawn(shell("echo $GREETING; echo oops >&2; exit 7"));
+  ASSERT_TRUE(child) << child.error().what();
+  auto f = finish(std::move(*child));
+  EXPECT_EQ(f.out, "hello\n");
+  EXPECT_EQ(f.err, "oops\n");
+  EXPECT_EQ(f.exit.status, 7);
+}
+
+TEST(SpareChild, RunsTheCommandItIsGivenWithPipesAndPassedDescriptors) {
+  auto spare = SpareChild::fork_into({});
+  ASSERT_TRUE(spare) << spare.error().what();
+  // A descriptor passed as 3, as bwrap's --info-fd or --seccomp is.
+  int data = ::memfd_create("spare-test", MFD_CLOEXEC);
+  ASSERT_GE(data, 0);
+  ASSERT_EQ(::write(data, "from fd 3", 9), 9);
+  ::lseek(data, 0, SEEK_SET);
+  auto options = shell("echo $GREETING; cat <&3; read line; echo \"stdin:$line:$?\"; echo bad >&2; exit 5");
+  options.keep_fds = {data};
+  auto child = spare->start(options);
+  ::close(data);
+  ASSERT_TRUE(child) << child.error().what();
+  auto f = finish(std::move(*child));
+  EXPECT_EQ(f.out, "hello\nfrom fd 3stdin::1\n");  // stdin is /dev/null: read fails at once
+  EXPECT_EQ(f.err, "bad\n");
+  EXPECT_EQ(f.exit.status, 5);
+  EXPECT_EQ(spare->pid(), -1) << "a started spare is used up";
+}
+
+TEST(SpareChild, HoldsNoDescriptorOfItsParent) {
+  // A socket or pipe the parent closes must read as closed to its peer: a spare waiting for
+  // minutes must not keep a session's connection half open.
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  auto spare = SpareChild::fork_into({});
+  ASSERT_TRUE(spare) << spare.error().what();
+  ::close(p[1]);
+  struct pollfd pfd{p[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 5000), 1) << "the write end is still open somewhere";
+  char c;
+  EXPECT_EQ(::read(p[0], &c, 1), 0);
+  ::close(p[0]);
+  // Nor does the command it runs get more than 0-2 and what it is passed.
+  auto child = spare->start(shell("ls /proc/self/fd | sort -n | tr '\\n' ' '"));
+  ASSERT_TRUE(child) << child.error().what();
+  EXPECT_EQ(finish(std::move(*child)).out, "0 1 2 3 ");  // 3: ls's own directory handle
+}
+
+TEST(SpareChild, ADroppedSpareLeavesNoProcess) {
+  pid_t pid;
+  {
+    auto spare = SpareChild::fork_into({});
+    ASSERT_TRUE(spare) << spare.error().what();
+    pid = spare->pid();
+    ASSERT_GT(pid, 0);
+    EXPECT_TRUE(alive(pid));
+  }
+  EXPECT_FALSE(alive(pid)) << "the spare outlived its owner (or is an unreaped zombie)";
+}
+
+TEST(SpareChild, ACommandTooLargeForItsPageFailsAndLeavesNothingRunning) {
+  auto spare = SpareChild::fork_into({});
+  ASSERT_TRUE(spare) << spare.error().what();
+  const pid_t pid = spare->pid();
+  auto options = shell("true");
+  options.envp.push_back("BIG=" + std::string(2 << 20, 'x'));
+  auto child = spare->start(options);
+  ASSERT_FALSE(child);
+  EXPECT_EQ(child.error().code, errc::too_large) << child.error().what();
+  EXPECT_FALSE(alive(pid));
+}
+
+TEST(SpareChild, ASpareThatDiedFailsToStartWithAClearError) {
+  auto spare = SpareChild::fork_into({});
+  ASSERT_TRUE(spare) << spare.error().what();
+  ASSERT_EQ(::kill(spare->pid(), SIGKILL), 0);
+  ::usleep(50'000);
+  auto child = spare->start(shell("echo never"));
+  ASSERT_FALSE(child);
+  EXPECT_NE(child.error().what().find("spare process is gone"), std::string::npos) << child.error().what();
+}
+
+TEST(SpareChild, TheCommandRunsInTheCgroupTheSpareJoinedBeforeTheRequest) {
+  static std::atomic<int> counter{0};
+  auto cgroup = Cgroup::create("runsnack-test-spare-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
+                               std::nullopt, std::nullopt);
+  if (!cgroup) GTEST_SKIP() << "no writable cgroup here (not root?): " << cgroup.error().what();
+  auto spare = SpareChild::fork_into(cgroup->procs_fds());
+  ASSERT_TRUE(spare) << spare.error().what();
+  // Limits come after the join, as launch_sandboxed() sets a taken spare's: 3 processes at most.
+  ASSERT_TRUE(cgroup->set_limits(3, std::nullopt));
+  auto child = spare->start(shell("cat /proc/self/cgroup; for i in 1 2 3 4 5; do sleep 1 & done; wait"));
+  ASSERT_TRUE(child) << child.error().what();
+  auto f = finish(std::move(*child));
+  const std::string line = cgroup_line_of(f.out, "pids");
+  EXPECT_NE(line.find("runsnack-test-spare-"), std::string::npos) << f.out;
+  EXPECT_NE(f.err.find("fork"), std::string::npos) << "pids.max did not bind: " << f.err;
+}
+
+}  // namespace
+}  // namespace runsnack::exec
