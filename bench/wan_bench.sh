@@ -59,10 +59,12 @@ for _ in $(seq 1 300); do [[ -s $TMP/lab.json ]] && break; sleep 0.1; done
 labval() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$TMP/lab.json" "$1"; }
 NS_C=$(labval 'namespaces["consumer"]'); NS_P=$(labval 'namespaces["provider"]'); NS_R=$(labval 'namespaces["router"]')
 CTL=$(labval control); P_ADDR=$(labval 'addresses["provider"]'); R_ADDR=$(labval 'addresses["router"]')
-# (Background processes are started with `ip netns exec` itself, which execs in place: $! is theirs.)
-inC() { ip netns exec "$NS_C" "$@"; }
-inP() { ip netns exec "$NS_P" "$@"; }
-inR() { ip netns exec "$NS_R" "$@"; }
+# nsenter, not `ip netns exec`: that one also mounts a fresh /sys, with no cgroups under it, so the
+# provider's commands would run without them (nor their cost). Background processes are started with
+# nsenter itself, which execs in place: $! is theirs.
+inC() { nsenter --net="/run/netns/$NS_C" "$@"; }
+inP() { nsenter --net="/run/netns/$NS_P" "$@"; }
+inR() { nsenter --net="/run/netns/$NS_R" "$@"; }
 
 # Provider side: an HTTP server (a body of any size; a streamed response), sshd, the rendezvous
 # (in the router), the provider.
@@ -87,23 +89,23 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True; allow_reuse_address = True
 S(("0.0.0.0", 8080), H).serve_forever()
 PY
-ip netns exec "$NS_P" python3 "$TMP/web_server.py" & PIDS+=($!)
+nsenter --net="/run/netns/$NS_P" python3 "$TMP/web_server.py" & PIDS+=($!)
 mkdir -p /run/sshd
 ssh-keygen -q -t ed25519 -N '' -f "$TMP/host_key"; ssh-keygen -q -t ed25519 -N '' -f "$TMP/user_key"
 cp "$TMP/user_key.pub" "$TMP/authorized_keys"
 printf '%s\n' "Port 22" "ListenAddress 0.0.0.0" "HostKey $TMP/host_key" "AuthorizedKeysFile $TMP/authorized_keys" \
   "PidFile $TMP/sshd.pid" "StrictModes no" "UsePAM no" "PermitRootLogin prohibit-password" \
   "PasswordAuthentication no" "AllowTcpForwarding yes" "LogLevel ERROR" "UseDNS no" >"$TMP/sshd_config"
-ip netns exec "$NS_P" /usr/sbin/sshd -D -e -f "$TMP/sshd_config" 2>"$TMP/sshd.log" & PIDS+=($!)
+nsenter --net="/run/netns/$NS_P" /usr/sbin/sshd -D -e -f "$TMP/sshd_config" 2>"$TMP/sshd.log" & PIDS+=($!)
 SSH=(ssh -q -c aes128-gcm@openssh.com -i "$TMP/user_key" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
      -o BatchMode=yes)
-ip netns exec "$NS_R" "$BIN" rendezvous --listen 0.0.0.0:7443 --max-relay-mbps "${RELAY_MBPS:-1000}" --json >"$TMP/rdv.out" 2>"$TMP/rdv.err" & PIDS+=($!)
+nsenter --net="/run/netns/$NS_R" "$BIN" rendezvous --listen 0.0.0.0:7443 --max-relay-mbps "${RELAY_MBPS:-1000}" --json >"$TMP/rdv.out" 2>"$TMP/rdv.err" & PIDS+=($!)
 # Two providers: one whose link names only its address (most figures), one registered with the
 # rendezvous (direct vs relayed, and what a rendezvous in the link costs a short command).
 start_provider() {  # start_provider NAME PORT [share options]: sets LINK_OUT
   local name=$1 port=$2; shift 2
   mkdir -p "$TMP/$name"
-  ip netns exec "$NS_P" env RUNSNACK_HOME="$TMP/$name" RUNSNACK_CUDA_BACKEND=host "$BIN" share --json --no-qr \
+  nsenter --net="/run/netns/$NS_P" env RUNSNACK_HOME="$TMP/$name" RUNSNACK_CUDA_BACKEND=host "$BIN" share --json --no-qr \
     --no-port-mapping --listen "0.0.0.0:$port" --allow run,cp,cuda --expose web=8080 "$@" \
     >"$TMP/$name.out" 2>"$TMP/$name.err" & PIDS+=($!)
   for _ in $(seq 1 300); do grep -q '"ready"' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
@@ -150,11 +152,11 @@ bench_path() {
     t=$(now); inC "${SSH[@]}" "root@$P_ADDR" true; ssh_t+=("$(ms_since "$t")")
   done
   result run_true_ms "$(median "${run_t[@]}")"; result ssh_true_ms "$(median "${ssh_t[@]}")"
-  ip netns exec "$NS_P" sysctl -qw net.ipv4.tcp_fastopen=3
+  nsenter --net="/run/netns/$NS_P" sysctl -qw net.ipv4.tcp_fastopen=3
   rs run "$LINK" --no-sync -- true  # fetches the Fast Open cookie
   run_t=(); for _ in $(seq "$N"); do t=$(now); rs run "$LINK" --no-sync -- true; run_t+=("$(ms_since "$t")"); done
   result run_true_fast_open_ms "$(median "${run_t[@]}")"
-  ip netns exec "$NS_P" sysctl -qw net.ipv4.tcp_fastopen=1
+  nsenter --net="/run/netns/$NS_P" sysctl -qw net.ipv4.tcp_fastopen=1
   rs run "$RDV_LINK" --sync "$TMP/empty" -- true
   run_t=(); for _ in $(seq "$N"); do t=$(now); rs run "$RDV_LINK" --no-sync -- true; run_t+=("$(ms_since "$t")"); done
   result run_true_rdv_link_ms "$(median "${run_t[@]}")"
@@ -172,9 +174,9 @@ bench_path() {
 
   echo "== $PRESET: forward vs ssh -L vs direct" >&2
   body=$(python3 -c "print(int(min(400, max(20, $rate)) * 2**20))")
-  ip netns exec "$NS_C" env RUNSNACK_HOME="$home" "$BIN" forward --json "$LINK" 18080:web >"$TMP/fwd-$PRESET.out" \
+  nsenter --net="/run/netns/$NS_C" env RUNSNACK_HOME="$home" "$BIN" forward --json "$LINK" 18080:web >"$TMP/fwd-$PRESET.out" \
     2>"$TMP/fwd-$PRESET.err" & local fwd=$!; PIDS+=($fwd)
-  ip netns exec "$NS_C" "${SSH[@]}" -N -L 127.0.0.1:18081:127.0.0.1:8080 "root@$P_ADDR" & local sshl=$!; PIDS+=($sshl)
+  nsenter --net="/run/netns/$NS_C" "${SSH[@]}" -N -L 127.0.0.1:18081:127.0.0.1:8080 "root@$P_ADDR" & local sshl=$!; PIDS+=($sshl)
   for _ in $(seq 1 300); do grep -q '"ready"' "$TMP/fwd-$PRESET.out" && inC bash -c 'exec 3<>/dev/tcp/127.0.0.1/18081' 2>/dev/null && break; sleep 0.1; done
   mbit() { inC curl -s -o /dev/null -w '%{speed_download}' "$1" | awk '{printf "%.1f", $1 * 8 / 1e6}'; }
   result forward_new_session_mbit "$(mbit "http://127.0.0.1:18080/bytes/$body")"

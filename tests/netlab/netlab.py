@@ -178,8 +178,10 @@ class WanLab:
 
     # --- use ----------------------------------------------------------------------------
     def argv(self, role, argv):
-        """argv run inside the role's namespace."""
-        return ["ip", "netns", "exec", self.ns[role], *argv]
+        """argv run inside the role's network namespace. nsenter, not `ip netns exec`: that one also enters a
+        mount namespace with a fresh /sys, where /sys/fs/cgroup is empty, so a provider there would run its
+        commands without cgroups (no limits, and none of their cost in the figures)."""
+        return ["nsenter", "--net=/run/netns/" + self.ns[role], *argv]
 
     def popen(self, role, argv, **kwargs):
         """A process in the role's namespace that the lab stops at close()."""
