@@ -92,6 +92,17 @@ Result<void> Cgroup::set_limits(std::optional<std::uint64_t> max_procs, std::opt
   return {};
 }
 
+void Cgroup::remove_stale(const std::string& prefix, const std::function<bool(const std::string& name)>& stale) {
+  std::error_code ec;
+  for (const sfs::path& parent : {kRoot / own_path(""), kRoot / "pids" / own_path("pids"), kRoot / "memory" / own_path("memory")}) {
+    if (!sfs::exists(parent / "cgroup.procs", ec)) continue;
+    for (const auto& entry : sfs::directory_iterator(parent, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && entry.is_directory(ec) && stale(name)) ::rmdir(entry.path().c_str());
+    }
+  }
+}
+
 Cgroup::Cgroup(Cgroup&& o) noexcept : v2_(o.v2_), dirs_(std::move(o.dirs_)), procs_fds_(std::move(o.procs_fds_)) {
   o.dirs_.clear();
   o.procs_fds_.clear();

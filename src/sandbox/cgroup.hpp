@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ class Cgroup {
   Cgroup(const Cgroup&) = delete;
   ~Cgroup();  // kills what is left, removes the groups
 
+  // Removes the empty groups beside ours whose name starts with `prefix` and that `stale` names
+  // (what a provider killed with SIGKILL leaves behind); rmdir spares any group with a process in it.
+  static void remove_stale(const std::string& prefix, const std::function<bool(const std::string& name)>& stale);
   // Limits set (or changed) after creation: a spare's group gets its command's when taken.
   Result<void> set_limits(std::optional<std::uint64_t> max_procs, std::optional<std::uint64_t> memory_bytes);
   // Descriptors of cgroup.procs, one per hierarchy (v1 has two).

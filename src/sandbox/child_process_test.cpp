@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -163,6 +164,23 @@ TEST(SpareChild, TheCommandRunsInTheCgroupTheSpareJoinedBeforeTheRequest) {
   const std::string line = cgroup_line_of(f.out, "pids");
   EXPECT_NE(line.find("runsnack-test-spare-"), std::string::npos) << f.out;
   EXPECT_NE(f.err.find("fork"), std::string::npos) << "pids.max did not bind: " << f.err;
+}
+
+TEST(SpareChild, StaleGroupsAreRemovedButNotOnesInUseOrNotNamed) {
+  // What a provider killed with SIGKILL leaves (its spare's empty group), as launch.cpp sweeps it.
+  const std::string prefix = "runsnack-test-stale-" + std::to_string(::getpid()) + "-";
+  auto stale = Cgroup::create(prefix + "dead", std::nullopt, std::nullopt);
+  if (!stale) GTEST_SKIP() << "no writable cgroup here (not root?): " << stale.error().what();
+  auto busy = Cgroup::create(prefix + "dead-busy", std::nullopt, std::nullopt);
+  auto kept = Cgroup::create(prefix + "alive", std::nullopt, std::nullopt);
+  ASSERT_TRUE(busy && kept);
+  auto spare = SpareChild::fork_into(busy->procs_fds());
+  ASSERT_TRUE(spare) << spare.error().what();
+  ::usleep(100'000);  // the spare has joined
+  Cgroup::remove_stale(prefix, [](const std::string& name) { return name.find("dead") != std::string::npos; });
+  EXPECT_FALSE(std::filesystem::exists(stale->usage_dir())) << stale->usage_dir();
+  EXPECT_TRUE(std::filesystem::exists(busy->usage_dir())) << "a group with a process in it was removed";
+  EXPECT_TRUE(std::filesystem::exists(kept->usage_dir())) << "a group `stale` did not name was removed";
 }
 
 }  // namespace

@@ -10,13 +10,14 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <regex>
@@ -95,8 +96,8 @@ class Spares {
   void refill() {
     std::lock_guard lock(mutex_);
     if (spare_ || given_up_) return;
-    static std::atomic<std::uint64_t> counter{0};
-    auto cgroup = Cgroup::create("runsnack-spare-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
+    if (counter_ == 0) Cgroup::remove_stale(kPrefix, left_by_a_dead_process);
+    auto cgroup = Cgroup::create(kPrefix + std::to_string(::getpid()) + "-" + std::to_string(++counter_),
                                  std::nullopt, std::nullopt);
     if (!cgroup) {
       given_up_ = true;  // no cgroups here: nothing to win
@@ -108,8 +109,15 @@ class Spares {
   }
 
  private:
+  static inline const std::string kPrefix = "runsnack-spare-";  // then the provider's pid and a count
+  static bool left_by_a_dead_process(const std::string& name) {
+    const pid_t pid = static_cast<pid_t>(std::atol(name.c_str() + kPrefix.size()));
+    return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+  }
+
   std::mutex mutex_;
   std::optional<Spare> spare_;
+  std::uint64_t counter_ = 0;
   bool given_up_ = false;
 };
 
