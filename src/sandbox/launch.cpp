@@ -125,6 +125,10 @@ class Spares {
 
 void prepare_spare() { Spares::instance().refill(); }
 
+SpareRefill::~SpareRefill() {
+  if (armed_) prepare_spare();
+}
+
 LaunchLimits prepare_limits(const RunTerms& terms, const std::string& name) {
   auto cgroup = Cgroup::create(name, terms.max_procs, terms.memory_bytes);
   return limits_with(cgroup ? std::optional<Cgroup>(std::move(*cgroup)) : std::nullopt, terms);
@@ -346,9 +350,13 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
     }
     return ChildProcess::spawn(opts);
   };
+  const bool took_spare = spare.has_value();
   auto child = start();
   if (!child) return child.error();
-  Spares::instance().refill();  // the next command's, made while this one runs
+  // The next command's spare: after this one where it took the spare; at once where there was none
+  // to take (another command holds it, or this is a shell), since this start paid a fork anyway.
+  if (took_spare) out.refill_spare = SpareRefill(true);
+  else Spares::instance().refill();
   out.child.emplace(std::move(*child));
   if (limits->cgroup) out.cgroup.emplace(std::move(*limits->cgroup));
 

@@ -1,5 +1,6 @@
 """runsnack run / cp end to end: sync, sandbox, streaming, signals, limits, bad input."""
 
+import glob
 import hashlib
 import json
 import os
@@ -447,6 +448,39 @@ class Sandbox(RunBase):
         self.assertTrue(forked, cp.stdout + cp.stderr)
         self.assertLess(int(forked[0].split()[1]), 20)
         self.assertTrue(self.provider.alive())
+
+    def spare_groups(self):
+        """The provider's spare cgroups (launch.cpp, `runsnack-spare-PID-N`) as {N: processes in it}."""
+        groups = {}
+        for pattern in ("/sys/fs/cgroup/runsnack-spare-%d-*", "/sys/fs/cgroup/*/runsnack-spare-%d-*"):
+            for path in glob.glob(pattern % self.provider.pid):
+                try:
+                    with open(os.path.join(path, "cgroup.procs")) as f:
+                        groups[int(path.rsplit("-", 1)[1])] = len(f.read().split())
+                except OSError:  # removed meanwhile
+                    pass
+        return groups
+
+    def test_each_command_leaves_a_spare_made_after_it_ends(self):
+        # A provider keeps one process ready in a cgroup of its own for the next command. The
+        # command that takes it has the next one made once it is over: made at once, its fork
+        # would run beside the command on its way to the exit status.
+        if os.geteuid() != 0 or not (os.path.isdir("/sys/fs/cgroup/pids") or os.path.exists("/sys/fs/cgroup/cgroup.controllers")):
+            self.skipTest("spare processes need root and cgroups")
+        self.setup_pair()
+        ready = lambda: [n for n, procs in self.spare_groups().items() if procs == 1]
+        self.poll_until(ready, 10, "the first spare, made when share starts")
+        first = max(ready())
+        proc = self.start_run("sh", "-c", "echo running; sleep 2")
+        self.wait_line(proc, "running")
+        during = self.spare_groups()
+        self.assertEqual(max(during), first, "no new spare while the command that took it runs: %r" % during)
+        self.assertGreater(during[first], 1, "the command runs in the spare's group: %r" % during)
+        self.assertEqual(proc.wait(20), 0, proc.stderr())
+        self.poll_until(lambda: [n for n in ready() if n > first], 10, "the next spare, once the command ended")
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.poll_until(lambda: [n for n in ready() if n > first + 1], 10, "a spare after each command")
 
     def test_timeout(self):
         self.setup_pair("--run-timeout", "2s")
