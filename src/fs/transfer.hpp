@@ -5,7 +5,8 @@
 //
 //   sender   -> {"type":"offer","digest":D,"entries":N}         D: manifest_digest (manifest.hpp)
 //   receiver -> {"type":"synced",...} when it holds exactly manifest D still (one round trip), else
-//               {"type":"send_manifest"}
+//               {"type":"send_manifest"}; a receiver that holds no unchanged tree sends it without
+//               waiting for the offer (a sender reads it after writing the offer either way)
 //   sender   -> manifest frame                                  (binary, manifest.hpp)
 //   receiver -> {"type":"need","paths":[...]} | {"type":"error","message":...}
 //               need may carry "bases": {path: [chunk SHA-256...]}, the receiver's older copy of a
