@@ -15,11 +15,13 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <set>
 #include <unistd.h>
 
@@ -48,6 +50,31 @@ asio::ssl::context make_server_tls(const Identity& identity) {
   auto ctx = make_tls_context(identity, TlsRole::server);
   if (!ctx) throw std::runtime_error(ctx.error().what());
   return asio::ssl::context(*ctx);
+}
+
+// After a refusal: our FIN, then what the consumer sends is read and dropped until it closes (at
+// most kRefusedLinger and kRefusedDrainBytes). Closed with its bytes unread, the kernel answers the
+// consumer with a reset, and a consumer that sent requests right behind its proof (the pipelined
+// proof) could lose the refusal to it: its next write fails and ends its session before it has
+// read our answer.
+constexpr auto kRefusedLinger = std::chrono::seconds(1);
+constexpr std::size_t kRefusedDrainBytes = 1 << 20;
+
+asio::awaitable<void> close_after_refusal(TlsStream& stream) {
+  auto& socket = stream.next_layer();
+  boost::system::error_code ec;
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) co_return;
+  auto drain = [&]() -> asio::awaitable<void> {
+    std::array<char, 16384> sink;
+    for (std::size_t drained = 0; drained < kRefusedDrainBytes;) {
+      auto [read_ec, n] = co_await socket.async_read_some(asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+      if (read_ec) co_return;
+      drained += n;
+    }
+  };
+  asio::steady_timer timer(socket.get_executor(), kRefusedLinger);
+  co_await (drain() || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
 }
 
 std::string endpoint_text(const tcp::socket& s) {
@@ -379,6 +406,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   (void)co_await send_auth_reply(*stream, admission.reply);
   if (!admission.reply.ok) {
     if (!admission.unproven) refused(address, consumer->str(), admission.reply.reason);
+    co_await close_after_refusal(*stream);
     co_return;
   }
   pending.release();
