@@ -275,6 +275,38 @@ class HostileConsumer(HostileTestCase):
         self.assertLessEqual(len(rows), 10, "one address's garbage wrote %d audit rows" % len(rows))
         self.assertGreaterEqual(counted, n * 0.9, "aggregated rows lost the count: %r" % rows[:5])
 
+    def test_refused_peer_that_never_closes(self):
+        # After refusing a proof the provider drains what the consumer sent behind it (so its refusal
+        # is read, not lost to a reset), at most kRefusedLinger (1 s) and kRefusedDrainBytes (1 MiB):
+        # a refused peer that never closes, quiet or pushing bytes, is reset within that bound.
+        def buffer_max(name):
+            with open("/proc/sys/net/ipv4/" + name) as f:
+                return int(f.read().split()[2])
+        # What TCP alone can take after the drain stops reading: the provider's receive buffer and
+        # the attacker's send buffer, each at most its autotuning maximum.
+        in_flight = buffer_max("tcp_rmem") + buffer_max("tcp_wmem")
+        for mode in ("hold", "flood"):
+            with self.subTest(mode=mode):
+                phome, chome = self.new_home("provider-" + mode), self.new_home("consumer-" + mode)
+                provider = self.start_provider(phome, env_extra=ASAN_SMALL)
+                base = rss(provider.pid)
+                attack = self.attacker("refused", provider.link, mode, "20")
+                watch = RssWatch(provider.pid, base + 64 * MIB, attack)
+                result = self.finish(attack, 60)
+                peak = watch.stop()
+                print("refused peer that never closes (%s): provider RSS +%.1f MiB; attacker %s" %
+                      (mode, (peak - base) / MIB, result))
+                self.assertIn("wrong secret", result.get("refused", ""), result)
+                self.assertFalse(watch.tripped, "provider RSS grew past 64 MiB (+%d MiB)" % ((peak - base) // MIB))
+                self.assertTrue(result["closed"], "the provider held a refused connection for 20 s: %r" % result)
+                # The bound is 1 s; the slack is for the ASan build on a loaded machine.
+                self.assertLess(result["closed_after_ms"], 5000, result)
+                if mode == "flood":
+                    self.assertLessEqual(result["sent"], MIB + in_flight,
+                                         "the provider drained more than 1 MiB from a refused peer: %r" % result)
+                self.assertEqual(self.info(chome, provider.link)["provider"], provider.peer)
+                self.assertTrue(provider.alive())
+
     @staticmethod
     def open_from(port, ip):
         """Sockets on our side of `port` whose peer is `ip`, in any state but TIME_WAIT (/proc/net/tcp)."""

@@ -14,6 +14,10 @@
 //   hold LINK SESSIONS SECONDS SOURCE       SESSIONS sessions from address SOURCE, one after the
 //                                           other, each held SECONDS (pings answered); prints
 //                                           {"ready":N} when all are tried, then how many held
+//   refused LINK hold|flood SECONDS         proves a wrong secret, then never closes: hold sends a
+//                                           byte each 100 ms, flood as fast as TCP takes them;
+//                                           prints how long until the provider's reset, and the
+//                                           bytes it took after refusing
 // As a provider (prints {"event":"ready","link":...}, serves until killed):
 //   provider MODE   escape       info with terminal escapes in every string; refusals likewise
 //                   ping-flood   after the grant proof, pings without reading
@@ -284,6 +288,45 @@ awaitable<void> announce_to_provider(const Identity& id, Link link, int streams,
             << std::endl;
 }
 
+// After the provider refused our (wrong) proof: never close, and either hold the connection (a byte
+// each 100 ms, so its reset shows) or push bytes as fast as it takes them. What the provider lets
+// a refused peer make it hold is its linger after the refusal (provider.cpp, close_after_refusal).
+awaitable<void> refused_then(const Identity& id, Link link, std::string mode, int seconds) {
+  auto ex = co_await asio::this_coro::executor;
+  link.secret = new_secret();
+  const auto& ep = link.candidates.front();
+  auto tls = make_tls_context(id, TlsRole::client);
+  if (!tls) die(tls.error().what());
+  asio::ssl::context ctx(*tls);
+  tcp::socket sock(ex);
+  co_await sock.async_connect(tcp::endpoint(asio::ip::make_address(ep.host), ep.port), asio::use_awaitable);
+  TlsStream stream(std::move(sock), ctx);
+  co_await stream.async_handshake(asio::ssl::stream_base::client, asio::use_awaitable);
+  auto session = co_await prove_grant(stream, link);
+  if (session) die("the provider took a wrong secret");
+  const auto refused_at = Clock::now();
+  auto& raw = stream.next_layer();
+  const std::string chunk(mode == "flood" ? 64 * 1024 : 1, 'x');
+  std::uint64_t sent = 0;
+  bool closed = false;
+  const auto until = refused_at + std::chrono::seconds(seconds);
+  while (!closed && Clock::now() < until) {
+    asio::steady_timer t(ex, std::chrono::milliseconds(100));
+    auto r = co_await (raw.async_write_some(asio::buffer(chunk), asio::as_tuple(asio::use_awaitable)) ||
+                       t.async_wait(asio::as_tuple(asio::use_awaitable)));
+    if (r.index() == 0) {
+      auto [ec, n] = std::get<0>(r);
+      closed = static_cast<bool>(ec);
+      sent += n;
+      if (mode == "hold" && !closed) co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+  auto after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - refused_at).count();
+  std::cout << json{{"refused", session.error().what()}, {"closed", closed}, {"closed_after_ms", closed ? after : -1},
+                    {"sent", sent}}.dump()
+            << std::endl;
+}
+
 // ------------------------------------------------------------------ as a provider
 
 // OSC retitle, clear screen, colour, carriage return, backspace, and CSI in its 8-bit (C1) form.
@@ -398,6 +441,7 @@ int usage() {
   std::cerr << "usage: runsnack_hostile_peer ping-flood LINK SECONDS\n"
                "       runsnack_hostile_peer announce LINK STREAMS BYTES SEND HOLD SERVICE ARGS_JSON\n"
                "       runsnack_hostile_peer hold LINK SESSIONS SECONDS SOURCE\n"
+               "       runsnack_hostile_peer refused LINK hold|flood SECONDS\n"
                "       runsnack_hostile_peer provider escape|ping-flood|announce|push-streams\n";
   return 2;
 }
@@ -434,6 +478,8 @@ int main(int argc, char** argv) {
                    on_done);
   } else if (a[0] == "hold" && a.size() == 5) {
     asio::co_spawn(io, hold_sessions(*id, link_of(a[1]), std::stoi(a[2]), std::stoi(a[3]), a[4]), on_done);
+  } else if (a[0] == "refused" && a.size() == 4 && (a[2] == "hold" || a[2] == "flood")) {
+    asio::co_spawn(io, refused_then(*id, link_of(a[1]), a[2], std::stoi(a[3])), on_done);
   } else if (a[0] == "provider" && a.size() == 2) {
     asio::co_spawn(io, hostile_provider(*id, a[1]), on_done);
   } else {
