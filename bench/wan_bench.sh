@@ -9,7 +9,8 @@
 #   - first sync of a TREE_MB tree (half the bytes in 4 files, the rest 1-64 KiB files, half
 #     compressible) vs `rsync -a -e ssh`, then the no-change re-sync (median of 3)
 #   - `runsnack forward` vs `ssh -L` vs direct: download throughput (rate-sized body: about 8 s
-#     at the rate; the forward on a new session, then again after 6 s idle) and time to the
+#     at the rate; the forward on a new session, then after 6 s idle the median of 3 of each,
+#     alternating) and time to the
 #     first byte of a streamed HTTP response (median of 5, each a new connection)
 #   - `runsnack info` setup time (session setup_ms, and the whole command's wall time)
 #   - remote CUDA on the provider's host test double (RUNSNACK_CUDA_BACKEND=host): wall time and
@@ -181,9 +182,16 @@ bench_path() {
   mbit() { inC curl -s -o /dev/null -w '%{speed_download}' "$1" | awk '{printf "%.1f", $1 * 8 / 1e6}'; }
   result forward_new_session_mbit "$(mbit "http://127.0.0.1:18080/bytes/$body")"
   sleep 6
-  result forward_mbit "$(mbit "http://127.0.0.1:18080/bytes/$body")"
-  result ssh_l_mbit "$(mbit "http://127.0.0.1:18081/bytes/$body")"
-  result direct_mbit "$(mbit "http://$P_ADDR:8080/bytes/$body")"
+  # One download of each is one draw of where the path's losses fall: the median of 3, alternating.
+  local fwd_t=() sshl_t=() direct_t=()
+  for _ in 1 2 3; do
+    fwd_t+=("$(mbit "http://127.0.0.1:18080/bytes/$body")")
+    sshl_t+=("$(mbit "http://127.0.0.1:18081/bytes/$body")")
+    direct_t+=("$(mbit "http://$P_ADDR:8080/bytes/$body")")
+  done
+  result forward_mbit "$(median "${fwd_t[@]}")"
+  result ssh_l_mbit "$(median "${sshl_t[@]}")"
+  result direct_mbit "$(median "${direct_t[@]}")"
   ttfb() { local v=(); for _ in $(seq 5); do v+=("$(inC curl -s -o /dev/null -w '%{time_starttransfer}' "$1" | awk '{printf "%.1f", $1 * 1000}')"); done; median "${v[@]}"; }
   result forward_ttfb_ms "$(ttfb http://127.0.0.1:18080/stream)"
   result ssh_l_ttfb_ms "$(ttfb http://127.0.0.1:18081/stream)"
