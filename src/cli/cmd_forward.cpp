@@ -142,18 +142,38 @@ asio::awaitable<void> serve_local(std::shared_ptr<ForwardState> state, tcp::sock
   }
   std::shared_ptr<Session> session = state->session;
   auto started = std::chrono::steady_clock::now();
-  ++state->pending_opens;
+  // Counted until the provider's answer comes (or never will): well under its accept backlog.
+  struct PendingOpen {
+    ForwardState& state;
+    bool counted = true;
+    explicit PendingOpen(ForwardState& s) : state(s) { ++state.pending_opens; }
+    void answered() {
+      if (counted) --state.pending_opens;
+      counted = false;
+    }
+    ~PendingOpen() { answered(); }
+  } pending(*state);
   auto stream = co_await open_forward(*session, target);
-  --state->pending_opens;
-  if (!stream) {
-    const std::string reason = stream.error().what();
-    state->event({{"event", "refused"}, {"id", id}, {"target", target}, {"reason", reason}});
-    if (!state->json) std::cerr << "connection to " << target << " refused: " << printable(reason) << std::endl;
+  std::optional<std::string> refused;
+  if (!stream) refused = stream.error().what();
+  PumpResult result;
+  if (stream) {
+    // The client's first bytes follow the header now; the provider's answer gates the way back.
+    PumpOptions options;
+    options.before_stream_to_socket = [&]() -> asio::awaitable<Result<void>> {
+      auto answer = co_await read_forward_answer(*session, **stream);
+      pending.answered();
+      if (!answer) refused = answer.error().what();
+      else state->event({{"event", "open"}, {"id", id}, {"target", target}});
+      co_return answer;
+    };
+    result = co_await pump(socket, **stream, options);
+  }
+  if (refused) {
+    state->event({{"event", "refused"}, {"id", id}, {"target", target}, {"reason", *refused}});
+    if (!state->json) std::cerr << "connection to " << target << " refused: " << printable(*refused) << std::endl;
     co_return;
   }
-  state->event({{"event", "open"}, {"id", id}, {"target", target}});
-  const PumpOptions options;
-  PumpResult result = co_await pump(socket, **stream, options);
   nlohmann::json closed = {{"event", "closed"},
                            {"id", id},
                            {"target", target},

@@ -19,13 +19,14 @@ Run: RUNSNACK_BIN=build/dev/src/cli/runsnack HOSTILE_BIN=build/dev/tests/runsnac
 import json
 import os
 import random
+import select
 import socket
 import subprocess
 import threading
 import time
 import unittest
 
-from harness import BIN, E2ETestCase, READY_DEADLINE
+from harness import BIN, E2ETestCase, READY_DEADLINE, free_port
 
 HOSTILE = os.environ.get("HOSTILE_BIN") or os.path.join(os.path.dirname(BIN), "..", "..", "tests",
                                                          "runsnack_hostile_peer")
@@ -353,6 +354,31 @@ class HostileProvider(HostileTestCase):
                             stdin=subprocess.DEVNULL)
         self._stderrs.append(("runsnack %s" % " ".join(args), cp.stderr.decode("utf-8", "replace")))
         return cp
+
+    def test_forward_sends_the_request_with_the_open(self):
+        # A forwarded connection's first bytes follow its stream's header without waiting for the
+        # provider's answer (one round trip less to the first byte): this provider never answers,
+        # and sees them all the same. The client is left waiting, its connection open, never
+        # answered with anything the provider did not send.
+        provider, link = self.provider("silent-forward")
+        home = self.new_home("consumer")
+        port = free_port()
+        fwd = self.consumer(home, "forward", "--json", link, "%d:1" % port)
+        for raw in fwd.stdout:
+            if json.loads(raw).get("event") == "ready":
+                break
+        else:
+            self.fail("forward did not start: %s" % fwd.stderr.read().decode("utf-8", "replace"))
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            seen, _, _ = select.select([provider.stdout], [], [], 30)
+            self.assertTrue(seen, "no bytes came behind the stream's header before its answer")
+            line = provider.stdout.readline()
+            self.assertEqual(json.loads(line)["early"], "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.settimeout(1.0)
+            with self.assertRaises(socket.timeout):
+                c.recv(1)  # nothing came back: the answer never did
+        self.assertIsNone(fwd.poll(), "forward ended")
 
     def test_escape_sequences_not_printed_raw(self):
         _, link = self.provider("escape")

@@ -23,6 +23,9 @@
 //                   ping-flood   after the grant proof, pings without reading
 //                   announce     every stream: accepted, then a 32 MiB control frame that never comes
 //                   push-streams opens 256 streams and pushes 256 KiB into each
+//                   silent-forward  lists one forward target (port 1); never answers a stream
+//                                to it, and prints {"early":BYTES} for the bytes that came
+//                                behind such a stream's header all the same
 // Not a product; not installed.
 #include "crypto/identity.hpp"
 #include "crypto/secret.hpp"
@@ -349,10 +352,20 @@ awaitable<void> serve_streams(TlsStream& s, const std::string& mode, const std::
   Seen seen;
   std::string replies;
   std::map<std::uint32_t, bool> answered;
+  std::map<std::uint32_t, std::size_t> unanswered;  // silent-forward: stream -> its header's size
   const std::string pattern(64 * 1024, 'p');
   for (;;) {
     co_await read_frames(s, seen, Clock::now() + std::chrono::milliseconds(50), true, &replies);
     if (seen.closed) co_return;
+    for (auto it = unanswered.begin(); it != unanswered.end();) {
+      const std::string& in = seen.inbound[it->first];
+      if (in.size() <= it->second) {
+        ++it;
+        continue;
+      }
+      std::cout << json{{"early", in.substr(it->second)}}.dump() << std::endl;
+      it = unanswered.erase(it);
+    }
     std::string out;
     for (auto& [sid, in] : seen.inbound) {
       if (answered[sid] || in.size() < 4) continue;
@@ -364,7 +377,18 @@ awaitable<void> serve_streams(TlsStream& s, const std::string& mode, const std::
       std::string service = header.is_object() && header["service"].is_string() ? header["service"].get<std::string>() : "";
       std::string body;
       std::uint16_t end = yamux::flag::fin;
-      if (mode == "announce") {
+      const bool listing = header.is_object() && header["args"].is_object() && header["args"].value("list", false);
+      if (mode == "silent-forward" && service == "forward" && !listing) {
+        unanswered[sid] = 4 + n;
+        out += frame_bytes({yamux::FrameType::window_update, yamux::flag::ack, sid, 0});
+        continue;
+      }
+      if (mode == "silent-forward" && service == "forward") {
+        json target = {{"name", "1"}, {"host", "127.0.0.1"}, {"port", 1}, {"host_header", false}};
+        body = encode_message({{"ok", true}}) +
+               encode_message({{"ok", true}, {"targets", json::array({target})}, {"max_connections", nullptr},
+                               {"bandwidth_bytes_per_s", nullptr}});
+      } else if (mode == "announce") {
         body = encode_message({{"ok", true}}) + fs_control_header(32u << 20);
         end = 0;
       } else if (service == "info") {
@@ -442,7 +466,7 @@ int usage() {
                "       runsnack_hostile_peer announce LINK STREAMS BYTES SEND HOLD SERVICE ARGS_JSON\n"
                "       runsnack_hostile_peer hold LINK SESSIONS SECONDS SOURCE\n"
                "       runsnack_hostile_peer refused LINK hold|flood SECONDS\n"
-               "       runsnack_hostile_peer provider escape|ping-flood|announce|push-streams\n";
+               "       runsnack_hostile_peer provider escape|ping-flood|announce|push-streams|silent-forward\n";
   return 2;
 }
 

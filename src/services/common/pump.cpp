@@ -97,6 +97,14 @@ asio::awaitable<void> socket_to_stream(Socket& socket, MuxStream& stream, const 
 template <class Socket>
 asio::awaitable<void> stream_to_socket(Socket& socket, MuxStream& stream, const PumpOptions& options,
                                        PumpResult& result) {
+  if (options.before_stream_to_socket) {
+    if (auto ready = co_await options.before_stream_to_socket(); !ready) {
+      if (!result.error) result.error = ready.error().what();
+      stream.reset();
+      abort_socket(socket);
+      co_return;
+    }
+  }
   std::string rewritten;
   const std::size_t limit = piece_limit(options);
   for (;;) {

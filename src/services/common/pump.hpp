@@ -27,6 +27,7 @@
 //
 // `socket`, `stream` and `options` must outlive the call; one executor.
 
+#include "core/error.hpp"
 #include "net/mux_stream.hpp"
 #include "services/common/token_bucket.hpp"
 
@@ -55,6 +56,10 @@ struct PumpOptions {
   // Applied to stream -> socket bytes: appends to `out` what to send for `in`.
   std::function<void(std::span<const std::uint8_t> in, std::string& out)> rewrite;
   std::function<void()> on_stream_fin;  // called when the stream's FIN has been passed on to the socket
+  // Awaited by the stream -> socket direction before it moves a byte, while socket -> stream
+  // already flows (the consumer's forward: its client's request follows the stream's header
+  // before the provider's answer, which this reads). An error aborts both directions.
+  std::function<boost::asio::awaitable<Result<void>>()> before_stream_to_socket;
 };
 
 struct PumpResult {
