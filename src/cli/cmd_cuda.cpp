@@ -219,20 +219,34 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
   } active{*state};  // counted by the caller, before this frame existed
   if (state->session_lost) co_return;  // closing the socket: the shim reports the error
   widen_socket_buffers(socket.native_handle());
-  auto stream = co_await cuda::open_cuda(*state->session, nullptr);
-  if (!stream) {
+  auto stream = co_await cuda::open_cuda(*state->session);
+  std::optional<std::string> refused;
+  if (!stream) refused = stream.error().what();
+  PumpResult result;
+  if (stream) {
+    PumpOptions options;
+    options.buffer_bytes = cuda::kPumpBytes;
+    // The program's first calls follow the header now; the provider's answers gate the way back.
+    options.before_stream_to_socket = [&]() -> asio::awaitable<Result<void>> {
+      auto started = co_await cuda::read_cuda_answer(*state->session, **stream);
+      if (!started) {
+        refused = started.error().what();
+        co_return started.error();
+      }
+      ++state->connections;
+      co_return Result<void>{};
+    };
+    result = co_await pump(socket, **stream, options);
+  }
+  if (refused) {
     ++state->refused;
     if (!state->first_refusal) {
-      state->first_refusal = stream.error().what();
+      state->first_refusal = *refused;
       std::cerr << "runsnack: the provider did not start a CUDA server for " << state->program << ": "
-                << printable(stream.error().what()) << std::endl;
+                << printable(*refused) << std::endl;
     }
     co_return;
   }
-  ++state->connections;
-  PumpOptions options;
-  options.buffer_bytes = cuda::kPumpBytes;
-  PumpResult result = co_await pump(socket, **stream, options);
   state->bytes_to_provider += result.socket_to_stream;
   state->bytes_from_provider += result.stream_to_socket;
   if (result.stream_failed) note_session_end(*state);

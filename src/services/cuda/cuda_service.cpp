@@ -253,17 +253,19 @@ asio::awaitable<Result<nlohmann::json>> check_cuda(Session& session) {
   co_return (*msg)["cuda"];
 }
 
-asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session, nlohmann::json* started) {
+asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session) {
   const StreamHeader header{kServiceCuda, nlohmann::json::object()};
-  auto stream = co_await session.open(header);
-  if (!stream) co_return stream.error();
-  auto msg = co_await read_stream_message(**stream);
+  co_return co_await session.open_pipelined(header);
+}
+
+asio::awaitable<Result<nlohmann::json>> read_cuda_answer(Session& session, MuxStream& stream) {
+  if (auto header = co_await session.answer(stream, kServiceCuda); !header) co_return header.error();
+  auto msg = co_await read_stream_message(stream);
   if (!msg) co_return msg.error();
   auto reply = parse_stream_reply(*msg);
   if (!reply) co_return reply.error();
   if (!reply->ok) co_return fail(errc::refused, reply->reason);
-  if (started) *started = *msg;
-  co_return *stream;
+  co_return *msg;
 }
 
 }  // namespace runsnack::cuda

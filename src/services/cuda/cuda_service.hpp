@@ -64,7 +64,11 @@ boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<SessionLimiter> l
 // Consumer halves. Both fail with errc::refused and the provider's reason
 // when the link does not allow cuda or the server cannot start.
 boost::asio::awaitable<Result<nlohmann::json>> check_cuda(Session& session);
-// A stream with a cuda-server behind it; `started` gets the provider's reply ({"pid":..,"backend":..}).
-boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session, nlohmann::json* started);
+// A stream to a new cuda-server, opened without waiting for the provider's answers: the program's
+// first calls (cuInit's Hello) follow the header at once and reach the server when it has started.
+// read_cuda_answer() comes before anything else read from the stream: the provider's reply
+// ({"ok":true,"pid":..,"backend":..}).
+boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session);
+boost::asio::awaitable<Result<nlohmann::json>> read_cuda_answer(Session& session, MuxStream& stream);
 
 }  // namespace runsnack::cuda
