@@ -384,6 +384,7 @@ int cuda_command(const CudaArgs& args) {
   SessionCommand command;
   command.link_arg = args.link;
   command.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
+  command.pipelined_proof = true;  // check_cuda's stream follows the proof
   const std::string path = *program;
   const sfs::path shim = *shim_dir;
   command.body = [&args, path, shim](Session& session) -> asio::awaitable<int> {

@@ -166,6 +166,7 @@ void add_shell_command(CLI::App& app, ExitStatus& status) {
       if (!workspace) return report(workspace.error());
       SessionCommand command;
       command.link_arg = args->link;
+      command.pipelined_proof = true;  // the shell's stream follows the proof
       command.body = [name = *workspace](Session& session) -> asio::awaitable<int> {
         co_return co_await shell_body(session, name);
       };

@@ -118,6 +118,7 @@ void add_workspaces_command(CLI::App& app, ExitStatus& status) {
     run_command(status, [&] {
       SessionCommand command;
       command.link_arg = args->link;
+      command.pipelined_proof = true;  // the first stream follows the proof
       command.body = [args](Session& session) -> asio::awaitable<int> { co_return co_await workspaces_body(*args, session); };
       return run_session_command(command);
     });

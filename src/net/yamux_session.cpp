@@ -205,7 +205,9 @@ asio::awaitable<void> Mux::reader() {
       chunks_.put(std::move(chunk));
       if (!closing_) {
         bool eof = e.code() == asio::error::eof;
-        if (!eof) spdlog::warn("yamux: read failed: {}", e.what());
+        // A refused connection is a transport's way to say the other side refused us (a refused
+        // grant proof, session/pending_auth.hpp): the close reason carries it to whoever reports it.
+        if (!eof && e.code() != asio::error::connection_refused) spdlog::warn("yamux: read failed: {}", e.what());
         begin_close(Error(eof ? errc::closed : errc::io_error,
                           eof ? "yamux: peer closed the connection"
                               : std::string("yamux: read failed: ") + e.what()),

@@ -60,10 +60,11 @@ class Secret(E2ETestCase):
                           READY_DEADLINE, "a refused event")
 
     def test_refused_proof_stops_a_pipelined_run_and_cp(self):
-        # run and cp send their first request right behind the grant proof, before its answer: a
-        # refused proof must still be reported as such, and nothing sent behind it may run or land.
+        # run, cp, cuda, shell and workspaces send their first request right behind the grant proof,
+        # before its answer: a refused proof must still be reported as such, and nothing sent
+        # behind it may run or land.
         phome, chome = self.new_home("provider"), self.new_home("consumer")
-        provider = self.start_provider(phome, "--allow", "run,cp")
+        provider = self.start_provider(phome, "--allow", "run,cp,cuda")
         bad = replace_secret(provider.link, random_secret())
         work = self.new_home("work")
         with open(os.path.join(work, "f.txt"), "w") as f:
@@ -71,6 +72,16 @@ class Secret(E2ETestCase):
         self.fails(chome, "run", bad, "--no-sync", "--", "sh", "-c", "echo ran > pipelined.txt", contains="wrong secret")
         self.fails(chome, "run", bad, "--sync", work, "--", "true", contains="wrong secret")
         self.fails(chome, "cp", bad, os.path.join(work, "f.txt"), "remote:f.txt", contains="wrong secret")
+        self.fails(chome, "workspaces", bad, contains="wrong secret")
+        # cuda asks whether the provider offers CUDA first; its shim folder need only be found.
+        shim = self.new_home("shim")
+        open(os.path.join(shim, "libcuda.so.1"), "w").close()
+        self.fails(chome, "cuda", bad, "--", "true", contains="wrong secret", env_extra={"RUNSNACK_CUDA_LIBDIR": shim})
+        # Said once, by the command: not also as a warning of the transport under it.
+        cp = self.run_cli(chome, "shell", bad)
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertEqual([l for l in cp.stderr.splitlines() if l.strip()],
+                         ["runsnack: the provider refused: wrong secret: the link is damaged or not this provider's"])
         events = self.audit(phome)
         refused = [e for e in events if e["kind"] == "auth" and e["decision"] == "refuse"]
         # (Repeated refusals of one peer share an audit record.)
