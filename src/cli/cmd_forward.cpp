@@ -243,10 +243,13 @@ std::string describe(const Planned& p) {
 
 asio::awaitable<int> run_forward(std::shared_ptr<ForwardState> state, ForwardArgs args) {
   auto ex = co_await asio::this_coro::executor;
-  auto first = co_await state->consumer->connect(state->link, state->connect);
+  // The listing follows the grant proof without waiting for its answer (a round trip fewer); a
+  // refused proof is then the listing's answer. Later sessions (keep_session) wait for it.
+  ConnectOptions first_connect = state->connect;
+  first_connect.pipelined_proof = true;
+  auto first = co_await state->consumer->connect(state->link, first_connect);
   if (!first) co_return report(first.error());
   state->session = std::shared_ptr<Session>(std::move(*first));
-  state->event(session_event("connected", *state->session));
 
   auto listing = co_await list_forward_targets(*state->session);
   if (!listing) {
@@ -255,6 +258,7 @@ asio::awaitable<int> run_forward(std::shared_ptr<ForwardState> state, ForwardArg
                        "`runsnack share --expose PORT`");
     co_return report(listing.error());
   }
+  state->event(session_event("connected", *state->session));
   auto planned = plan(args.specs, *listing);
   if (!planned) co_return report(planned.error());
 

@@ -60,9 +60,9 @@ class Secret(E2ETestCase):
                           READY_DEADLINE, "a refused event")
 
     def test_refused_proof_stops_a_pipelined_run_and_cp(self):
-        # run, cp, cuda, shell and workspaces send their first request right behind the grant proof,
-        # before its answer: a refused proof must still be reported as such, and nothing sent
-        # behind it may run or land.
+        # run, cp, cuda, shell, workspaces and forward send their first request right behind the
+        # grant proof, before its answer: a refused proof must still be reported as such, and
+        # nothing sent behind it may run or land.
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome, "--allow", "run,cp,cuda")
         bad = replace_secret(provider.link, random_secret())
@@ -73,6 +73,7 @@ class Secret(E2ETestCase):
         self.fails(chome, "run", bad, "--sync", work, "--", "true", contains="wrong secret")
         self.fails(chome, "cp", bad, os.path.join(work, "f.txt"), "remote:f.txt", contains="wrong secret")
         self.fails(chome, "workspaces", bad, contains="wrong secret")
+        self.fails(chome, "forward", bad, "0:1", contains="wrong secret")
         # cuda asks whether the provider offers CUDA first; its shim folder need only be found.
         shim = self.new_home("shim")
         open(os.path.join(shim, "libcuda.so.1"), "w").close()
