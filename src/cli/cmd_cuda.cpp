@@ -228,7 +228,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<CudaState> state, stream_
     options.buffer_bytes = cuda::kPumpBytes;
     // The program's first calls follow the header now; the provider's answers gate the way back.
     options.before_stream_to_socket = [&]() -> asio::awaitable<Result<void>> {
-      auto started = co_await cuda::read_cuda_answer(*state->session, **stream);
+      auto started = co_await state->session->answers(**stream, cuda::kServiceCuda);
       if (!started) {
         refused = started.error().what();
         co_return started.error();

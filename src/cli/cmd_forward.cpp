@@ -161,7 +161,7 @@ asio::awaitable<void> serve_local(std::shared_ptr<ForwardState> state, tcp::sock
     // The client's first bytes follow the header now; the provider's answer gates the way back.
     PumpOptions options;
     options.before_stream_to_socket = [&]() -> asio::awaitable<Result<void>> {
-      auto answer = co_await read_forward_answer(*session, **stream);
+      auto answer = co_await session->answers(**stream, kServiceForward);
       pending.answered();
       if (!answer) refused = answer.error().what();
       else state->event({{"event", "open"}, {"id", id}, {"target", target}});

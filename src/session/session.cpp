@@ -59,6 +59,16 @@ asio::awaitable<Result<void>> Session::answer(MuxStream& stream, const std::stri
   co_return Result<void>{};
 }
 
+asio::awaitable<Result<void>> Session::answers(MuxStream& stream, const std::string& service) {
+  if (auto header = co_await answer(stream, service); !header) co_return header.error();
+  auto msg = co_await read_stream_message(stream);
+  if (!msg) co_return msg.error();
+  auto reply = parse_stream_reply(*msg);
+  if (!reply) co_return reply.error();
+  if (!reply->ok) co_return fail(errc::refused, reply->reason);
+  co_return Result<void>{};
+}
+
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> Session::open(const StreamHeader& header) {
   auto stream = co_await open_pipelined(header);
   if (!stream) co_return stream.error();

@@ -58,6 +58,9 @@ class Session {
   // discards what it wrote).
   boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_pipelined(const StreamHeader& header);
   boost::asio::awaitable<Result<void>> answer(MuxStream& stream, const std::string& service);
+  // answer(), then the service's own first reply, a StreamReply (forward's target connected, cuda's
+  // server started): errc::refused with the provider's reason when that one says no.
+  boost::asio::awaitable<Result<void>> answers(MuxStream& stream, const std::string& service);
   // The provider accepted the grant proof (fills info().session_id), or why not.
   boost::asio::awaitable<Result<void>> authenticated();
 

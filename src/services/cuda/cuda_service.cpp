@@ -258,14 +258,4 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session) 
   co_return co_await session.open_pipelined(header);
 }
 
-asio::awaitable<Result<void>> read_cuda_answer(Session& session, MuxStream& stream) {
-  if (auto header = co_await session.answer(stream, kServiceCuda); !header) co_return header.error();
-  auto msg = co_await read_stream_message(stream);
-  if (!msg) co_return msg.error();
-  auto reply = parse_stream_reply(*msg);
-  if (!reply) co_return reply.error();
-  if (!reply->ok) co_return fail(errc::refused, reply->reason);
-  co_return Result<void>{};
-}
-
 }  // namespace runsnack::cuda

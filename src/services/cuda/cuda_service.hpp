@@ -66,9 +66,8 @@ boost::asio::awaitable<void> serve_cuda_stream(std::shared_ptr<SessionLimiter> l
 boost::asio::awaitable<Result<nlohmann::json>> check_cuda(Session& session);
 // A stream to a new cuda-server, opened without waiting for the provider's answers: the program's
 // first calls (cuInit's Hello) follow the header at once and reach the server when it has started.
-// read_cuda_answer() (the provider's answers: to the header, then whether the server started)
+// session.answers(stream, kServiceCuda) (the header's answer, then whether the server started)
 // comes before anything else read from the stream.
 boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_cuda(Session& session);
-boost::asio::awaitable<Result<void>> read_cuda_answer(Session& session, MuxStream& stream);
 
 }  // namespace runsnack::cuda

@@ -167,14 +167,4 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_forward(Session& sessio
   co_return co_await session.open_pipelined(header);
 }
 
-asio::awaitable<Result<void>> read_forward_answer(Session& session, MuxStream& stream) {
-  if (auto header = co_await session.answer(stream, kServiceForward); !header) co_return header.error();
-  auto msg = co_await read_stream_message(stream);
-  if (!msg) co_return msg.error();
-  auto reply = parse_stream_reply(*msg);
-  if (!reply) co_return reply.error();
-  if (!reply->ok) co_return fail(errc::refused, reply->reason);
-  co_return Result<void>{};
-}
-
 }  // namespace runsnack

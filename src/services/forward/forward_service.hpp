@@ -54,11 +54,8 @@ boost::asio::awaitable<Result<ForwardListing>> list_forward_targets(Session& ses
 // Opens a stream to `target` without waiting for the provider's answer, so that what the local
 // client sends first follows the stream's header at once: a forwarded connection's first request
 // travels in the round trip that opens it. The provider reads it only after connecting to the
-// target; on a refusal it is dropped unread. read_forward_answer() comes before anything else
-// read from the stream.
+// target; on a refusal it is dropped unread. session.answers(stream, kServiceForward) (the header's
+// answer, then whether the target connected) comes before anything else read from the stream.
 boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_forward(Session& session, const std::string& target);
-// The provider's answers to open_forward (to the stream's header, then the target's): errc::refused
-// with its reason when it would not connect.
-boost::asio::awaitable<Result<void>> read_forward_answer(Session& session, MuxStream& stream);
 
 }  // namespace runsnack
