@@ -20,6 +20,7 @@
 #include <deque>
 #include <optional>
 #include <set>
+#include <utility>
 
 namespace runsnack::rdv {
 
@@ -40,6 +41,8 @@ struct IpCounts {
   std::size_t connections = 0;
   std::uint64_t abuse = 0;
   Clock::time_point logged{};
+  std::uint64_t refused = 0;  // relay sides refused by the budgets or the key list
+  Clock::time_point refusal_logged{};
 };
 
 }  // namespace
@@ -85,20 +88,32 @@ struct ParkedSide {
   RelayTicket relay;
 };
 
+// A spliced pair, as its budgets see it: charged to its provider's key and both sides' addresses.
+struct PairBudget {
+  std::string peer, ip_a, ip_b;
+  std::uint64_t moved = 0;  // both directions
+  bool cut = false;         // closed because a budget was spent (logged once)
+};
+
 struct Server::State {
   explicit State(asio::any_io_executor e, ServerOptions o)
-      : ex(e), options(std::move(o)), registry(options.registry), sweep(e) {}
+      : ex(e), options(std::move(o)), registry(options.registry), budgets(options.budgets, options.relay_only_for),
+        sweep(e) {}
   asio::any_io_executor ex;
   ServerOptions options;
   Registry registry;
+  RelayBudgets budgets;
   asio::steady_timer sweep;
   std::map<std::string, IpCounts> per_ip;
   std::map<ConnId, std::shared_ptr<ProviderConn>> providers;  // registered connections
   std::map<std::uint64_t, ParkedSide> parked;                 // relay sides waiting for their pair, by slot
+  std::map<std::uint64_t, std::string> refused;  // slots whose first side was refused: why, for the second
   std::set<tcp::socket*> live;  // every socket a coroutine owns, closed by stop()
   ConnId next_conn = 1;
   std::size_t spliced = 0;
   std::uint64_t relay_bytes = 0;
+  std::uint64_t relays_refused = 0;
+  std::uint64_t relays_cut = 0;
   bool stopping = false;
 
   void abuse(const std::string& ip, const std::string& what) {
@@ -108,6 +123,17 @@ struct Server::State {
     if (now - c.logged >= kAbuseLogEvery) {
       spdlog::warn("rendezvous: abuse from {}: {} ({} so far)", ip, what, c.abuse);
       c.logged = now;
+    }
+  }
+  // A relay side refused by the operator's policy (budgets, key list): logged, at most a line per IP every 10 s.
+  void refusal(const std::string& ip, const std::string& why) {
+    ++relays_refused;
+    auto& c = per_ip[ip];
+    ++c.refused;
+    auto now = Clock::now();
+    if (now - c.refusal_logged >= kAbuseLogEvery) {
+      spdlog::warn("rendezvous: relay refused to {}: {} ({} so far)", ip, why, c.refused);
+      c.refusal_logged = now;
     }
   }
 };
@@ -320,14 +346,32 @@ asio::awaitable<void> serve_consumer(StatePtr st, tcp::socket& s, Connect req, s
 
 // ---- relay ----
 
-asio::awaitable<void> pump(StatePtr st, tcp::socket& from, tcp::socket& to) {
+// The pair's budgets are spent: both sides closed (the bytes are the peers' TLS,
+// so there is no place for a reason; their next relay is refused with it).
+void cut_pair(StatePtr st, PairBudget& pair, const std::string& why, tcp::socket& a, tcp::socket& b) {
+  if (!std::exchange(pair.cut, true)) {
+    ++st->relays_cut;
+    spdlog::warn("rendezvous: relay for provider {} ({} <-> {}) closed after {}: {}", pair.peer.substr(0, 12),
+                 pair.ip_a, pair.ip_b, bytes_text(pair.moved), why);
+  }
+  close_socket(a), close_socket(b);
+}
+
+asio::awaitable<void> pump(StatePtr st, tcp::socket& from, tcp::socket& to, std::shared_ptr<PairBudget> pair) {
   auto buf = std::make_unique<char[]>(kRelayBuffer);
   const double mbps = st->options.max_relay_mbps;
   auto started = Clock::now();
   std::uint64_t total = 0;
   for (;;) {
-    auto [rec, n] = co_await from.async_read_some(asio::buffer(buf.get(), kRelayBuffer),
-                                                  asio::as_tuple(asio::use_awaitable));
+    // At most what the pair's budgets still allow, so the pair stops at its budget, not past it.
+    const std::uint64_t room = st->budgets.remaining(pair->peer, pair->ip_a, pair->ip_b, Clock::now());
+    if (room == 0) {
+      auto why = st->budgets.spent(pair->peer, pair->ip_a, pair->ip_b, Clock::now());
+      cut_pair(st, *pair, why ? *why : "its relay budget is spent", from, to);
+      co_return;
+    }
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kRelayBuffer, room));
+    auto [rec, n] = co_await from.async_read_some(asio::buffer(buf.get(), want), asio::as_tuple(asio::use_awaitable));
     if (rec) {
       boost::system::error_code ignored;
       if (rec == asio::error::eof) to.shutdown(tcp::socket::shutdown_send, ignored);
@@ -344,6 +388,8 @@ asio::awaitable<void> pump(StatePtr st, tcp::socket& from, tcp::socket& to) {
     }
     total += n;
     st->relay_bytes += n;
+    pair->moved += n;
+    st->budgets.charge(pair->peer, pair->ip_a, pair->ip_b, n, Clock::now());
     if (st->options.max_relay_bytes > 0 && total >= st->options.max_relay_bytes) {
       spdlog::warn("rendezvous: relayed pair reached its limit of {} bytes; closing it", st->options.max_relay_bytes);
       close_socket(to), close_socket(from);
@@ -360,10 +406,10 @@ asio::awaitable<void> pump(StatePtr st, tcp::socket& from, tcp::socket& to) {
   }
 }
 
-asio::awaitable<void> splice(StatePtr st, ParkedSide a, tcp::socket& b) {
+asio::awaitable<void> splice(StatePtr st, ParkedSide a, tcp::socket& b, std::shared_ptr<PairBudget> pair) {
   LiveGuard guard(st, &a.socket);
   ++st->spliced;
-  co_await (pump(st, a.socket, b) && pump(st, b, a.socket));
+  co_await (pump(st, a.socket, b, pair) && pump(st, b, a.socket, pair));
   --st->spliced;
 }
 
@@ -379,8 +425,31 @@ asio::awaitable<void> serve_relay(StatePtr st, tcp::socket& s, Ticket& ticket, R
     co_return;
   }
   RelayTicket relay(st, ip);
+  // The operator's policy: only listed keys, only within their budgets and this address's.
+  if (auto why = st->budgets.refuse(claim->peer, ip, std::nullopt, Clock::now())) {
+    st->refusal(ip, *why);
+    std::optional<ParkedSide> other;
+    if (!claim->complete) {
+      st->refused.emplace(claim->slot, *why);  // the other side, when it comes, hears the same
+    } else if (auto it = st->parked.find(claim->slot); it != st->parked.end()) {
+      other.emplace(std::move(it->second));  // the other side, waiting: told and closed
+      st->parked.erase(it);
+    } else {
+      st->refused.erase(claim->slot);  // both sides refused: the slot is gone, and so is its reason
+    }
+    co_await send_error(s, *why);
+    if (other) co_await send_error(other->socket, *why);
+    co_return;
+  }
   if (!claim->complete) {  // park until the other side arrives or the slot expires
     st->parked.emplace(claim->slot, ParkedSide{std::move(s), std::move(ticket), std::move(relay)});
+    co_return;
+  }
+  if (auto r = st->refused.find(claim->slot); r != st->refused.end()) {  // the first side was refused
+    std::string why = std::move(r->second);
+    st->refused.erase(r);
+    st->refusal(ip, why);
+    co_await send_error(s, why);
     co_return;
   }
   auto other = st->parked.find(claim->slot);
@@ -390,10 +459,19 @@ asio::awaitable<void> serve_relay(StatePtr st, tcp::socket& s, Ticket& ticket, R
   }
   ParkedSide peer = std::move(other->second);
   st->parked.erase(other);
+  // Both addresses are known now: the pair's budgets, all three.
+  if (auto why = st->budgets.refuse(claim->peer, ip, peer.ticket.ip, Clock::now())) {
+    st->refusal(ip, *why);
+    co_await send_error(s, *why);
+    co_await send_error(peer.socket, *why);
+    co_return;
+  }
   bool ok = (co_await write_message(s, RelayOk{}, kWriteTimeout)).has_value() &&
             (co_await write_message(peer.socket, RelayOk{}, kWriteTimeout)).has_value();
   if (!ok) co_return;
-  co_await splice(st, std::move(peer), s);
+  auto pair = std::make_shared<PairBudget>(PairBudget{claim->peer, peer.ticket.ip, ip});
+  spdlog::info("rendezvous: relaying for provider {} ({} <-> {})", claim->peer.substr(0, 12), pair->ip_a, pair->ip_b);
+  co_await splice(st, std::move(peer), s, std::move(pair));
 }
 
 asio::awaitable<void> serve(StatePtr st, tcp::socket s, Ticket ticket) {
@@ -419,7 +497,8 @@ asio::awaitable<void> sweep_loop(StatePtr st) {
   while (!st->stopping) {
     st->sweep.expires_after(std::chrono::seconds(1));
     co_await st->sweep.async_wait(asio::as_tuple(asio::use_awaitable));
-    for (auto slot : st->registry.expire(Clock::now())) st->parked.erase(slot);
+    for (auto slot : st->registry.expire(Clock::now())) st->parked.erase(slot), st->refused.erase(slot);
+    st->budgets.expire(Clock::now());
   }
 }
 
@@ -455,6 +534,10 @@ ServerStats Server::stats() const {
   s.relays_waiting = state_->registry.relay_slots();
   s.relays_spliced = state_->spliced;
   s.relay_bytes = state_->relay_bytes;
+  s.budget_keys = state_->budgets.tracked_keys();
+  s.budget_addresses = state_->budgets.tracked_addresses();
+  s.relays_refused = state_->relays_refused;
+  s.relays_cut = state_->relays_cut;
   return s;
 }
 
@@ -490,6 +573,7 @@ void Server::stop() {
   for (auto* s : state_->live) close_socket(*s);
   for (auto& [id, pc] : state_->providers) pc->wake.cancel();
   state_->parked.clear();
+  state_->refused.clear();
 }
 
 }  // namespace runsnack::rdv

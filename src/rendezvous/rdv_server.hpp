@@ -13,7 +13,9 @@
 // Bounds (per client IP unless said otherwise): open connections, pending
 // introductions, registrations waiting for their proof, relay sides; per
 // spliced pair and direction a rate (max_relay_mbps) and a byte total
-// (max_relay_bytes), both on by default; a first message (and a proof)
+// (max_relay_bytes), both on by default; relay budgets over time per
+// provider key and per client address, and the operator's list of keys it
+// relays for (relay_budget.hpp: budgets, relay_only_for); a first message (and a proof)
 // within first_message_timeout; a provider that misses keepalives is
 // dropped; a relay side that stops reading stalls only its own pair and is
 // closed when a write has waited relay_write_timeout. Messages are read as
@@ -24,6 +26,7 @@
 #include "core/error.hpp"
 #include "link/endpoint.hpp"
 #include "rendezvous/registry.hpp"
+#include "rendezvous/relay_budget.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -33,6 +36,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace runsnack::rdv {
@@ -45,6 +49,11 @@ struct ServerOptions {
   // can register and introduce themselves) gets a bounded relay; 0: unlimited.
   double max_relay_mbps = 100;
   std::uint64_t max_relay_bytes = 10'000'000'000;  // then the pair is closed
+  // Over time: bytes per provider key and per client address in a window
+  // (2 GiB and 4 GiB an hour by default); spent, new relays are refused with
+  // the reason and running ones closed.
+  RelayBudgetLimits budgets;
+  std::set<std::string> relay_only_for;  // provider PeerIds to relay for; empty: any proven key
   std::size_t max_connections_per_ip = 256;
   RegistryLimits registry;  // providers, per-IP introductions, proofs and relay sides
   std::chrono::milliseconds first_message_timeout{5000};
@@ -59,6 +68,10 @@ struct ServerStats {
   std::size_t relays_waiting = 0;
   std::size_t relays_spliced = 0;
   std::uint64_t relay_bytes = 0;
+  std::size_t budget_keys = 0;       // provider keys with a relay budget being counted
+  std::size_t budget_addresses = 0;  // addresses likewise
+  std::uint64_t relays_refused = 0;  // relay sides refused by the budgets or the key list
+  std::uint64_t relays_cut = 0;      // spliced pairs closed when a budget was spent
 };
 
 class Server {

@@ -5,7 +5,8 @@
 // challenge with a valid proof for it; every other PeerId is unprovable. So:
 // every registration must be that identity's, introductions and relay slots
 // exist only for registered connections, a token opens only its own side
-// once, and every count stays within RegistryLimits.
+// once, a claimed slot names the proven key (what relay budgets are charged
+// to), and every count stays within RegistryLimits.
 #include "crypto/identity.hpp"
 #include "rendezvous/registry.hpp"
 #include "session/message.hpp"
@@ -115,6 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           // Tokens alternate provider, consumer: a token opens only its own side.
           std::size_t index = static_cast<std::size_t>(&t - tokens.data());
           if ((index % 2 == 0) != (std::string(side) == "provider")) std::abort();
+          // The relay budgets and the operator's key list are charged to the slot's provider: the proven key.
+          if (claim->peer != mine) std::abort();
           if (reg.claim_relay(t, side, ip, now)) std::abort();  // and only once
         }
         break;

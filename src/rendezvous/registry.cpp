@@ -129,12 +129,14 @@ void Registry::end_intro(const std::string& ip) { count_down(intros_per_ip_, ip)
 
 Result<RelayTokens> Registry::open_relay(ConnId provider, std::string provider_token, std::string consumer_token,
                                          SteadyTime now) {
-  if (!registered_.contains(provider)) return fail(errc::not_found, "relay for an unregistered provider");
+  auto reg = registered_.find(provider);
+  if (reg == registered_.end()) return fail(errc::not_found, "relay for an unregistered provider");
   if (provider_token == consumer_token || tokens_.contains(provider_token) || tokens_.contains(consumer_token))
     return fail(errc::internal, "relay token collision");
   std::uint64_t id = next_slot_++;
   Slot s;
   s.expires = now + limits_.relay_match_timeout;
+  s.peer = reg->second.peer;
   s.tokens[static_cast<int>(RelaySide::provider)] = provider_token;
   s.tokens[static_cast<int>(RelaySide::consumer)] = consumer_token;
   slots_.emplace(id, std::move(s));
@@ -161,7 +163,7 @@ Result<RelayClaim> Registry::claim_relay(const std::string& token, const std::st
   tokens_.erase(t);  // each token opens its side once
   Slot& slot = s->second;
   slot.arrived[static_cast<int>(token_side)] = true;
-  RelayClaim claim{id, token_side, slot.arrived[0] && slot.arrived[1]};
+  RelayClaim claim{id, token_side, slot.arrived[0] && slot.arrived[1], slot.peer};
   if (claim.complete) {
     for (const auto& tok : slot.tokens) tokens_.erase(tok);
     slots_.erase(s);

@@ -73,6 +73,7 @@ struct RelayClaim {
   std::uint64_t slot = 0;
   RelaySide side = RelaySide::consumer;
   bool complete = false;  // the other side is already waiting: splice now (the slot is gone)
+  std::string peer;       // the provider the slot was opened for (its proven PeerId)
 };
 
 class Registry {
@@ -130,6 +131,7 @@ class Registry {
   };
   struct Slot {
     SteadyTime expires;
+    std::string peer;
     std::string tokens[2];  // by RelaySide
     bool arrived[2] = {false, false};
   };

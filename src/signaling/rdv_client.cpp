@@ -46,7 +46,9 @@ asio::awaitable<void> provider_punch(tcp::endpoint local, tcp::endpoint remote, 
 asio::awaitable<void> provider_relay(Endpoint server, std::string token, AdoptSocket adopt) {
   auto s = co_await open_relay(server, token, "provider", kRelayMatchWait);
   if (!s) {
-    spdlog::debug("relay: {}", s.error().what());
+    // The rendezvous' refusal says why (its operator's key list, a spent relay budget): the operator should see it.
+    if (s.error().is(errc::refused)) spdlog::warn("rendezvous refused the relay: {}", s.error().what());
+    else spdlog::debug("relay: {}", s.error().what());
     co_return;
   }
   adopt(std::move(*s), "relayed");
