@@ -3,7 +3,8 @@ KEY` with a self-signed certificate made here by the openssl CLI. Headless Debia
 https://pool.test/join#... (a name that is not localhost, mapped to the loopback port, the certificate trusted by
 its SPKI hash), registers a webgpu device on SwiftShader and completes a matmul job alone. A plain
 http://plain.test page (not a secure context: no WebGPU, no WebCrypto) says why it cannot join. Also: the flags'
-refusals, and a TLS handshake that never finishes closed by the request deadline (measured).
+refusals, a TLS handshake that never finishes closed by the request deadline (measured), and one address holding
+unfinished requests or handshakes while clients from other addresses fetch /join (issue 37, finding 5).
 
 Needs `chromium` (apt), node with tests/browser/node_modules (scripts/install-deps) and the openssl CLI; the
 browser part is skipped with the reason when they are missing.
@@ -14,10 +15,12 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import unittest
 
@@ -67,12 +70,14 @@ def open_page(url, host_rules, spki, mode, until=None):
     return lines
 
 
-def https_get(port, path):
-    """The body of GET path over TLS (the certificate is not checked: it is self-signed)."""
+def https_get(port, path, source=None):
+    """The body of GET path over TLS (the certificate is not checked: it is self-signed), from the loopback address
+    `source` if given."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+    with socket.create_connection(("127.0.0.1", port), timeout=30,
+                                  source_address=(source, 0) if source else None) as raw:
         with context.wrap_socket(raw, server_hostname="pool.test") as s:
             s.sendall(("GET %s HTTP/1.1\r\nHost: pool.test\r\nConnection: close\r\n\r\n" % path).encode())
             data = b""
@@ -82,6 +87,65 @@ def https_get(port, path):
                     break
                 data += chunk
     return data.decode("utf-8", "replace")
+
+
+def get_join(port, tls, source):
+    """True when GET /join from the loopback address `source` (127.0.0.0/8 is all loopback on Linux, so the
+    dashboard sees each as its own address) is answered with the page."""
+    with socket.create_connection(("127.0.0.1", port), timeout=15, source_address=(source, 0)) as raw:
+        if tls:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            s = context.wrap_socket(raw, server_hostname="pool.test")
+        else:
+            s = raw
+        s.sendall(("GET /join HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % port).encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.startswith(b"HTTP/1.1 200") and b"<html" in data
+
+
+class SlotHolder(threading.Thread):
+    """An attacker at the addresses `sources` keeping `count` connections open, each with an unfinished request
+    (plain) or the first 3 bytes of a ClientHello (TLS), and reopening every connection the server closes."""
+
+    def __init__(self, port, tls, sources=("127.0.0.2",), count=80):
+        super().__init__(daemon=True)
+        self.port, self.sources, self.count = port, sources, count
+        self.opening = b"\x16\x03\x01" if tls else b"GET /join HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        self.sockets, self.opened = [], 0
+        self.stopping = threading.Event()
+        self.first_round = threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            while len(self.sockets) < self.count and not self.stopping.is_set():
+                try:
+                    source = self.sources[self.opened % len(self.sources)]
+                    s = socket.create_connection(("127.0.0.1", self.port), timeout=5, source_address=(source, 0))
+                    s.sendall(self.opening)
+                except OSError:
+                    break
+                self.sockets.append(s)
+                self.opened += 1
+            self.first_round.set()
+            # Closed by the server (refused, evicted or past the deadline): reopened on the next round, 5 a second.
+            self.stopping.wait(0.2)
+            readable, _, _ = select.select(self.sockets, [], [], 0)
+            for s in readable:
+                s.close()
+                self.sockets.remove(s)
+        for s in self.sockets:
+            s.close()
+
+    def stop(self):
+        self.stopping.set()
+        self.join(30)
 
 
 class HttpTlsTest(PoolBase):
@@ -124,17 +188,18 @@ class HttpTlsTest(PoolBase):
         self.assertRegex(ready["browser_join"], r"^https://127\.0\.0\.1:\d+/join#[A-Za-z0-9]+:[A-Za-z0-9]+$")
         port = int(re.search(r":(\d+)/", ready["http"]).group(1))
         self.assertIn("<html", https_get(port, "/join"))
-        # 64 clients (the dashboard's connection cap) send a TLS record header and no more: the server waits
-        # for the rest of each ClientHello, and a 65th client finds no slot.
+        # 64 clients (the dashboard's connection cap), 16 from each of 4 addresses (the cap per address), send a
+        # TLS record header and no more: the server waits for the rest of each ClientHello, and a 17th client
+        # from one of those addresses finds no slot.
         stalled = []
-        for _ in range(64):
-            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        for i in range(64):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=("127.0.0.%d" % (2 + i % 4), 0))
             s.sendall(b"\x16\x03\x01")
             stalled.append(s)
         start = time.monotonic()
         time.sleep(0.5)
-        with self.assertRaises(OSError, msg="a 65th connection was served past the cap"):
-            https_get(port, "/join")
+        with self.assertRaises(OSError, msg="a 17th connection from one address was served past its cap"):
+            https_get(port, "/join", source="127.0.0.2")
         for s in stalled:
             self.assertEqual(s.recv(1), b"", "a stalled handshake got an answer")
         held = time.monotonic() - start
@@ -144,6 +209,47 @@ class HttpTlsTest(PoolBase):
         self.assertGreater(held, 8)  # the dashboard's request deadline: 10 s
         self.assertLess(held, 15)
         self.assertIn("<html", https_get(port, "/join"))
+
+    def fetch_join_while_slots_are_held(self, tls, sources=("127.0.0.2",)):
+        """The share of 48 GET /join, each from its own address, served while `sources` hold connections."""
+        _, ready = self.serve("--http", "127.0.0.1:0", *(["--http-tls", self.cert, self.key] if tls else []))
+        port = int(re.search(r":(\d+)/", ready["http"]).group(1))
+        self.assertTrue(get_join(port, tls, "127.0.1.1"))
+        holder = SlotHolder(port, tls, sources)
+        holder.start()
+        self.assertTrue(holder.first_round.wait(60), "the attacker could not open its connections")
+        time.sleep(0.5)  # the dashboard has accepted them
+        served, tries = 0, 48
+        try:
+            # Spread over more than the 10 s request deadline, so the attacker's reopening is part of it.
+            for i in range(tries):
+                try:
+                    served += get_join(port, tls, "127.0.1.%d" % (i + 2))
+                except OSError:
+                    pass
+                time.sleep(0.25)
+        finally:
+            holder.stop()
+        print("%s: %d of %d GET /join from other addresses served while %s held connections (%d opened)"
+              % ("TLS" if tls else "plain HTTP", served, tries, ", ".join(sources), holder.opened))
+        def attacker_address_served():
+            try:
+                return get_join(port, tls, sources[0])
+            except OSError:
+                return False
+        self.poll_until(attacker_address_served, 30, "the attacker's address served again after it left")
+        return served / tries
+
+    def test_one_address_holding_unfinished_requests_leaves_room_for_other_addresses(self):
+        self.assertGreaterEqual(self.fetch_join_while_slots_are_held(tls=False), 0.95)
+
+    def test_one_address_holding_unfinished_tls_handshakes_leaves_room_for_other_addresses(self):
+        self.assertGreaterEqual(self.fetch_join_while_slots_are_held(tls=True), 0.95)
+
+    def test_four_addresses_holding_every_slot_give_way_to_new_addresses(self):
+        # 20 connections from each of 4 addresses: 16 each (the cap per address) fill all 64 slots.
+        sources = tuple("127.0.0.%d" % i for i in range(2, 6))
+        self.assertGreaterEqual(self.fetch_join_while_slots_are_held(tls=False, sources=sources), 0.95)
 
     def test_browser_joins_over_https_and_a_plain_http_page_says_why_it_cannot(self):
         why = browser_missing()

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -55,7 +56,11 @@ Message serialize(const json& value) {
 
 struct Dashboard::State {
   State(asio::any_io_executor ex, DashboardOptions opt, SnapshotFn fn)
-      : options(opt), snapshot(std::move(fn)), replay(opt.replay_events, opt.replay_tile_bytes), refresh(ex) {}
+      : options(opt),
+        snapshot(std::move(fn)),
+        replay(opt.replay_events, opt.replay_tile_bytes),
+        refresh(ex),
+        slots(opt.max_connections_per_address, opt.max_connections) {}
 
   DashboardOptions options;
   RouteOptions routes;
@@ -65,8 +70,8 @@ struct Dashboard::State {
   asio::steady_timer refresh;
   bool refresh_armed = false;
   bool stopping = false;
-  std::size_t connections = 0;
-  std::set<HttpStream*> http_live;  // closed by stop()
+  ConnectionSlots slots;
+  std::map<std::uint64_t, HttpStream*> http_live;  // by slot: closed by stop(), or when evicted
   std::set<std::shared_ptr<WsClient>> clients;
 
   std::optional<Message> snapshot_message() {
@@ -99,16 +104,17 @@ namespace {
 
 using StatePtr = std::shared_ptr<Dashboard::State>;
 
-// Counts a connection for its lifetime.
+// Holds a connection's slot for its lifetime.
 class Ticket {
  public:
-  explicit Ticket(StatePtr st) : st_(std::move(st)) { ++st_->connections; }
-  ~Ticket() { --st_->connections; }
+  Ticket(StatePtr st, std::uint64_t slot) : st_(std::move(st)), slot_(slot) {}
+  ~Ticket() { st_->slots.release(slot_); }
   Ticket(const Ticket&) = delete;
   Ticket& operator=(const Ticket&) = delete;
 
  private:
   StatePtr st_;
+  std::uint64_t slot_;
 };
 
 void refresh_soon(const StatePtr& st) {
@@ -187,16 +193,18 @@ http::status read_failure_status(const boost::system::error_code& ec) {
   return http::status::ok;
 }
 
-asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
-  Ticket ticket(st);
+asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket, std::uint64_t slot) {
+  Ticket ticket(st, slot);
+  if (!st->slots.holds(slot)) co_return;  // evicted before it started
   HttpStream stream = st->options.tls ? HttpStream(beast::tcp_stream(std::move(socket)), *st->options.tls)
                                       : HttpStream(beast::tcp_stream(std::move(socket)));
-  st->http_live.insert(&stream);
+  st->http_live[slot] = &stream;
   struct Unlist {  // also when the handshake fails
     StatePtr st;
-    HttpStream* s;
-    ~Unlist() { if (s) st->http_live.erase(s); }
-  } unlist{st, &stream};
+    std::uint64_t slot;
+    bool listed = true;
+    ~Unlist() { if (listed) st->http_live.erase(slot); }
+  } unlist{st, slot};
   beast::flat_buffer buffer(st->options.max_request_bytes);
   std::optional<Request> upgrade, worker_upgrade;
   // The TLS handshake holds this connection's ticket and runs under the first request's deadline.
@@ -236,8 +244,11 @@ asio::awaitable<void> serve_http(StatePtr st, tcp::socket socket) {
     auto [wec, wn] = co_await http::async_write(stream, *res, asio::as_tuple(asio::use_awaitable));
     if (wec || !res->keep_alive()) break;
   }
-  st->http_live.erase(&stream);
-  unlist.s = nullptr;
+  if ((worker_upgrade || upgrade) && !st->stopping) {
+    st->http_live.erase(slot);  // the stream moves on; the WebSocket's own list closes it
+    unlist.listed = false;
+    st->slots.keep(slot);  // never evicted: the WebSocket caps bound it
+  }
   if (worker_upgrade && !st->stopping) {
     co_await st->worker_socket(std::move(stream), std::move(*worker_upgrade));
     co_return;
@@ -294,10 +305,26 @@ asio::awaitable<void> Dashboard::run() {
       co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
-    if (state_->connections >= state_->options.max_connections) continue;  // closed as it goes out of scope
+    // A slot before any byte is read, so slow requests and unfinished TLS handshakes count.
     boost::system::error_code oec;
+    const tcp::endpoint peer = socket.remote_endpoint(oec);
+    if (oec) continue;  // already gone
+    const std::string address = ConnectionSlots::address_key(peer.address());
+    auto taken = state_->slots.take(address);
+    if (taken.evict) {
+      spdlog::debug("dashboard: all {} connections taken: closed one of the address holding the most",
+                    state_->options.max_connections);
+      if (auto it = state_->http_live.find(*taken.evict); it != state_->http_live.end())
+        it->second->next_layer().socket().close(oec);
+    }
+    if (!taken.slot) {
+      spdlog::debug("dashboard: {} holds {} connections (cap {} per address, {} in all): closed a new one", address,
+                    state_->slots.held(address), state_->options.max_connections_per_address,
+                    state_->options.max_connections);
+      continue;  // closed as it goes out of scope
+    }
     socket.set_option(tcp::no_delay(true), oec);
-    asio::co_spawn(ex_, serve_http(state_, std::move(socket)), log_exceptions("dashboard connection"));
+    asio::co_spawn(ex_, serve_http(state_, std::move(socket), *taken.slot), log_exceptions("dashboard connection"));
   }
 }
 
@@ -306,7 +333,7 @@ void Dashboard::stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   state_->refresh.cancel();
-  for (auto* s : state_->http_live) s->next_layer().socket().close(ec);
+  for (const auto& [slot, s] : state_->http_live) s->next_layer().socket().close(ec);
   for (const auto& c : state_->clients) c->close();
 }
 

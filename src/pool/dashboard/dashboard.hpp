@@ -10,7 +10,8 @@
 // under the first request's deadline and holds a connection slot like any
 // request, so clients that never finish it are bounded like slow ones.
 //
-// Bounds: connections (HTTP and WebSocket together), WebSocket clients,
+// Bounds: connections (HTTP and WebSocket together, and from one address,
+// shared fairly: connection_slots.hpp), WebSocket clients,
 // request size, a deadline on every HTTP read and write (and TLS handshake), idle WebSockets
 // pinged and closed when they stop answering, and a cap on each client's
 // queue: a browser that falls that far behind is disconnected (its page
@@ -24,6 +25,7 @@
 // connection; coroutines still finishing hold only the shared state.
 
 #include "core/error.hpp"
+#include "pool/dashboard/connection_slots.hpp"
 #include "pool/dashboard/http_routes.hpp"
 #include "pool/dashboard/http_stream.hpp"
 
@@ -48,6 +50,9 @@ struct DashboardOptions {
   // Loopback unless the user binds elsewhere on purpose (--http 0.0.0.0:PORT).
   boost::asio::ip::tcp::endpoint endpoint{boost::asio::ip::address_v4::loopback(), 8080};
   std::size_t max_connections = 64;        // HTTP and WebSocket together; more are closed at once
+  // From one IPv4 address or IPv6 /64: a quarter, so that one address holding connections open (slow
+  // requests, unfinished TLS handshakes) leaves the rest to others; more are closed at once.
+  std::size_t max_connections_per_address = 16;
   std::size_t max_websockets = 16;         // more get 503
   std::size_t max_queued_messages = 1024;  // per WebSocket; past it the client is dropped
   std::size_t max_request_bytes = 8192;    // request line, headers and body
