@@ -6,7 +6,8 @@ and runs only the test programs' own kernels, in C++ (a test double; no GPU here
 - Plumbing (no CUDA toolkit needed): small Python programs stand in for CUDA processes and talk to
   $RUNSNACK_CUDA_SOCKET directly; RUNSNACK_CUDA_LIBDIR points at a folder with a placeholder
   libcuda.so.1 (Python never loads it). Refusals, errors, the server's end closing the connection,
-  exit status and signals, and a consumer killed mid-run leaving no cuda-server behind.
+  exit status and signals, a consumer killed mid-run leaving no cuda-server behind, and the host
+  double's memory bound (an allocation past it is CUDA_ERROR_OUT_OF_MEMORY).
 - Program (`python3 test_cuda.py --program`, exit 77 = skipped where nvcc is absent): the nvcc-built
   static-cudart tests/cuda/vector_add.cu through the real shim: the remote (fake) device's name, the
   memcpy round trip and memset, and its kernel's result; and tests/netlab/cuda_loop's synchronous
@@ -89,6 +90,31 @@ if mode == "read":
     sys.exit(3)
 if mode == "sleep":
     time.sleep(600)
+if mode == "alloc":
+    # Synchronous requests as the shim makes them: [u32 length][u16 op][u16 flags=1][u32 seq] payload.
+    import struct
+    def read(n):
+        data = b""
+        while len(data) < n:
+            chunk = s.recv(n - len(data))
+            if not chunk:
+                sys.exit("the server closed the connection")
+            data += chunk
+        return data
+    def call(op, payload, seq=[0]):
+        seq[0] += 1
+        s.sendall(struct.pack("<IHHI", len(payload), op, 1, seq[0]) + payload)
+        while True:
+            length, reply_op, _, _ = struct.unpack("<IHHI", read(12))
+            body = read(length)
+            if reply_op == 1:  # Reply: [i32 result] fields
+                return struct.unpack("<i", body[:4])[0], body[4:]
+    call(10, struct.pack("<I", 1))  # Hello
+    ctx = struct.unpack("<Q", call(12, struct.pack("<i", 0))[1][:8])[0]  # PrimaryCtxRetain
+    free, total = struct.unpack("<QQ", call(15, struct.pack("<Q", ctx))[1][:16])  # MemGetInfo
+    print("total %d" % total)
+    print("past total: %d" % call(14, struct.pack("<QQ", ctx, total + 1))[0])  # MemAlloc
+    print("1 MiB: %d" % call(14, struct.pack("<QQ", ctx, 1 << 20))[0])
 """
 
 
@@ -166,6 +192,19 @@ class Plumbing(CudaBase):
         self.assertEqual(starts[0]["decision"], "accept")
         self.assertEqual(starts[0]["detail"]["backend"], "host")
         self.assertFalse(pid_alive(starts[0]["detail"]["pid"]))
+
+    def test_host_backend_memory_is_bounded(self):
+        # Issue 37: 1 GiB per server, 16 servers per session, with no --memory behind it. Now a session's 16
+        # servers hold at most what one GPU of 1 GiB would; past it, CUDA_ERROR_OUT_OF_MEMORY (2), and the
+        # server goes on serving.
+        self.pair()
+        cp = self.run_cli(self.chome, "cuda", self.provider.link, "--", sys.executable, self.client, "alloc",
+                          env_extra=self.consumer_env())
+        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        total = int(re.search(r"^total (\d+)$", cp.stdout, re.M).group(1))
+        self.assertLessEqual(16 * total, 1 << 30, cp.stdout)
+        self.assertIn("past total: 2\n", cp.stdout)
+        self.assertIn("1 MiB: 0\n", cp.stdout)
 
     def test_signal_reaches_program(self):
         self.pair()

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 namespace runsnack::cuda {
 namespace {
 constexpr u64 kPrimaryContext = 0xc0000;
-constexpr u64 kAlign = 256;
+constexpr u64 kAlign = HostBackend::kAlign;
+
+// What an allocation of `size` bytes takes of the device memory (size <= kTotalMemory).
+u64 charged(u64 size) { return (size + kAlign - 1) / kAlign * kAlign; }
 
 // The attributes cudart and libraries read at start-up; an sm_90-like device.
 std::vector<std::int32_t> attributes() {
@@ -36,12 +40,24 @@ std::vector<std::int32_t> attributes() {
 
 std::vector<std::string> HostBackend::calls() const {
   std::lock_guard lock(mutex_);
-  return calls_;
+  return {calls_.begin(), calls_.end()};
 }
 
 void HostBackend::record(std::string line) {
   std::lock_guard lock(mutex_);
+  calls_bytes_ += line.size();
   calls_.push_back(std::move(line));
+  // No one reads the log of a provider's server: it must not grow with the traffic.
+  while (calls_bytes_ > kMaxCallLogBytes && calls_.size() > 1) {
+    calls_bytes_ -= calls_.front().size();
+    calls_.pop_front();
+  }
+}
+
+bool HostBackend::charge(u64 bytes) {
+  if (bytes > kTotalMemory - used_) return false;
+  used_ += bytes;
+  return true;
 }
 
 std::uint8_t* HostBackend::span(u64 p, u64 n) {
@@ -53,15 +69,64 @@ std::uint8_t* HostBackend::span(u64 p, u64 n) {
   return it->second.data() + off;
 }
 
-u64 HostBackend::new_handle(std::map<u64, std::string>& into, std::string what) {
+int HostBackend::new_handle(Handles& into, std::string name, u64 owner, u64& handle) {
+  if (!charge(kHandleCost + name.size())) return kErrOutOfMemory;
   next_handle_ += 8;
-  into.emplace(next_handle_, std::move(what));
-  return next_handle_;
+  into.emplace(next_handle_, Named{std::move(name), owner});
+  handle = next_handle_;
+  return 0;
 }
 
-int HostBackend::drop(std::map<u64, std::string>& from, u64 h, const char* what) {
-  record(std::string(what) + (from.erase(h) ? "" : " (unknown)"));
+// As the driver does, the same function or kernel of a module or library is the same handle:
+// looking it up again costs nothing.
+int HostBackend::named_handle(Handles& into, const std::string& name, u64 owner, u64& handle) {
+  if (auto it = by_name_.find({owner, name}); it != by_name_.end()) {
+    handle = it->second;
+    return 0;
+  }
+  if (int rc = new_handle(into, name, owner, handle); rc != 0) return rc;
+  by_name_.emplace(std::pair(owner, name), handle);
   return 0;
+}
+
+int HostBackend::drop(Handles& from, u64 h, const char* what) {
+  auto it = from.find(h);
+  const bool known = it != from.end();
+  if (known) {
+    used_ -= kHandleCost + it->second.name.size();
+    from.erase(it);
+  }
+  record(std::string(what) + (known ? "" : " (unknown)"));
+  return 0;
+}
+
+// One pass over each table: a module or library unloaded with many functions costs no more.
+void HostBackend::drop_owned(u64 owner) {
+  std::set<u64> owners{owner};
+  for (auto it = kernels_.begin(); it != kernels_.end();) {
+    if (it->second.owner != owner) {
+      ++it;
+      continue;
+    }
+    used_ -= kHandleCost + it->second.name.size();
+    owners.insert(it->first);  // the functions cuKernelGetFunction made of it go too
+    by_name_.erase({owner, it->second.name});
+    it = kernels_.erase(it);
+  }
+  for (auto it = functions_.begin(); it != functions_.end();) {
+    if (!owners.count(it->second.owner)) {
+      ++it;
+      continue;
+    }
+    used_ -= kHandleCost + it->second.name.size();
+    by_name_.erase({it->second.owner, it->second.name});
+    it = functions_.erase(it);
+  }
+  for (auto it = globals_.lower_bound({owner, std::string()}); it != globals_.end() && it->first.first == owner;) {
+    used_ -= kGlobalSize + it->first.second.size();
+    memory_.erase(it->second);
+    it = globals_.erase(it);
+  }
 }
 
 int HostBackend::init() {
@@ -97,7 +162,7 @@ int HostBackend::primary_ctx_release(int dev) {
 }
 int HostBackend::ctx_create(unsigned, int dev, u64& ctx) {
   if (dev != 0) return kErrInvalidDevice;
-  ctx = new_handle(contexts_, "ctx");
+  if (int rc = new_handle(contexts_, "", 0, ctx); rc != 0) return rc;
   record("ctx_create");
   return 0;
 }
@@ -113,18 +178,20 @@ int HostBackend::ctx_synchronize() {
 
 int HostBackend::mem_alloc(u64 size, u64& dptr) {
   if (size == 0) return kErrInvalidValue;
-  if (size > kTotalMemory - used_) return kErrOutOfMemory;
+  if (size > kTotalMemory || !charge(charged(size))) {
+    record("mem_alloc " + std::to_string(size) + " (out of memory)");
+    return kErrOutOfMemory;
+  }
   dptr = next_address_;
-  next_address_ += (size + kAlign - 1) / kAlign * kAlign + kAlign;  // a gap catches overruns
+  next_address_ += charged(size) + kAlign;  // a gap catches overruns
   memory_.emplace(dptr, std::vector<std::uint8_t>(size));
-  used_ += size;
   record("mem_alloc " + std::to_string(size));
   return 0;
 }
 int HostBackend::mem_free(u64 dptr) {
   auto it = memory_.find(dptr);
   if (it == memory_.end()) return kErrInvalidValue;
-  used_ -= it->second.size();
+  used_ -= charged(it->second.size());
   record("mem_free " + std::to_string(it->second.size()));
   memory_.erase(it);
   return 0;
@@ -166,14 +233,17 @@ int HostBackend::memset(u64 dst, std::uint32_t value, std::uint32_t elem, u64 co
 }
 
 int HostBackend::module_load(const void*, std::size_t size, u64& module) {
-  module = new_handle(modules_, "module");
+  if (int rc = new_handle(modules_, "", 0, module); rc != 0) return rc;
   record("module_load " + std::to_string(size));
   return 0;
 }
-int HostBackend::module_unload(u64 module) { return drop(modules_, module, "module_unload"); }
+int HostBackend::module_unload(u64 module) {
+  drop_owned(module);
+  return drop(modules_, module, "module_unload");
+}
 int HostBackend::module_get_function(u64 module, const std::string& name, u64& fn) {
   if (!modules_.count(module)) return kErrInvalidHandle;
-  fn = new_handle(functions_, name);
+  if (int rc = named_handle(functions_, name, module, fn); rc != 0) return rc;
   record("module_get_function " + name);
   return 0;
 }
@@ -183,11 +253,12 @@ int HostBackend::module_get_global(u64 module, const std::string& name, u64& dpt
   return global(module, name, dptr, size);
 }
 // The double reads no module contents, so it cannot know a global's size:
-// each (module, name) gets one zeroed buffer of kGlobalSize bytes.
+// each (module, name) gets one zeroed buffer of kGlobalSize bytes, freed with its module.
 int HostBackend::global(u64 owner, const std::string& name, u64& dptr, u64& size) {
-  auto key = std::to_string(owner) + "/" + name;
+  auto key = std::pair(owner, name);
   auto it = globals_.find(key);
   if (it == globals_.end()) {
+    if (!charge(kGlobalSize + name.size())) return kErrOutOfMemory;
     u64 p = next_address_;
     next_address_ += kGlobalSize + kAlign;
     memory_.emplace(p, std::vector<std::uint8_t>(kGlobalSize));
@@ -198,14 +269,17 @@ int HostBackend::global(u64 owner, const std::string& name, u64& dptr, u64& size
   return 0;
 }
 int HostBackend::library_load(const void*, std::size_t size, u64& library) {
-  library = new_handle(libraries_, "library");
+  if (int rc = new_handle(libraries_, "", 0, library); rc != 0) return rc;
   record("library_load " + std::to_string(size));
   return 0;
 }
-int HostBackend::library_unload(u64 library) { return drop(libraries_, library, "library_unload"); }
+int HostBackend::library_unload(u64 library) {
+  drop_owned(library);
+  return drop(libraries_, library, "library_unload");
+}
 int HostBackend::library_get_kernel(u64 library, const std::string& name, u64& kernel) {
   if (!libraries_.count(library)) return kErrInvalidHandle;
-  kernel = new_handle(kernels_, name);
+  if (int rc = named_handle(kernels_, name, library, kernel); rc != 0) return rc;
   record("library_get_kernel " + name);
   return 0;
 }
@@ -217,13 +291,12 @@ int HostBackend::library_get_global(u64 library, const std::string& name, u64& d
 int HostBackend::kernel_get_function(u64 kernel, u64& fn) {
   auto it = kernels_.find(kernel);
   if (it == kernels_.end()) return kErrInvalidHandle;
-  fn = new_handle(functions_, it->second);
-  return 0;
+  return named_handle(functions_, it->second.name, kernel, fn);
 }
 int HostBackend::param_info(u64 fn, bool, std::vector<wire::Param>& out) {
   std::string name;
-  if (auto it = functions_.find(fn); it != functions_.end()) name = it->second;
-  else if (auto k = kernels_.find(fn); k != kernels_.end()) name = k->second;
+  if (auto it = functions_.find(fn); it != functions_.end()) name = it->second.name;
+  else if (auto k = kernels_.find(fn); k != kernels_.end()) name = k->second.name;
   else return kErrInvalidHandle;
   const HostKernel* k = find_host_kernel(name);
   out = k != nullptr ? k->params : std::vector<wire::Param>{};  // the double reads no module metadata
@@ -252,18 +325,19 @@ int HostBackend::occupancy_clusters(u64 fn, const std::uint32_t*, int& clusters)
 int HostBackend::launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t block[3], std::uint32_t, u64,
                         const void* params, std::size_t params_size) {
   std::string name;
-  if (auto it = functions_.find(fn); it != functions_.end()) name = it->second;
-  else if (auto k = kernels_.find(fn); k != kernels_.end()) name = k->second;
+  if (auto it = functions_.find(fn); it != functions_.end()) name = it->second.name;
+  else if (auto k = kernels_.find(fn); k != kernels_.end()) name = k->second.name;
   else return kErrInvalidHandle;
   std::string hex;
-  for (std::size_t i = 0; i < params_size; ++i) {
+  for (std::size_t i = 0; i < std::min(params_size, kMaxLoggedParams); ++i) {
     static const char* digits = "0123456789abcdef";
     auto b = static_cast<const std::uint8_t*>(params)[i];
     hex += digits[b >> 4];
     hex += digits[b & 15];
   }
   record("launch " + name + " grid " + std::to_string(grid[0]) + " block " + std::to_string(block[0]) + " params " +
-         std::to_string(params_size) + (hex.empty() ? "" : " " + hex));
+         std::to_string(params_size) + (hex.empty() ? "" : " " + hex) +
+         (params_size > kMaxLoggedParams ? "..." : ""));
   const HostKernel* kernel = find_host_kernel(name);
   if (kernel == nullptr) return kErrNotSupported;  // a kernel the double cannot run
   std::size_t needed = 0;
@@ -274,7 +348,7 @@ int HostBackend::launch(u64 fn, const std::uint32_t grid[3], const std::uint32_t
   return kernel->run(l, [this](u64 p, u64 n) { return span(p, n); });
 }
 int HostBackend::stream_create(unsigned, int, u64& stream) {
-  stream = new_handle(streams_, "stream");
+  if (int rc = new_handle(streams_, "", 0, stream); rc != 0) return rc;
   record("stream_create");
   return 0;
 }
@@ -288,7 +362,7 @@ int HostBackend::stream_wait_event(u64, u64 event, unsigned) {
   return events_.count(event) ? 0 : kErrInvalidHandle;
 }
 int HostBackend::event_create(unsigned, u64& event) {
-  event = new_handle(events_, "event");
+  if (int rc = new_handle(events_, "", 0, event); rc != 0) return rc;
   record("event_create");
   return 0;
 }

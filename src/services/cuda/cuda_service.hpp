@@ -48,7 +48,8 @@ using runsnack::kServiceCuda;       // services/common/cuda_availability.hpp
 using runsnack::cuda_availability;  // what info and the check report
 // How long a server may take to exit after its input ended before it is killed.
 inline constexpr std::chrono::milliseconds kServerExitGrace{3000};
-// Servers (CUDA contexts: each costs GPU memory) one session may run at once.
+// Servers (CUDA contexts: each costs GPU memory) one session may run at once. The host test
+// backend's memory per server is 1 GiB / 16 (cuda/server/host_backend.hpp): change both together.
 inline constexpr int kMaxServersPerSession = 16;
 // Each pump direction moves up to this much at once (both halves): CUDA
 // traffic is either small calls or large copies, and one read then one write
