@@ -8,6 +8,7 @@
 #include "pool/coordinator.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/pool_store.hpp"
+#include "pool/replication.hpp"
 #include "store/grant_store.hpp"
 
 #include <boost/asio/ip/address.hpp>
@@ -152,6 +153,27 @@ int grant_credits(const std::string& peer_text, const std::string& amount_text, 
   return 0;
 }
 
+int trust_peer(const std::string& peer_text, bool remove, const std::string& db, bool as_json) {
+  auto peer = PeerId::parse(peer_text);
+  if (!peer) return report("bad PEER '" + peer_text + "': a PeerId, as `runsnack id` prints it on the worker");
+  std::string shown;
+  auto store = open_pool_store(db, {}, shown, true);
+  if (!store) return report(store.error());
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  if (auto r = store->trust_peer(peer->str(), !remove, now); !r) return report(r.error());
+  if (as_json) {
+    print_json({{"peer", peer->str()}, {"trusted", !remove}});
+  } else if (remove) {
+    std::cout << peer->str() << " is no longer trusted: its results verify quorums again only with a record of "
+              << pool::kProvenChecks << " valid checks" << std::endl;
+  } else {
+    std::cout << peer->str() << " is trusted: a quorum it agrees with is verified (a running coordinator sees "
+              << "this at its next quorum)" << std::endl;
+  }
+  return 0;
+}
+
 int make_pool_link(bool join, const std::string& credits_text, const std::string& db, bool as_json) {
   auto state = load_pool_serve_state();
   if (!state) return report(state.error());
@@ -219,6 +241,21 @@ void add_pool_bank_commands(CLI::App& pool, ExitStatus& status) {
   grant_cmd->add_option("--db", ga->db, "sqlite:PATH or postgres://... (default: pool.db in the state folder)");
   grant_cmd->add_flag("--json", ga->json, "One JSON object");
   grant_cmd->callback([&status, ga] { run_command(status, [&] { return grant_credits(ga->peer, ga->amount, ga->db, ga->json); }); });
+
+  struct TrustArgs {
+    std::string peer, db;
+    bool remove = false, json = false;
+  };
+  auto ta = std::make_shared<TrustArgs>();
+  auto* trust_cmd = pool.add_subcommand(
+      "trust", "Vouch for a worker you run (on the coordinator): replicated results it agrees with are verified. "
+               "Otherwise a quorum verifies only with a device that has a record of valid checks (matmul, render "
+               "or earlier quorums): two new identities never verify each other");
+  trust_cmd->add_option("peer", ta->peer, "The worker's PeerId (`runsnack id` on that machine prints it)")->required();
+  trust_cmd->add_flag("--remove", ta->remove, "Stop vouching for it");
+  trust_cmd->add_option("--db", ta->db, "sqlite:PATH or postgres://... (default: pool.db in the state folder)");
+  trust_cmd->add_flag("--json", ta->json, "One JSON object: {\"peer\", \"trusted\"}");
+  trust_cmd->callback([&status, ta] { run_command(status, [&] { return trust_peer(ta->peer, ta->remove, ta->db, ta->json); }); });
 
   struct LinkArgs {
     std::string credits, db;

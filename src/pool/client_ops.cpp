@@ -137,7 +137,7 @@ json ClientOps::status(const std::string& peer, const json& req, bool own_jobs_o
                                 {"max_task_seconds", d.max_task_seconds ? json(*d.max_task_seconds) : json(nullptr)},
                                 {"score", d.score},
                                 {"price", d.price}, {"online", d.online}, {"tasks_done", d.tasks_done},
-                                {"valid", d.valid}, {"invalid", d.invalid},
+                                {"valid", d.valid}, {"invalid", d.invalid}, {"leases_lost", d.leases_lost}, {"trusted", d.trusted},
                                 {"excluded", d.excluded ? json(*d.excluded) : json(nullptr)},
                                 {"learned", workers_.learned_estimates(d.id)},
                                 {"network", network ? json(*network) : json(nullptr)}});

@@ -26,6 +26,10 @@ namespace runsnack::pool {
 
 using Micro = std::int64_t;
 inline constexpr Micro kMicroPerCredit = 1'000'000;
+// The most one account may hold, and the most ever minted in one pool: far
+// below the 64-bit sums the store keeps, so no grant can overflow them.
+inline constexpr Micro kMaxBalance = 1'000'000'000'000 * kMicroPerCredit;
+inline constexpr Micro kMaxMinted = 4 * kMaxBalance;
 inline constexpr const char* kMintAccount = "mint";
 // The calibration score a device needs for its price to count at face value:
 // a faster device earns more per second, so the same work costs about the same.

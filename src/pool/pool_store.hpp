@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "pool/ledger_rules.hpp"
+#include "pool/scheduler.hpp"
 #include "store/database.hpp"
 #include "pool/task_result.hpp"
 
@@ -36,9 +37,11 @@
 namespace runsnack::pool {
 
 struct PoolPolicy {
-  int max_attempts = 3;                      // leases lost (worker gone, lease expired) before a task fails
+  int max_attempts = 3;                      // failures reported by devices with a record before a task fails
   std::int64_t lease_ms = 30'000;            // renewed by every message from the worker
   std::int64_t exclude_after = 3;            // wrong results before a device gets no more work
+  std::int64_t first_leases = kFirstLeases;  // leases a device without results may hold (scheduler.hpp lease_cap)
+  std::int64_t fresh_leases_per_network = kFreshLeasesPerNetwork;  // ... all such devices of one network
   double max_price = 0;                      // credits per device-hour a worker may ask (0: any)
   std::int64_t give_up_ms = 60'000;          // a job no online worker may serve fails after this (stall_watch.hpp)
   // A shard whose copies want a device on another network (or another peer)
@@ -78,6 +81,8 @@ struct DeviceInfo {
   bool online = false;
   std::int64_t tasks_done = 0;
   std::int64_t valid = 0, invalid = 0;   // results checked right / caught wrong
+  std::int64_t leases_lost = 0;          // leases that ended without a result (scheduler.hpp LeaseRecord)
+  bool trusted = false;                  // its peer is vouched for by the operator (`pool trust`)
   std::optional<std::string> excluded;  // why it gets no more work
   std::optional<std::int64_t> max_task_seconds;  // its cap per task (device_runs.hpp), if it stated one
 };
@@ -165,11 +170,13 @@ class PoolStore {
   Result<Transaction> batch(Transaction::Lock lock) { return Transaction::begin(db_, lock); }
   Result<std::vector<LedgerEntry>> entries_for(const std::string& account);
 
-  // A worker's device, online, at its price (credits per device-hour); its
-  // score is 0 until set_device_score().
+  // A worker's device, online, at its price (credits per device-hour), from
+  // `network` (scheduling::network_of its session's address); its score is 0
+  // until set_device_score().
   Result<std::string> register_device(const std::string& peer, const std::string& kind, const std::string& name,
                                       double price, std::int64_t now_ms,
-                                      std::optional<std::int64_t> max_task_seconds = std::nullopt);
+                                      std::optional<std::int64_t> max_task_seconds = std::nullopt,
+                                      const std::string& network = "");
   Result<void> set_device_online(const std::string& peer, bool online);
   // The score the coordinator measured (pool/calibration.hpp); a registered
   // device has none (0) until then and may not claim.
@@ -202,6 +209,14 @@ class PoolStore {
   Result<std::optional<std::string>> exclusion(const std::string& device);
   // Its results checked and found right so far (0 for an unknown device).
   Result<std::int64_t> valid_results(const std::string& device);
+  // The operator vouches for `peer` (`pool trust`), or stops to.
+  Result<void> trust_peer(const std::string& peer, bool trusted, std::int64_t now_ms);
+  Result<bool> peer_trusted(const std::string& peer);
+  // Whether `peer` may vouch for a quorum: trusted, or a device of its with
+  // at least `checks` valid checks on record (pool/replication.hpp).
+  Result<bool> vouched_for(const std::string& peer, std::int64_t checks);
+  // Online peers that may vouch (at most `limit`).
+  Result<std::set<std::string>> vouched_online_peers(std::int64_t checks, std::int64_t limit);
   // Counts one result checked by computation (and its cost) on the job.
   Result<void> record_verification(const std::string& job, bool accepted, std::int64_t verify_us,
                                    std::int64_t compute_us);
@@ -262,7 +277,8 @@ class PoolStore {
   Result<std::vector<ShardFailure>> failures(const std::string& job, std::int64_t limit);
   // One more shard of the job was delivered without an independent quorum.
   Result<void> record_unverified(const std::string& job);
-  // The attempt failed (bad result, worker error, lost worker): requeue or fail.
+  // The attempt failed by the worker's word or a refused result: requeued,
+  // or failed once max_attempts such failures count (failure_counts).
   Result<void> fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                             const std::string& reason, std::int64_t now_ms);
   // Gives back a lease just made by a claim, as if it had not been made.
@@ -272,12 +288,20 @@ class PoolStore {
   // The task's job, or nothing when no such lease is live.
   Result<std::optional<std::string>> abandon(const std::string& task, std::int64_t attempt, const std::string& peer,
                                              std::int64_t started_by_ms);
-  // Every lease of a worker that went away.
-  Result<int> release_worker(const std::string& peer, std::int64_t now_ms);
+  // How many leases `device` (of `peer`) holds now, and its record.
+  struct LeaseStanding {
+    std::int64_t held = 0;
+    LeaseRecord record;
+  };
+  Result<LeaseStanding> lease_standing(const std::string& device, const std::string& peer);
+  // Leases held now by the devices of `network` that have no accepted result.
+  Result<std::int64_t> fresh_leases(const std::string& network);
+  // Every lease of a worker that went away: requeued, each the device's loss.
+  Result<int> release_worker(const std::string& peer);
   // A worker (re)registered holding results for the tasks in `keep`: its
   // other leases are stale (e.g. granted by a coordinator that died before
   // the worker heard of them) and go back to the queue.
-  Result<int> release_stale_leases(const std::string& peer, const std::vector<std::string>& keep, std::int64_t now_ms);
+  Result<int> release_stale_leases(const std::string& peer, const std::vector<std::string>& keep);
   Result<int> expire_leases(std::int64_t now_ms);
   Result<void> cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms);
 
@@ -341,13 +365,22 @@ class PoolStore {
   Result<std::int64_t> new_txn(const std::string& kind, std::int64_t now_ms);
   Result<void> entry(std::int64_t txn, const std::string& account, Micro amount, const std::string& kind,
                      const std::optional<std::string>& task, const std::string& job);
-  Result<void> requeue_or_fail(const std::string& task, const std::string& job, std::int64_t attempts,
-                               const std::string& reason, std::int64_t now_ms);
+  // A lease that ended without a result (worker gone, lapsed, stale): the
+  // task is pending again with nothing counted against it; `device` is
+  // charged the loss (and excluded when its record says so).
+  // Whether a failure `peer` reports for `task` counts against it (a retry
+  // or an attempt spent): when its device has a record (scheduler.hpp
+  // kRecordResults), or when no device with one is online to run the task
+  // instead (the best evidence there is). Fresh identities are free: their
+  // word alone fails nothing while a device with a record can check it.
+  Result<bool> failure_counts(const std::string& task, const std::string& device, const std::string& peer);
+  // Whether minting `amount` for `peer` stays within kMaxBalance and kMaxMinted (ledger_rules.hpp).
+  Result<void> room_to_mint(const std::string& peer, Micro amount);
+  Result<void> requeue_lost(const std::string& task, const std::string& device, const std::string& reason);
   Result<void> finish_job(const std::string& job, const std::string& state, const std::string& reason,
                           std::int64_t now_ms);
   Result<bool> maybe_finish(const std::string& job, std::int64_t now_ms);  // true: it just finished
-  Result<int> release_leases(const std::string& peer, const std::vector<std::string>* keep, const std::string& reason,
-                             std::int64_t now_ms);
+  Result<int> release_leases(const std::string& peer, const std::vector<std::string>* keep, const std::string& reason);
 
   // What a lease hands out with a task; a job's workload and spec never change.
   struct JobMeta {

@@ -9,11 +9,26 @@ Result<void> PoolStore::grant_credits(const std::string& peer, Micro amount, std
   if (amount <= 0) return fail(errc::invalid_argument, "a grant must be more than 0 credits");
   auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
+  if (auto room = room_to_mint(peer, amount); !room) return room;
   auto txn = new_txn("grant", now_ms);
   if (!txn) return txn.error();
   if (auto r = entry(*txn, kMintAccount, -amount, "mint", std::nullopt, ""); !r) return r;
   if (auto r = entry(*txn, peer_account(peer), amount, "mint", std::nullopt, ""); !r) return r;
   return tx->commit();
+}
+
+Result<void> PoolStore::room_to_mint(const std::string& peer, Micro amount) {
+  auto held = balance(peer_account(peer));
+  if (!held) return held.error();
+  auto minted = balance(kMintAccount);  // negative: what was minted
+  if (!minted) return minted.error();
+  if (amount > kMaxBalance - *held)
+    return fail(errc::invalid_argument, "that would take the balance of " + peer.substr(0, 12) + "... past " +
+                                            format_credits(kMaxBalance) + " credits, the most one account holds");
+  if (amount > kMaxMinted + *minted)
+    return fail(errc::invalid_argument, "that would take the credits this pool ever minted past " +
+                                            format_credits(kMaxMinted));
+  return {};
 }
 
 Result<void> PoolStore::offer_link_credits(const std::string& grant_id, Micro amount) {
@@ -37,6 +52,7 @@ Result<Micro> PoolStore::claim_link_credits(const std::string& grant_id, const s
   if (!*row) return Micro{0};
   const Micro amount = st->column_int64(0);
   if (auto more = st->step(); !more) return more.error();
+  if (auto room = room_to_mint(peer, amount); !room) return room.error();
   auto txn = new_txn("link-credits", now_ms);
   if (!txn) return txn.error();
   if (auto r = entry(*txn, kMintAccount, -amount, "mint", std::nullopt, ""); !r) return r.error();

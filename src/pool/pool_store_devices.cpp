@@ -7,12 +7,13 @@ namespace runsnack::pool {
 
 Result<std::string> PoolStore::register_device(const std::string& peer, const std::string& kind,
                                                const std::string& name, double price, std::int64_t now_ms,
-                                               std::optional<std::int64_t> max_task_seconds) {
+                                               std::optional<std::int64_t> max_task_seconds,
+                                               const std::string& network) {
   std::string id = peer + "/" + kind;
   auto st = db_.prepare(
-      "INSERT INTO devices (id, peer, kind, name, score, price, registered, last_seen, online, max_task_seconds) "
-      "VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, 1, ?7) ON CONFLICT (id) DO UPDATE SET name = ?4, score = 0, "
-      "price = ?5, last_seen = ?6, online = 1, max_task_seconds = ?7");
+      "INSERT INTO devices (id, peer, kind, name, score, price, registered, last_seen, online, max_task_seconds, network) "
+      "VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?6, 1, ?7, ?8) ON CONFLICT (id) DO UPDATE SET name = ?4, score = 0, "
+      "price = ?5, last_seen = ?6, online = 1, max_task_seconds = ?7, network = ?8");
   // The score is the coordinator's measurement (set_device_score), never the
   // worker's word: none until it is measured. Leases already held keep the
   // terms they were given at (tasks.lease_price / lease_score).
@@ -21,6 +22,7 @@ Result<std::string> PoolStore::register_device(const std::string& peer, const st
   // back the same way in devices()/complete()).
   st->bind(1, std::string_view(id)).bind(2, std::string_view(peer)).bind(3, std::string_view(kind)).bind(4, std::string_view(name));
   st->bind(5, static_cast<std::int64_t>(price * 1000)).bind(6, now_ms).bind(7, max_task_seconds);
+  st->bind(8, std::string_view(network));
   if (auto r = st->run(); !r) return r.error();
   return id;
 }
@@ -63,7 +65,8 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
   auto st = db_.prepare(
       "SELECT d.id, d.peer, d.kind, d.name, CAST(d.score AS BIGINT), CAST(d.price AS BIGINT), d.online, "
       "(SELECT COUNT(*) FROM tasks t WHERE t.device = d.id AND t.state = 'done'), d.valid, d.invalid, d.excluded, "
-      "d.max_task_seconds FROM devices d ORDER BY d.score DESC");
+      "d.max_task_seconds, d.lost, CASE WHEN EXISTS (SELECT 1 FROM trusted_peers p WHERE p.peer = d.peer) THEN 1 "
+      "ELSE 0 END FROM devices d ORDER BY d.score DESC");
   if (!st) return st.error();
   return read_rows(*st, [](Statement& r) {
     DeviceInfo d;
@@ -75,6 +78,8 @@ Result<std::vector<DeviceInfo>> PoolStore::devices() {
     d.valid = r.column_int64(8), d.invalid = r.column_int64(9);
     d.excluded = r.column_optional_text(10);
     d.max_task_seconds = r.column_optional_int64(11);
+    d.leases_lost = r.column_int64(12);
+    d.trusted = r.column_int64(13) != 0;
     return d;
   });
 }
@@ -117,6 +122,47 @@ Result<std::int64_t> PoolStore::valid_results(const std::string& device) {
   auto row = st->step();
   if (!row) return row.error();
   return *row ? st->column_int64(0) : std::int64_t{0};
+}
+
+Result<void> PoolStore::trust_peer(const std::string& peer, bool trusted, std::int64_t now_ms) {
+  auto st = db_.prepare(trusted ? "INSERT INTO trusted_peers (peer, since) VALUES (?1, ?2) ON CONFLICT (peer) DO NOTHING"
+                                : "DELETE FROM trusted_peers WHERE peer = ?1");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(peer));
+  if (trusted) st->bind(2, now_ms);
+  return st->run();
+}
+
+Result<bool> PoolStore::peer_trusted(const std::string& peer) {
+  auto st = db_.prepare("SELECT 1 FROM trusted_peers WHERE peer = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(peer));
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row;
+}
+
+Result<bool> PoolStore::vouched_for(const std::string& peer, std::int64_t checks) {
+  auto st = db_.prepare(
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM trusted_peers WHERE peer = ?1) OR EXISTS (SELECT 1 FROM devices "
+      "WHERE peer = ?1 AND valid >= ?2 AND excluded IS NULL) THEN 1 ELSE 0 END");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(peer)).bind(2, checks);
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row && st->column_int64(0) != 0;
+}
+
+Result<std::set<std::string>> PoolStore::vouched_online_peers(std::int64_t checks, std::int64_t limit) {
+  auto st = db_.prepare(
+      "SELECT DISTINCT d.peer FROM devices d WHERE d.online = 1 AND d.excluded IS NULL AND (d.valid >= ?1 OR "
+      "EXISTS (SELECT 1 FROM trusted_peers p WHERE p.peer = d.peer)) LIMIT ?2");
+  if (!st) return st.error();
+  st->bind(1, checks).bind(2, limit);
+  std::set<std::string> out;
+  auto read = for_each_row(*st, [&](Statement& r) { out.insert(r.column_text(0)); });
+  if (!read) return read.error();
+  return out;
 }
 
 Result<std::optional<std::string>> PoolStore::exclusion(const std::string& device) {

@@ -1,6 +1,7 @@
 // PoolStore: shards whose command exited non-zero. Exit status is a result:
 // the attempt is recorded with its exit code and stderr's tail, never paid,
-// and the shard runs again elsewhere while the job's --retries allow.
+// and the shard runs again elsewhere while the job's --retries allow (a
+// report that does not count, PoolStore::failure_counts, spends none).
 #include "pool/pool_store.hpp"
 
 namespace runsnack::pool {
@@ -21,7 +22,8 @@ Result<FailOutcome> PoolStore::shard_failed(const std::string& task, std::int64_
   if (!tx) return tx.error();
   auto st = db_.prepare(
       "SELECT t.job, t.shard, t.attempts, t.exit_failures, j.retries, j.allow_failures, j.shards, "
-      "(SELECT c.of_shard FROM copies c WHERE c.task = t.id) FROM tasks t JOIN jobs j ON j.id = t.job "
+      "(SELECT c.of_shard FROM copies c WHERE c.task = t.id), COALESCE(t.device, '') FROM tasks t "
+      "JOIN jobs j ON j.id = t.job "
       "WHERE t.id = ? AND t.state = 'leased' AND t.worker = ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(task)).bind(2, std::string_view(peer));
@@ -32,8 +34,13 @@ Result<FailOutcome> PoolStore::shard_failed(const std::string& task, std::int64_
   const std::int64_t shard = st->column_optional_int64(7).value_or(st->column_int64(1));  // a copy runs its original shard
   const std::int64_t failures = st->column_int64(3) + 1, retries = st->column_int64(4);
   const bool allow_failures = st->column_int64(5) != 0;
+  const std::string device = st->column_text(8);
   if (auto more = st->step(); !more) return more.error();
   out.recorded = true;
+  // A fresh identity's word runs the shard elsewhere without spending a retry
+  // while a device with a record can check it (failure_counts).
+  auto counts = failure_counts(task, device, peer);
+  if (!counts) return counts.error();
 
   auto ins = db_.prepare(
       "INSERT INTO failures (task, job, shard, attempt, peer, exit_code, stderr, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
@@ -44,14 +51,15 @@ Result<FailOutcome> PoolStore::shard_failed(const std::string& task, std::int64_
   if (auto r = ins->run(); !r) return r.error();
 
   const std::string why = "exit code " + std::to_string(exit_code) + (stderr_tail.empty() ? "" : ": " + first_line(stderr_tail));
-  if (!final && failures <= retries) {
+  if (!final && (failures <= retries || !*counts)) {
     // Elsewhere: never again on this peer.
     if (auto r = avoid_peer(task, peer, "its run exited non-zero", now_ms); !r) return r.error();
     auto up = db_.prepare(
         "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ?, "
-        "exit_failures = exit_failures + 1 WHERE id = ?");
+        "exit_failures = exit_failures + ? WHERE id = ?");
     if (!up) return up.error();
-    if (auto r = up->bind(1, std::string_view(why)).bind(2, std::string_view(task)).run(); !r) return r.error();
+    up->bind(1, std::string_view(why)).bind(2, std::int64_t{*counts ? 1 : 0}).bind(3, std::string_view(task));
+    if (auto r = up->run(); !r) return r.error();
     out.retried = true;
     if (auto r = tx->commit(); !r) return r.error();
     return out;

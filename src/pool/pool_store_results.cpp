@@ -176,12 +176,17 @@ Result<std::vector<CompleteOutcome>> PoolStore::complete_many(const std::string&
       ins->bind(p + 10, l.lease_start).bind(p + 11, l.paid_from).bind(p + 12, l.paid_to);
     }
     if (auto r = ins->run(); !r) return r.error();
-    auto mark = db_.prepare("UPDATE devices SET paid_until = ?1 WHERE id = ?2 AND paid_until < ?1");
+    // Each device's record grows by the results accepted (its lease cap, pool/scheduler.hpp).
+    std::map<std::string, std::int64_t> completed;
+    for (std::size_t i : accepted) ++completed[leases[results[i].task].device];
+    auto mark = db_.prepare(
+        "UPDATE devices SET paid_until = CASE WHEN paid_until < ?1 THEN ?1 ELSE paid_until END, "
+        "completed = completed + ?3 WHERE id = ?2");
     if (!mark) return mark.error();
     for (const auto& [device, until] : paid_until) {
       if (device.starts_with("peer:")) continue;
       mark->reset();
-      mark->bind(1, until).bind(2, std::string_view(device));
+      mark->bind(1, until).bind(2, std::string_view(device)).bind(3, completed[device]);
       if (auto r = mark->run(); !r) return r.error();
     }
   }

@@ -179,6 +179,23 @@ ALTER TABLE jobs ADD COLUMN needs TEXT NOT NULL DEFAULT '';
 -- a phone's tab wants tiles it finishes in seconds). NULL: no cap.
 ALTER TABLE devices ADD COLUMN max_task_seconds INTEGER;
 )sql"},
+    {11, R"sql(
+-- A lease that ends without a result is the device's loss, not the task's
+-- failure (issue 37): what each device completed and lost sets how many
+-- leases it may hold (pool/scheduler.hpp lease_cap) and excludes one that
+-- keeps losing them; a task fails only on failures that devices with a
+-- record report. The network is the session's /24 or /48 at register.
+ALTER TABLE devices ADD COLUMN completed INTEGER NOT NULL DEFAULT 0;  -- results accepted
+ALTER TABLE devices ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;       -- leases ended without a result
+ALTER TABLE devices ADD COLUMN network TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN worker_failures INTEGER NOT NULL DEFAULT 0;  -- failed as reported by devices with a record
+-- Peers the operator vouches for (`pool trust`): a quorum verifies only with
+-- one of them or a device with a record of valid checks among its parties.
+CREATE TABLE trusted_peers (
+  peer   TEXT PRIMARY KEY,
+  since  INTEGER NOT NULL
+) STRICT;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -337,6 +354,16 @@ ALTER TABLE jobs ADD COLUMN needs TEXT NOT NULL DEFAULT '';
 )sql"},
     {10, R"sql(
 ALTER TABLE devices ADD COLUMN max_task_seconds BIGINT;
+)sql"},
+    {11, R"sql(
+ALTER TABLE devices ADD COLUMN completed BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN lost BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN network TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN worker_failures BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE trusted_peers (
+  peer   TEXT PRIMARY KEY,
+  since  BIGINT NOT NULL
+);
 )sql"},
 };
 

@@ -1,12 +1,12 @@
 // PoolStore: tasks and their leases: which tasks a device may take, claims,
-// heartbeats, and leases given back, released or expired (requeued or
-// failed by the retry rules of pool/scheduler.hpp).
+// heartbeats, and leases given back, released or expired (requeued, the
+// device charged: pool/scheduler.hpp LeaseRecord), or failed by a worker.
 #include "pool/pool_store.hpp"
 
 #include "pool/scheduler.hpp"
 
 #include <algorithm>
-#include <tuple>
+#include <utility>
 
 namespace runsnack::pool {
 namespace {
@@ -164,79 +164,144 @@ Result<void> PoolStore::heartbeat(const std::string& peer, std::int64_t now_ms) 
   return dv->bind(1, now_ms).bind(2, std::string_view(peer)).run();
 }
 
-Result<void> PoolStore::requeue_or_fail(const std::string& task, const std::string& job, std::int64_t attempts,
-                                        const std::string& reason, std::int64_t now_ms) {
-  // Only lost attempts count against max_attempts here: runs that exited
-  // non-zero follow the job's --retries (shard_failed()).
-  auto q = db_.prepare("SELECT t.exit_failures, j.allow_failures FROM tasks t JOIN jobs j ON j.id = t.job WHERE t.id = ?");
-  if (!q) return q.error();
-  q->bind(1, std::string_view(task));
-  auto row = q->step();
+Result<PoolStore::LeaseStanding> PoolStore::lease_standing(const std::string& device, const std::string& peer) {
+  auto st = db_.prepare(
+      "SELECT d.completed, d.lost, (SELECT COUNT(*) FROM tasks t WHERE t.worker = ?2 AND t.state = 'leased' AND "
+      "t.device = ?1) FROM devices d WHERE d.id = ?1");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(device)).bind(2, std::string_view(peer));
+  auto row = st->step();
   if (!row) return row.error();
-  const std::int64_t exit_failures = *row ? q->column_int64(0) : 0;
-  const bool allow_failures = *row && q->column_int64(1) != 0;
-  if (*row)
-    if (auto more = q->step(); !more) return more.error();
-  if (after_lost_attempt(static_cast<int>(attempts - exit_failures), policy_.max_attempts) == RetryDecision::requeue) {
-    auto st = db_.prepare(
-        "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ? "
-        "WHERE id = ? AND state = 'leased'");
-    if (!st) return st.error();
-    return st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run();
-  }
-  auto st = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE id = ? AND state = 'leased'");
+  LeaseStanding out;
+  if (*row) out.record = {st->column_int64(0), st->column_int64(1)}, out.held = st->column_int64(2);
+  return out;
+}
+
+Result<std::int64_t> PoolStore::fresh_leases(const std::string& network) {
+  // Leased tasks are few (bounded by the devices' caps): a walk of them, not of every task.
+  auto st = db_.prepare(
+      "SELECT COUNT(*) FROM tasks t JOIN devices d ON d.id = t.device WHERE t.state = 'leased' AND d.network = ? "
+      "AND d.completed = 0");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(network));
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->column_int64(0) : std::int64_t{0};
+}
+
+Result<void> PoolStore::requeue_lost(const std::string& task, const std::string& device, const std::string& reason) {
+  auto st = db_.prepare(
+      "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ? "
+      "WHERE id = ? AND state = 'leased'");
   if (!st) return st.error();
   if (auto r = st->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run(); !r) return r;
-  if (allow_failures) {
-    auto finished = maybe_finish(job, now_ms);
-    if (!finished) return finished.error();
-    return {};
-  }
-  return finish_job(job, "failed",
-                    "task " + task + " failed " + std::to_string(attempts) + " times; last: " + reason, now_ms);
+  if (device.empty()) return {};
+  auto charge = db_.prepare("UPDATE devices SET lost = lost + 1 WHERE id = ? RETURNING completed, lost");
+  if (!charge) return charge.error();
+  charge->bind(1, std::string_view(device));
+  auto row = charge->step();
+  if (!row) return row.error();
+  if (!*row) return {};
+  const LeaseRecord record{charge->column_int64(0), charge->column_int64(1)};
+  if (auto more = charge->step(); !more) return more.error();
+  if (!excluded_for_losses(record)) return {};
+  const std::string why = std::to_string(record.lost) + " leases lost (went away or let them lapse) against " +
+                          std::to_string(record.completed) + " results";
+  auto ex = db_.prepare("UPDATE devices SET excluded = ? WHERE id = ? AND excluded IS NULL");
+  if (!ex) return ex.error();
+  return ex->bind(1, std::string_view(why)).bind(2, std::string_view(device)).run();
+}
+
+Result<bool> PoolStore::failure_counts(const std::string& task, const std::string& device, const std::string& peer) {
+  auto st = db_.prepare(
+      "SELECT CASE WHEN COALESCE((SELECT completed FROM devices WHERE id = ?1), 0) >= ?3 THEN 1 "
+      "WHEN EXISTS (SELECT 1 FROM devices d WHERE d.online = 1 AND d.excluded IS NULL AND d.completed >= ?3 "
+      "AND d.peer <> ?2 AND NOT EXISTS (SELECT 1 FROM rejections x WHERE x.task = ?4 AND x.peer = d.peer)) THEN 0 "
+      "ELSE 1 END");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(device)).bind(2, std::string_view(peer)).bind(3, kRecordResults);
+  st->bind(4, std::string_view(task));
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row && st->column_int64(0) != 0;
 }
 
 Result<void> PoolStore::fail_attempt(const std::string& task, std::int64_t attempt, const std::string& peer,
                                      const std::string& reason, std::int64_t now_ms) {
   auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
-  auto st = db_.prepare("SELECT job, attempts FROM tasks WHERE id = ? AND state = 'leased' AND worker = ?");
+  auto st = db_.prepare(
+      "SELECT t.job, t.attempts, COALESCE(t.device, ''), j.allow_failures FROM tasks t JOIN jobs j ON j.id = t.job "
+      "WHERE t.id = ? AND t.state = 'leased' AND t.worker = ?");
   if (!st) return st.error();
   st->bind(1, std::string_view(task)).bind(2, std::string_view(peer));
   auto row = st->step();
   if (!row) return row.error();
   if (!*row || st->column_int64(1) != attempt) return {};  // not this peer's live lease: nothing to undo
-  std::string job = st->column_text(0);
-  if (auto r = requeue_or_fail(task, job, attempt, reason, now_ms); !r) return r;
+  const std::string job = st->column_text(0), device = st->column_text(2);
+  const bool allow_failures = st->column_int64(3) != 0;
+  if (auto more = st->step(); !more) return more.error();
+  auto counts = failure_counts(task, device, peer);
+  if (!counts) return counts.error();
+  std::int64_t failures = 0;
+  if (*counts) {
+    auto up = db_.prepare("UPDATE tasks SET worker_failures = worker_failures + 1 WHERE id = ? RETURNING worker_failures");
+    if (!up) return up.error();
+    up->bind(1, std::string_view(task));
+    auto counted = up->step();
+    if (!counted) return counted.error();
+    failures = *counted ? up->column_int64(0) : 0;
+    if (*counted)
+      if (auto more = up->step(); !more) return more.error();
+  } else if (auto r = avoid_peer(task, peer, "failed it without a record: " + reason, now_ms); !r) {
+    return r;  // a device with a record runs it instead
+  }
+  if (failures < policy_.max_attempts) {
+    auto back = db_.prepare(
+        "UPDATE tasks SET state = 'pending', worker = NULL, device = NULL, lease_deadline = NULL, last_error = ? "
+        "WHERE id = ? AND state = 'leased'");
+    if (!back) return back.error();
+    if (auto r = back->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run(); !r) return r;
+    return tx->commit();
+  }
+  auto failed = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE id = ? AND state = 'leased'");
+  if (!failed) return failed.error();
+  if (auto r = failed->bind(1, std::string_view(reason)).bind(2, std::string_view(task)).run(); !r) return r;
+  if (allow_failures) {
+    if (auto finished = maybe_finish(job, now_ms); !finished) return finished.error();
+  } else if (auto r = finish_job(job, "failed", "task " + task + " failed " + std::to_string(failures) +
+                                                    " times; last: " + reason, now_ms);
+             !r) {
+    return r;
+  }
   return tx->commit();
 }
 
-Result<int> PoolStore::release_worker(const std::string& peer, std::int64_t now_ms) {
-  return release_leases(peer, nullptr, "worker " + peer + " went away", now_ms);
+Result<int> PoolStore::release_worker(const std::string& peer) {
+  return release_leases(peer, nullptr, "worker " + peer + " went away");
 }
 
-Result<int> PoolStore::release_stale_leases(const std::string& peer, const std::vector<std::string>& keep,
-                                            std::int64_t now_ms) {
-  return release_leases(peer, &keep, "worker " + peer + " came back without this task", now_ms);
+Result<int> PoolStore::release_stale_leases(const std::string& peer, const std::vector<std::string>& keep) {
+  return release_leases(peer, &keep, "worker " + peer + " came back without this task");
 }
 
 // keep == nullptr: the worker is gone (all its leases, device offline).
 Result<int> PoolStore::release_leases(const std::string& peer, const std::vector<std::string>* keep,
-                                      const std::string& reason, std::int64_t now_ms) {
+                                      const std::string& reason) {
   auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
-  auto st = db_.prepare("SELECT id, job, attempts FROM tasks WHERE worker = ? AND state = 'leased'");
+  auto st = db_.prepare("SELECT id, device FROM tasks WHERE worker = ? AND state = 'leased'");
   if (!st) return st.error();
   st->bind(1, std::string_view(peer));
-  std::vector<std::tuple<std::string, std::string, std::int64_t>> leased;
+  std::vector<std::pair<std::string, std::string>> leased;
   auto read = for_each_row(*st, [&](Statement& r) {
     std::string id = r.column_text(0);
     if (keep && std::find(keep->begin(), keep->end(), id) != keep->end()) return;
-    leased.emplace_back(std::move(id), r.column_text(1), r.column_int64(2));
+    leased.emplace_back(std::move(id), r.column_optional_text(1).value_or(""));
   });
   if (!read) return read.error();
-  for (const auto& [task, job, attempts] : leased)
-    if (auto r = requeue_or_fail(task, job, attempts, reason, now_ms); !r) return r.error();
+  for (const auto& [task, device] : leased)
+    if (auto r = requeue_lost(task, device, reason); !r) return r.error();
   if (!keep) {
     auto dv = db_.prepare("UPDATE devices SET online = 0 WHERE peer = ?");
     if (!dv) return dv.error();
@@ -250,18 +315,18 @@ Result<int> PoolStore::expire_leases(std::int64_t now_ms) {
   auto tx = Transaction::begin(db_);
   if (!tx) return tx.error();
   // Only the leases past their deadline: not every lease, four times a second.
-  auto st = db_.prepare("SELECT id, job, attempts, lease_deadline FROM tasks WHERE state = 'leased' AND lease_deadline <= ?");
+  auto st = db_.prepare("SELECT id, device, lease_deadline FROM tasks WHERE state = 'leased' AND lease_deadline <= ?");
   if (!st) return st.error();
   st->bind(1, now_ms);
-  std::vector<std::tuple<std::string, std::string, std::int64_t>> expired;
+  std::vector<std::pair<std::string, std::string>> expired;
   auto read = for_each_row(*st, [&](Statement& r) {
-    TimePoint deadline{std::chrono::milliseconds(r.column_int64(3))};
+    TimePoint deadline{std::chrono::milliseconds(r.column_int64(2))};
     if (lease_expired(deadline, TimePoint{std::chrono::milliseconds(now_ms)}))
-      expired.emplace_back(r.column_text(0), r.column_text(1), r.column_int64(2));
+      expired.emplace_back(r.column_text(0), r.column_optional_text(1).value_or(""));
   });
   if (!read) return read.error();
-  for (const auto& [task, job, attempts] : expired)
-    if (auto r = requeue_or_fail(task, job, attempts, "lease expired", now_ms); !r) return r.error();
+  for (const auto& [task, device] : expired)
+    if (auto r = requeue_lost(task, device, "lease expired"); !r) return r.error();
   if (auto r = tx->commit(); !r) return r.error();
   return static_cast<int>(expired.size());
 }

@@ -38,9 +38,19 @@ TEST(Scheduler, LeasesAndRetries) {
   EXPECT_FALSE(lease_expired(deadline, clock.now()));
   clock.advance(1s);
   EXPECT_TRUE(lease_expired(deadline, clock.now()));
-  EXPECT_EQ(after_lost_attempt(1, 3), RetryDecision::requeue);
-  EXPECT_EQ(after_lost_attempt(2, 3), RetryDecision::requeue);
-  EXPECT_EQ(after_lost_attempt(3, 3), RetryDecision::fail);
+}
+
+TEST(Scheduler, LeaseCapGrowsWithResultsAndShrinksWithLosses) {
+  EXPECT_EQ(lease_cap({0, 0}), kFirstLeases);
+  EXPECT_EQ(lease_cap({10, 0}), kFirstLeases + 10);
+  EXPECT_EQ(lease_cap({10, 3}), kFirstLeases + 4);
+  EXPECT_EQ(lease_cap({0, 5}), 1);  // never none: a device that comes back may show better
+  EXPECT_EQ(lease_cap({1'000'000, 0}), kMostLeases);
+  // Excluded once it has lost more than it completed, past the few forgiven.
+  EXPECT_FALSE(excluded_for_losses({0, kLossesForgiven - 1}));
+  EXPECT_TRUE(excluded_for_losses({0, kLossesForgiven}));
+  EXPECT_FALSE(excluded_for_losses({20, 10}));
+  EXPECT_TRUE(excluded_for_losses({20, 21}));
 }
 
 TEST(LedgerRules, CreditsParseAndFormat) {
@@ -150,7 +160,7 @@ TEST_F(Store, JobRunsPaysOncePerTaskAndRefunds) {
   expect_audit_ok();
 }
 
-TEST_F(Store, ExpiredOrLostLeasesRequeueThenFailTheJob) {
+TEST_F(Store, LostLeasesRequeueForeverAndChargeTheDevice) {
   auto job = store->create_job("carol", "exec", {}, {}, {}, 1, 5 * kMicroPerCredit, now).value();
   auto t = store->claim(dev_a, "alice", now).value();
   ASSERT_TRUE(t);
@@ -162,12 +172,83 @@ TEST_F(Store, ExpiredOrLostLeasesRequeueThenFailTheJob) {
   EXPECT_EQ(again->attempt, 2);
   // alice's late result for the lost lease is refused; only the finisher is paid
   EXPECT_FALSE(store->complete(t->id, t->attempt, "alice", ok_result, now + 2100).value().accepted);
-  EXPECT_EQ(store->release_worker("bob", now + 2200).value(), 1);  // second attempt lost: out of attempts
+  // Lost again and again (more than max_attempts): the task waits for a device that finishes it.
+  EXPECT_EQ(store->release_worker("bob").value(), 1);
+  for (int i = 0; i < 5; ++i) {
+    auto lost = store->claim(dev_a, "alice", now + 3000 + i).value();
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(store->release_worker("alice").value(), 1);
+  }
+  EXPECT_EQ(store->job_status(job).value().state, "running");
+  EXPECT_EQ(store->job_status(job).value().pending, 1);
+  // alice lost 6 leases with no result: excluded; bob (1 lost) is not.
+  EXPECT_TRUE(store->exclusion(dev_a).value());
+  EXPECT_FALSE(store->exclusion(dev_b).value());
+  EXPECT_EQ(store->lease_standing(dev_a, "alice").value().record.lost, 6);
+  auto done = store->claim(dev_b, "bob", now + 4000).value();
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(store->complete(done->id, done->attempt, "bob", ok_result, now + 4100).value().accepted);
+  EXPECT_EQ(store->job_status(job).value().state, "done");
+  EXPECT_EQ(store->lease_standing(dev_b, "bob").value().record.completed, 1);
+  EXPECT_EQ(store->balance(peer_account("alice")).value(), 0);  // the lost leases earned nothing
+  expect_audit_ok();
+}
+
+TEST_F(Store, AFreshDevicesFailureCountsOnlyWhenNoDeviceWithARecordIsOnline) {
+  // bob earns a record (kRecordResults results) on a warm-up job.
+  auto warm = store->create_job("carol", "exec", {}, {}, {}, kRecordResults, 10 * kMicroPerCredit, now).value();
+  for (int i = 0; i < kRecordResults; ++i) {
+    auto w = store->claim(dev_b, "bob", now, warm).value();
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(store->complete(w->id, w->attempt, "bob", ok_result, now + 10).value().accepted);
+  }
+  EXPECT_EQ(store->lease_standing(dev_b, "bob").value().record.completed, kRecordResults);
+  // alice, fresh, says the task failed, and its command exited 3: with bob online neither
+  // counts (no attempt or retry spent); each runs on bob instead, never on alice again.
+  auto job = store->create_job("carol", "exec", {}, {}, {}, 2, 10 * kMicroPerCredit, now).value();
+  auto t = store->claim(dev_a, "alice", now + 20, job).value();
+  ASSERT_TRUE(t);
+  store->fail_attempt(t->id, t->attempt, "alice", "no disk", now + 30).value();
+  auto u = store->claim(dev_a, "alice", now + 40, job).value();
+  ASSERT_TRUE(u);
+  EXPECT_NE(u->id, t->id);
+  auto f = store->shard_failed(u->id, u->attempt, "alice", 3, "err\n", false, now + 50).value();
+  EXPECT_TRUE(f.recorded && f.retried && !f.job_finished);
+  EXPECT_FALSE(store->claim(dev_a, "alice", now + 60, job).value());
+  EXPECT_EQ(store->job_status(job).value().state, "running");
+  // bob's word counts: max_attempts (2) failures fail the task and the job.
+  for (int i = 0; i < 2; ++i) {
+    auto b = store->claim(dev_b, "bob", now + 70 + i, job).value();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->id, t->id);
+    store->fail_attempt(b->id, b->attempt, "bob", "no disk", now + 80 + i).value();
+  }
   auto st = store->job_status(job).value();
   EXPECT_EQ(st.state, "failed");
-  EXPECT_NE(st.reason.find("failed 2 times"), std::string::npos) << st.reason;
-  EXPECT_EQ(store->balance(peer_account("carol")).value(), 100 * kMicroPerCredit);
-  EXPECT_EQ(store->balance(peer_account("alice")).value(), 0);  // the lost lease earned nothing
+  EXPECT_NE(st.reason.find("failed 2 times; last: no disk"), std::string::npos) << st.reason;
+  // With no device with a record online, a fresh device's word is the best evidence there is.
+  store->set_device_online("bob", false).value();
+  auto alone = store->create_job("carol", "exec", {}, {}, {}, 1, 5 * kMicroPerCredit, now).value();
+  for (int i = 0; i < 2; ++i) {
+    auto a = store->claim(dev_a, "alice", now + 100 + i, alone).value();
+    ASSERT_TRUE(a);
+    store->fail_attempt(a->id, a->attempt, "alice", "no disk", now + 110 + i).value();
+  }
+  EXPECT_EQ(store->job_status(alone).value().state, "failed");
+  expect_audit_ok();
+}
+
+TEST_F(Store, GrantsPastWhatAnAccountHoldsAreRefusedWithTheReason) {
+  const Micro most = parse_credits("999999999999").value();
+  ASSERT_TRUE(store->grant_credits("dave", most, now));
+  auto again = store->grant_credits("dave", most, now);  // would pass kMaxBalance (and, repeated, int64)
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().message.find("the most one account holds"), std::string::npos) << again.error().message;
+  EXPECT_EQ(store->balance(peer_account("dave")).value(), most);
+  for (const char* p : {"erin", "fred"}) ASSERT_TRUE(store->grant_credits(p, most, now));
+  auto past = store->grant_credits("hank", most, now);
+  ASSERT_FALSE(past);
+  EXPECT_NE(past.error().message.find("ever minted"), std::string::npos) << past.error().message;
   expect_audit_ok();
 }
 
@@ -176,7 +257,7 @@ TEST_F(Store, ReRegisteringWorkerKeepsOnlyLeasesItHasResultsFor) {
   auto held = store->claim(dev_a, "alice", now).value();
   auto unheard = store->claim(dev_a, "alice", now).value();  // granted, answer lost with the coordinator
   ASSERT_TRUE(held && unheard);
-  EXPECT_EQ(store->release_stale_leases("alice", {held->id}, now + 10).value(), 1);
+  EXPECT_EQ(store->release_stale_leases("alice", {held->id}).value(), 1);
   EXPECT_EQ(store->job_status(job).value().pending, 1);
   EXPECT_TRUE(store->complete(held->id, held->attempt, "alice", ok_result, now + 20).value().accepted);
   EXPECT_FALSE(store->complete(unheard->id, unheard->attempt, "alice", ok_result, now + 20).value().accepted);

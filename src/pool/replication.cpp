@@ -99,9 +99,36 @@ std::vector<Replication::Tally> Replication::tally(const Group& g) const {
 std::size_t Replication::settle_by_peers(const Group& g) const {
   const auto tallies = tally(g);
   const Tally* best = &tallies.front();
-  for (const auto& t : tallies)
-    if (t.peers.size() > best->peers.size()) best = &t;
+  bool best_vouched = false;
+  for (const auto& t : tallies) {
+    auto v = vouched(t);
+    const bool is_vouched = v && *v;
+    if ((is_vouched && !best_vouched) || (is_vouched == best_vouched && t.peers.size() > best->peers.size()))
+      best = &t, best_vouched = is_vouched;
+  }
   return best->first;
+}
+
+Result<bool> Replication::vouched(const Tally& t) const {
+  for (const auto& peer : t.peers) {
+    auto v = store_.vouched_for(peer, kProvenChecks);
+    if (!v) return v.error();
+    if (*v) return true;
+  }
+  return false;
+}
+
+Result<std::set<std::string>> Replication::vouched_takers(const Group& g) const {
+  // A few candidates are enough: one of them takes the copy.
+  auto vouched = store_.vouched_online_peers(kProvenChecks, 64);
+  if (!vouched) return vouched.error();
+  std::set<std::string> out;
+  for (const auto& peer : *vouched) {
+    const bool used = std::any_of(g.held.begin(), g.held.end(), [&](const Held& h) { return h.peer == peer; }) ||
+                      std::any_of(g.claimed.begin(), g.claimed.end(), [&](const auto& c) { return c.second == peer; });
+    if (!used && online_.count(peer)) out.insert(peer);
+  }
+  return out;
 }
 
 Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, std::int64_t now_ms,
@@ -133,6 +160,11 @@ Result<bool> Replication::on_claimed(LeasedTask& task, const std::string& peer, 
       // A copy asked for because no two independent networks agreed is only
       // for a device on a network none of the shard's copies used.
       if (task.id == group.extra_copy && group.extra_needs_network && used.count(network(peer))) return false;
+      if (task.id == group.extra_copy && group.extra_needs_vouched) {  // peers online since the copy was made
+        auto v = store_.vouched_for(peer, kProvenChecks);
+        if (!v) return v.error();
+        if (!*v) return false;
+      }
       if (scheduling::leave_copy_for_another_network(network(peer), {used.begin(), used.end()}, free_networks))
         return false;
       group.claimed[task.id] = peer;
@@ -161,8 +193,8 @@ void Replication::quorum_decided(const std::string& job, std::int64_t shard, con
   std::vector<KnownAnswers::Party> producers;
   for (const auto& h : g.held) {
     if (!same_result(*g.decided, h.result)) continue;
-    auto valid = store_.valid_results(h.device);
-    if (!valid || *valid < kProvenChecks) return;
+    auto valid = store_.vouched_for(h.peer, kProvenChecks);
+    if (!valid || !*valid) return;
     producers.push_back({h.peer, h.device, network(h.peer)});
   }
   for (const auto& h : g.held)  // peers that ran it otherwise never get it either
@@ -235,7 +267,29 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
     return &t != best && t.networks.size() >= best->networks.size();
   });
   const std::size_t quorum = std::max<std::size_t>(2, static_cast<std::size_t>(g.needed) / 2 + 1);
-  if (unique && best->networks.size() >= quorum) return decide(job, shard, g, best->first, true, task, attempt, now_ms, audit);
+  if (unique && best->networks.size() >= quorum) {
+    auto v = vouched(*best);
+    if (!v) return refuse(v.error());
+    if (*v) return decide(job, shard, g, best->first, true, task, attempt, now_ms, audit);
+    // Independent, but no party vouched for: the copies still out, then one
+    // for a vouched-for device while one is online.
+    if (g.held.size() < static_cast<std::size_t>(g.needed)) return kHeld;
+    if (g.extra < kMaxExtraCopies) {
+      auto takers = vouched_takers(g);
+      if (!takers) return refuse(takers.error());
+      if (!takers->empty()) {
+        std::vector<std::string> avoid;
+        for (const auto& one : g.held) avoid.push_back(one.peer);
+        for (const auto& [copy, holder] : g.claimed) avoid.push_back(holder);
+        for (const auto& [p, net] : online_)
+          if (!takers->count(p)) avoid.push_back(p);
+        g.untaken_since = 0;
+        if (auto failed = add_extra_copy(job, shard, g, std::move(avoid), CopyFor::a_vouched_peer, now_ms)) return failed;
+        return kHeld;
+      }
+    }
+    return decide(job, shard, g, settle_by_peers(g), false, task, attempt, now_ms, audit);
+  }
   if (g.held.size() >= static_cast<std::size_t>(g.needed))
     if (auto answer = extend_or_settle(job, shard, g, task, attempt, now_ms, audit)) return answer;
   return kHeld;
@@ -249,7 +303,7 @@ std::optional<json> Replication::extend_or_settle(const std::string& job, std::i
   for (const auto& [copy, holder] : g.claimed) avoid.push_back(holder);
   g.untaken_since = 0;  // a new copy: the tick's wait starts again when nobody online may take it
   if (g.extra < kMaxExtraCopies && independent_device_online(g))
-    return add_extra_copy(job, shard, g, std::move(avoid), true, now_ms);
+    return add_extra_copy(job, shard, g, std::move(avoid), CopyFor::another_network, now_ms);
   // Nobody independent to ask now.
   const auto tallies = tally(g);
   std::size_t top = 0, tied = 0;
@@ -259,20 +313,21 @@ std::optional<json> Replication::extend_or_settle(const std::string& job, std::i
     return std::find(avoid.begin(), avoid.end(), o.first) == avoid.end();
   });
   if (tied > 1 && g.extra < kMaxExtraCopies && another_peer)  // a tie among peers: one more peer breaks it
-    return add_extra_copy(job, shard, g, std::move(avoid), false, now_ms);
+    return add_extra_copy(job, shard, g, std::move(avoid), CopyFor::another_peer, now_ms);
   if (g.extra < kMaxExtraCopies && store_.policy().independent_wait_ms > 0) {
     // One may be on its way (a worker still starting, reconnecting): the
     // copy waits for one, and the maintenance tick delivers the shard
     // unverified if none comes in time.
     g.untaken_since = now_ms;
-    return add_extra_copy(job, shard, g, std::move(avoid), true, now_ms);
+    return add_extra_copy(job, shard, g, std::move(avoid), CopyFor::another_network, now_ms);
   }
   // The pool cannot verify this shard.
   return decide(job, shard, g, settle_by_peers(g), false, task, attempt, now_ms, audit);
 }
 
 std::optional<json> Replication::add_extra_copy(const std::string& job, std::int64_t shard, Group& g,
-                                                std::vector<std::string> avoid, bool needs_network, std::int64_t now_ms) {
+                                                std::vector<std::string> avoid, CopyFor who, std::int64_t now_ms) {
+  const bool needs_network = who == CopyFor::another_network;
   if (needs_network) {  // the online peers on networks the copies used may not take it
     const auto used = used_networks(g);
     for (const auto& [p, net] : online_)
@@ -281,8 +336,12 @@ std::optional<json> Replication::add_extra_copy(const std::string& job, std::int
   auto c = store_.add_copy(job, shard, avoid, now_ms);
   if (!c) return refuse(c.error());
   g.needed += 1, g.extra += 1, g.extra_copy = *c, g.extra_needs_network = needs_network;
+  g.extra_needs_vouched = who == CopyFor::a_vouched_peer;
+  const char* wants = needs_network            ? "a copy on another network"
+                      : g.extra_needs_vouched ? "a copy on a vouched-for device"
+                                              : "a copy on another peer";
   json event = {{"event", "copies_disagree"}, {"job", job}, {"shard", shard}, {"copies", g.held.size()},
-                {"wants", needs_network ? "a copy on another network" : "a copy on another peer"}};
+                {"wants", wants}};
   if (g.untaken_since == now_ms) event["waits_s"] = store_.policy().independent_wait_ms / 1000.0;
   on_event_(event);
   return std::nullopt;
@@ -322,6 +381,9 @@ void Replication::tick(std::int64_t now_ms, const Audit& audit) {
       bool takers = false;
       if (g.extra_needs_network) {
         takers = independent_device_online(g);
+      } else if (g.extra_needs_vouched) {
+        auto vouched = vouched_takers(g);
+        takers = !vouched || !vouched->empty();  // a store error is no reason to give up on the copy
       } else {
         std::set<std::string> peers;
         for (const auto& h : g.held) peers.insert(h.peer);
@@ -417,6 +479,22 @@ std::set<std::string> Replication::held_tasks(const std::string& job) const {
     for (const auto& [shard, g] : it->second)
       for (const auto& h : g.held) out.insert(h.task);
   return out;
+}
+
+std::int64_t Replication::held_results(const std::string& peer) const {
+  std::int64_t n = 0;
+  for (const auto& [job, groups] : groups_)
+    for (const auto& [shard, g] : groups)
+      n += std::count_if(g.held.begin(), g.held.end(), [&](const Held& h) { return h.peer == peer; });
+  return n;
+}
+
+std::int64_t Replication::held_results_on_network(const std::string& net) const {
+  std::int64_t n = 0;
+  for (const auto& [job, groups] : groups_)
+    for (const auto& [shard, g] : groups)
+      n += std::count_if(g.held.begin(), g.held.end(), [&](const Held& h) { return network(h.peer) == net; });
+  return n;
 }
 
 void Replication::forget_job(const std::string& job) {

@@ -9,7 +9,12 @@
 // and different networks (scheduling/network.hpp); copies from one network
 // count once, whatever their keys. A value is verified when the networks
 // agreeing on it are a majority of the copies asked for (at least two) and
-// more than any other value has. Then the agreeing copies are completed and
+// more than any other value has, and one of the parties agreeing is vouched
+// for: a peer the operator trusts (`pool trust`) or a device with
+// kProvenChecks valid checks on record. New identities are free and networks
+// can be rented: two of them never verify each other. Without such a party
+// one more copy runs on a vouched-for device while one is online (else the
+// shard is delivered unverified). Then the agreeing copies are completed and
 // paid and count as valid checks; a differing one is a failed check for its
 // device (reputation, exclusion, never paid) and its task runs again
 // elsewhere. When all copies asked for are in without that, one more copy
@@ -86,6 +91,11 @@ class Replication {
   // The tasks whose results are held for a quorum of the job's (their
   // leases stay live, but nothing of them runs any more).
   std::set<std::string> held_tasks(const std::string& job) const;
+  // How many results of `peer` are held: finished work, whose leases stay
+  // live only until the quorum decides (they take none of its lease room).
+  std::int64_t held_results(const std::string& peer) const;
+  // ... of all peers on `network`.
+  std::int64_t held_results_on_network(const std::string& network) const;
   // The job ended otherwise (given up): its quorums are void.
   void forget_job(const std::string& job);
 
@@ -116,6 +126,7 @@ class Replication {
     int extra = 0;                      // copies added past those asked for
     std::string extra_copy;             // the last one, while nobody has returned it
     bool extra_needs_network = false;   // it is only for a device on a network no copy used
+    bool extra_needs_vouched = false;   // ... or only for a vouched-for peer
     std::int64_t untaken_since = 0;     // when no online device could take extra_copy (0: one could)
   };
   struct JobRule {
@@ -138,17 +149,24 @@ class Replication {
   std::optional<nlohmann::json> extend_or_settle(const std::string& job, std::int64_t shard, Group& g,
                                                  const std::string& task, std::int64_t attempt, std::int64_t now_ms,
                                                  const Audit& audit);
-  // One more copy of the shard, for a peer not in `avoid` (and with
-  // `needs_network` on a network none of the copies used); nothing, or the
-  // refusal when the store failed.
+  // Who an extra copy is for: any peer the shard's copies did not use, one on
+  // a network they did not use, or a vouched-for peer.
+  enum class CopyFor { another_peer, another_network, a_vouched_peer };
+  // One more copy of the shard, for a peer not in `avoid` (and as `who`
+  // says); nothing, or the refusal when the store failed.
   std::optional<nlohmann::json> add_extra_copy(const std::string& job, std::int64_t shard, Group& g,
-                                               std::vector<std::string> avoid, bool needs_network, std::int64_t now_ms);
+                                               std::vector<std::string> avoid, CopyFor who, std::int64_t now_ms);
+  // Whether a party agreeing on `t`'s value is vouched for.
+  Result<bool> vouched(const Tally& t) const;
+  // Online vouched-for peers none of the shard's copies used.
+  Result<std::set<std::string>> vouched_takers(const Group& g) const;
   // Decides the group on held[winner]'s value; the answer for (task, attempt).
   nlohmann::json decide(const std::string& job, std::int64_t shard, Group& g, std::size_t winner, bool verified,
                         const std::string& task, std::int64_t attempt, std::int64_t now_ms, const Audit& audit);
   // A quorum was decided: its networks counted, its value maybe a known answer.
   void quorum_decided(const std::string& job, std::int64_t shard, const Group& g, std::int64_t shards);
-  // Held results of a group that cannot be verified: the value most peers agree on (the earliest on a tie).
+  // Held results of a group that cannot be verified: the value a vouched-for
+  // party holds, else the one most peers agree on (the earliest on a tie).
   std::size_t settle_by_peers(const Group& g) const;
   // Completes and pays an agreeing copy, or turns a differing one away (a
   // failed check when the quorum is verified).

@@ -25,6 +25,8 @@ class ReplicationTest : public ::testing::Test {
     alice = registered(*store, "alice", "cpu", "cpu", kReferenceScore, 3600, now).value();
     bob = registered(*store, "bob", "cpu", "cpu", kReferenceScore, 3600, now).value();
     carl = registered(*store, "carl", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    // The operator vouches for carl (`pool trust`): a quorum he agrees with is verified.
+    ASSERT_TRUE(store->trust_peer("carl", true, now));
     rep.emplace(*store, [this](const nlohmann::json& e) { events.push_back(e); }, 1, known);
     rep->worker_network("alice", kNetA);
     rep->worker_network("bob", kNetA);  // alice's network
@@ -166,12 +168,65 @@ TEST_F(ReplicationTest, AVerifiedQuorumWithAnUnprovenDeviceTeachesNoKnownAnswer)
   EXPECT_EQ(known.known(), 0u);  // newcomers, however independent, do not set the pool's answers
 }
 
+TEST_F(ReplicationTest, TwoNewIdentitiesOnTwoNetworksNeverVerifyEachOther) {
+  // dave, new, on another network than alice: their agreement is independent but vouched for by nobody.
+  const auto dave = registered(*store, "dave", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  rep->worker_network("dave", kNetB);
+  TaskResult forged = result;
+  forged.stdout_data = "forged";
+  auto t = store->claim(alice, "alice", now).value();
+  ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
+  ASSERT_TRUE(rep->on_result(t->id, t->attempt, "alice", alice, forged, now, nullptr)->value("held", false));
+  std::optional<LeasedTask> copy;
+  ASSERT_TRUE(claim_task("dave", dave, {}, copy));
+  // carl (trusted) is online: one more copy, which only he may take.
+  ASSERT_TRUE(rep->on_result(copy->id, copy->attempt, "dave", dave, forged, now, nullptr)->value("held", false));
+  bool asked = false;
+  for (const auto& e : events) asked = asked || e.value("wants", "") == "a copy on a vouched-for device";
+  EXPECT_TRUE(asked);
+  std::optional<LeasedTask> extra;
+  EXPECT_FALSE(store->claim(bob, "bob", now).value());  // bob, new too, may not take it
+  ASSERT_TRUE(claim_task("carl", carl, {}, extra));
+  auto decided = rep->on_result(extra->id, extra->attempt, "carl", carl, result, now, nullptr);
+  ASSERT_TRUE(decided);
+  // carl disagrees with the pair: nothing verified, nobody judged; the vouched-for value is the
+  // one kept, and alice's original runs again to carry it.
+  EXPECT_EQ(store->job_status(job).value().unverified, 1);
+  for (const auto& d : store->devices().value()) EXPECT_EQ(d.valid + d.invalid, 0) << d.id;
+  std::optional<LeasedTask> again;
+  ASSERT_TRUE(claim_task("bob", bob, {}, again));
+  EXPECT_EQ(again->id, job + ".0");
+  auto filled = rep->on_result(again->id, again->attempt, "bob", bob, result, now, nullptr);
+  ASSERT_TRUE(filled);
+  EXPECT_TRUE(filled->value("accepted", false)) << filled->dump();
+  EXPECT_EQ(store->job_status(job).value().state, "done");
+  EXPECT_EQ(store->result(job, 0).value()->stdout_data, "same");
+}
+
+TEST_F(ReplicationTest, WithNobodyVouchedForOnlineTheirAgreementIsDeliveredUnverified) {
+  const auto dave = registered(*store, "dave", "cpu", "cpu", kReferenceScore, 3600, now).value();
+  rep->worker_network("dave", kNetB);
+  rep->worker_left("carl");
+  auto t = store->claim(alice, "alice", now).value();
+  ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
+  ASSERT_TRUE(rep->on_result(t->id, t->attempt, "alice", alice, result, now, nullptr)->value("held", false));
+  std::optional<LeasedTask> copy;
+  ASSERT_TRUE(claim_task("dave", dave, {}, copy));
+  auto decided = rep->on_result(copy->id, copy->attempt, "dave", dave, result, now, nullptr);
+  ASSERT_TRUE(decided);
+  EXPECT_TRUE(decided->value("accepted", false)) << decided->dump();
+  auto st = store->job_status(job).value();
+  EXPECT_EQ(st.unverified, 1);
+  EXPECT_EQ(st.verified, 0);
+  EXPECT_EQ(rep->networks(job), 2);
+}
+
 TEST_F(ReplicationTest, APeerRunningACopyNeverGetsTheOriginalBack) {
   alice_first();
   std::optional<LeasedTask> copy;
   ASSERT_TRUE(claim_task("bob", bob, {}, copy));
   // Alice goes away before the quorum: her lease of the original is released ...
-  ASSERT_TRUE(store->release_worker("alice", now));
+  ASSERT_TRUE(store->release_worker("alice"));
   rep->worker_left("alice");
   // ... and it goes to carl, not to bob, who runs the shard's copy.
   std::optional<LeasedTask> original;

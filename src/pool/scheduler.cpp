@@ -20,8 +20,12 @@ bool may_claim(const std::string& device, const std::vector<WaitingDevice>& wait
   return std::find(chosen.begin(), chosen.end(), device) != chosen.end();
 }
 
-RetryDecision after_lost_attempt(int attempts, int max_attempts) {
-  return attempts >= max_attempts ? RetryDecision::fail : RetryDecision::requeue;
+std::int64_t lease_cap(const LeaseRecord& record, std::int64_t first_leases) {
+  return std::clamp<std::int64_t>(first_leases + record.completed - 2 * record.lost, 1, kMostLeases);
+}
+
+bool excluded_for_losses(const LeaseRecord& record) {
+  return record.lost >= kLossesForgiven && record.lost > record.completed;
 }
 
 bool lease_expired(TimePoint deadline, TimePoint now) { return now >= deadline; }

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,35 @@ std::vector<std::string> assign_fastest_first(std::vector<WaitingDevice> waiting
 // Whether `device` (one of `waiting`) may take a task now.
 bool may_claim(const std::string& device, const std::vector<WaitingDevice>& waiting, std::size_t pending);
 
-// What to do with a task whose attempt ended without an accepted result.
-enum class RetryDecision { requeue, fail };
+// What a device did with the leases it was given: results accepted, leases
+// that ended without one (it went away, let the lease lapse, or came back
+// without the task). A lost lease is the device's loss, never the task's
+// failure: anyone holding a join link can claim and drop, so losses only
+// throttle and then exclude the device that lost them (issue 37).
+struct LeaseRecord {
+  std::int64_t completed = 0, lost = 0;
+};
 
-// `attempts` counts every lease given so far (the one that just ended included).
-RetryDecision after_lost_attempt(int attempts, int max_attempts);
+// Leases a device with no result yet may hold (PoolPolicy::first_leases,
+// default kFirstLeases); each accepted result adds one, each lost lease takes
+// two (as TCP's slow start: a device earns room by finishing work at its own
+// pace, whatever speed it claims).
+inline constexpr std::int64_t kFirstLeases = 2;
+inline constexpr std::int64_t kMostLeases = 128;
+// Leases that all devices of one network (/24, /48) without a result yet may
+// hold together (PoolPolicy::fresh_leases_per_network): fresh identities are
+// free, networks are not.
+inline constexpr std::int64_t kFreshLeasesPerNetwork = 8;
+// Lost leases forgiven before losing more than completing excludes a device.
+inline constexpr std::int64_t kLossesForgiven = 4;
+
+// How many leases a device with this record may hold at once (at least 1).
+std::int64_t lease_cap(const LeaseRecord& record, std::int64_t first_leases = kFirstLeases);
+// Whether the record excludes the device (it keeps losing its leases).
+bool excluded_for_losses(const LeaseRecord& record);
+// Results accepted before the failures a device reports count against the
+// task whatever else is online (PoolStore::failure_counts).
+inline constexpr std::int64_t kRecordResults = 3;
 
 // A lease expires when its deadline passes without a heartbeat renewing it.
 bool lease_expired(TimePoint deadline, TimePoint now);

@@ -78,13 +78,13 @@ json WorkerOps::register_worker(WorkerSession& s, const Moment& now, const json&
   if (const double most = store_.policy().max_price; most > 0 && price > most)
     return refusal("this pool pays at most " + format_price(most) + " credits per device-hour: join with --price " +
                    format_price(most) + " or less");
-  auto id = store_.register_device(s.peer, kind, name, price, now.wall_ms(), *cap);
+  const std::string network = scheduling::network_of(s.address);
+  auto id = store_.register_device(s.peer, kind, name, price, now.wall_ms(), *cap, network);
   if (!id) return refuse(id.error());
   if (!s.device.empty() && s.device != *id) calibrations_.erase(s.device);
   s.device = *id;
   s.runs = std::move(*runs);
   s.max_task_seconds = *cap;
-  const std::string network = scheduling::network_of(s.address);
   networks_[s.device] = network;
   replication_.worker_network(s.peer, network);
   known_answers_.forget_peer(s.peer);  // a known-answer task it held before is void
@@ -96,7 +96,7 @@ json WorkerOps::register_worker(WorkerSession& s, const Moment& now, const json&
   if (req.contains("holding") && req["holding"].is_array())
     for (const auto& t : req["holding"])
       if (t.is_string() && holding.size() < 10000) holding.push_back(t.get<std::string>());
-  auto stale = store_.release_stale_leases(s.peer, holding, now.wall_ms());
+  auto stale = store_.release_stale_leases(s.peer, holding);
   if (!stale) return refuse(stale.error());
   if (*stale > 0) on_event_({{"event", "stale_leases_released"}, {"peer", s.peer}, {"count", *stale}});
   // Its score is what we measure (pool/calibration.hpp): no claims before the answer.
@@ -138,6 +138,11 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
   if (auto excluded = store_.exclusion(device); excluded && *excluded)
     return refusal("this device is excluded from the pool: " + **excluded);
   if (auto kat = known_answer_claim(s)) return *kat;
+  // No more leases than the device's record allows (pool/scheduler.hpp
+  // lease_cap), and for a device without one, than its network's fresh devices share.
+  auto room = lease_room(s);
+  if (!room) return refuse(room.error());
+  if (*room <= 0) return {{"ok", true}, {"tasks", json::array()}, {"retry_ms", 500}};
   std::optional<std::string> from_job;
   auto preference = scheduling::Preference::balanced;
   if (learned_) {
@@ -177,7 +182,7 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
   // Up to `max` tasks in one transaction (workers ask for several when
   // their tasks are short).
   std::int64_t max = req.contains("max") && req["max"].is_number_integer() ? req["max"].get<std::int64_t>() : 1;
-  max = std::clamp<std::int64_t>(max, 1, kMaxClaimBatch);
+  max = std::clamp<std::int64_t>(max, 1, std::min(kMaxClaimBatch, *room));
   if (max > 1) {  // never more than a fair share of what is pending
     const std::int64_t online = std::max<std::int64_t>(workers_online_, 1);
     auto pending_now = store_.pending_count(kMaxClaimBatch * online);
@@ -216,6 +221,26 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
   found_nothing_.erase(device);
   waiting_.erase(device);
   return {{"ok", true}, {"tasks", tasks}};
+}
+
+Result<std::int64_t> WorkerOps::lease_room(const WorkerSession& s) {
+  auto standing = store_.lease_standing(s.device, s.peer);
+  if (!standing) return standing.error();
+  const PoolPolicy& policy = store_.policy();
+  // Results held for a quorum are work done: their leases wait for the other
+  // copies, which may need this very device's room (else two capped devices
+  // holding each other's copies would wait for ever).
+  const std::int64_t running = standing->held - replication_.held_results(s.peer);
+  std::int64_t room = lease_cap(standing->record, policy.first_leases) - running;
+  if (standing->record.completed == 0) {
+    auto n = networks_.find(s.device);
+    const std::string network = n == networks_.end() ? scheduling::kUnknownNetwork : n->second;
+    auto fresh = store_.fresh_leases(network);
+    if (!fresh) return fresh.error();
+    // Held results again take no room (of anyone's on the network: a slight over-count of the room).
+    room = std::min(room, policy.fresh_leases_per_network - (*fresh - replication_.held_results_on_network(network)));
+  }
+  return room;
 }
 
 json WorkerOps::results(WorkerSession& s, const Moment& now, const json& req) {
@@ -310,7 +335,7 @@ int WorkerOps::worker_left(WorkerSession& s, const Moment& now) {
   }
   known_answers_.forget_peer(s.peer);
   replication_.worker_left(s.peer);
-  auto released = store_.release_worker(s.peer, now.wall_ms());
+  auto released = store_.release_worker(s.peer);
   if (!released) spdlog::warn("pool: releasing {}'s leases: {}", s.peer, released.error().what());
   return released ? *released : 0;
 }
@@ -328,16 +353,18 @@ std::optional<json> WorkerOps::known_answer_claim(const WorkerSession& s) {
   if (!proven_.count(device)) {
     auto valid = store_.valid_results(device);
     if (!valid) return refuse(valid.error());
-    if (*valid > 0) proven_.insert(device);
+    auto trusted = store_.peer_trusted(peer);  // the operator's word (`pool trust`) needs no test
+    if (!trusted) return refuse(trusted.error());
+    if (*valid > 0 || *trusted) proven_.insert(device);
     else t = known_answers_.issue(device, peer, may_run);
   }
   // A disputed known answer goes to a device with a proven record,
   // independent of the answer's producers and of the disputer, before
   // anyone is judged by it.
   if (!t && proven_.count(device) && known_answers_.open_disputes() > 0) {
-    auto valid = store_.valid_results(device);
-    if (!valid) return refuse(valid.error());
-    if (*valid >= kProvenChecks) t = known_answers_.issue_tiebreak(device, peer, networks_[device], may_run), tiebreak = true;
+    auto vouched = store_.vouched_for(peer, kProvenChecks);
+    if (!vouched) return refuse(vouched.error());
+    if (*vouched) t = known_answers_.issue_tiebreak(device, peer, networks_[device], may_run), tiebreak = true;
   }
   if (!t) return std::nullopt;
   on_event_({{"event", tiebreak ? "known_answer_tiebreak_issued" : "known_answer_issued"}, {"device", device},

@@ -141,6 +141,8 @@ class WorkerOps {
   // Whether `s` may be offered tasks of `job`: not one it abandoned a task
   // of, nor one whose tasks the learned scheduler expects to run past its cap.
   bool may_take(const WorkerSession& s, const std::string& job, const std::string& workload) const;
+  // How many more leases the device may take now (<= 0: none).
+  Result<std::int64_t> lease_room(const WorkerSession& s);
   // A claim of an unproven device: a known-answer task, or nothing.
   std::optional<nlohmann::json> known_answer_claim(const WorkerSession& s);
   // The answer to a known-answer task, judged against the known one.

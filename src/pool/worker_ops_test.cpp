@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <set>
 
 namespace runsnack::pool {
@@ -59,6 +60,9 @@ class WorkerOpsTest : public ::testing::Test {
     policy.lease_ms = 1000;
     policy.max_attempts = 3;
     policy.max_price = 7200;
+    // Room to claim in batches; the caps have their own test (LeaseCapsFollowTheRecord).
+    policy.first_leases = kMostLeases;
+    policy.fresh_leases_per_network = kMostLeases;
     store.emplace(PoolStore::open(":memory:", policy).value());
     store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
     ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
@@ -192,6 +196,80 @@ TEST_F(WorkerOpsTest, ClaimLeasesUpToMaxAndSaysWhenNothingIsLeft) {
   EXPECT_TRUE(r["tasks"].empty());
   EXPECT_EQ(r["retry_ms"], 200);
   EXPECT_EQ(store->job_status(j).value().leased, 3);
+}
+
+TEST_F(WorkerOpsTest, LeaseCapsFollowTheRecord) {
+  // The default caps: 2 leases for a device without results, 8 for all such devices of one network.
+  ops.reset();
+  PoolPolicy policy;
+  policy.lease_ms = 1000;
+  store.emplace(PoolStore::open(":memory:", policy).value());
+  store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
+  ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
+  const auto j = job(40);
+  join(alice);
+  auto first = send(alice, kT0 + 1000, {{"op", "claim"}, {"max", 64}});
+  ASSERT_EQ(first["tasks"].size(), static_cast<std::size_t>(kFirstLeases)) << first.dump();
+  auto full = send(alice, kT0 + 1010, {{"op", "claim"}, {"max", 64}});
+  EXPECT_TRUE(full["tasks"].empty()) << full.dump();
+  EXPECT_EQ(full["retry_ms"], 500);
+  // One result accepted: room for two more (cap 3, one still held).
+  const json& t = first["tasks"][0];
+  auto ok = send(alice, kT0 + 1020, alice.result_message(t["id"], t["attempt"], "ok\n"));
+  ASSERT_TRUE(ok["accepted"].get<bool>()) << ok.dump();
+  EXPECT_EQ(send(alice, kT0 + 1030, {{"op", "claim"}, {"max", 64}})["tasks"].size(), 2u);
+  // Fresh identities on one /24 share 8 leases, however many they are.
+  std::vector<std::unique_ptr<Worker>> sybils;
+  std::size_t sybil_leases = 0;
+  for (int i = 0; i < 6; ++i) {
+    sybils.push_back(std::make_unique<Worker>("203.0.113." + std::to_string(10 + i) + ":4000"));
+    join(*sybils.back());
+    sybil_leases += send(*sybils.back(), kT0 + 1100, {{"op", "claim"}, {"max", 64}})["tasks"].size();
+  }
+  EXPECT_EQ(sybil_leases, static_cast<std::size_t>(kFreshLeasesPerNetwork));
+  // They drop them all: back to pending, nothing failed, each charged what it lost.
+  for (auto& w : sybils) ops->worker_left(w->session, at(kT0 + 1200));
+  auto st = store->job_status(j).value();
+  EXPECT_EQ(st.state, "running");
+  EXPECT_EQ(st.failed, 0);
+  EXPECT_EQ(st.leased, 3);  // alice's
+  EXPECT_EQ(store->lease_standing(sybils[0]->session.device, sybils[0]->session.peer).value().record.lost, 2);
+}
+
+TEST_F(WorkerOpsTest, ResultsHeldForAQuorumTakeNoLeaseRoom) {
+  // Two new devices at their cap of 2, each holding results whose copies only the other may
+  // run: the copies must still find room, or the job waits for ever.
+  ops.reset();
+  PoolPolicy policy;
+  policy.lease_ms = 1000;
+  store.emplace(PoolStore::open(":memory:", policy).value());
+  store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
+  ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
+  const json spec = {{"argv", {"true"}}, {"shards", 4}, {"replicas", 2}};
+  const auto j = store->create_job("carol", "exec", spec, {{"files", json::array()}}, {}, 4, 10 * kMicroPerCredit, kT0,
+                                   JobRules{0, false, "exec"}).value();
+  join(alice);
+  join(bob);
+  for (Worker* w : {&alice, &bob}) {
+    auto got = send(*w, kT0 + 1000, {{"op", "claim"}, {"max", 64}});
+    ASSERT_EQ(got["tasks"].size(), 2u) << got.dump();
+    for (const auto& t : got["tasks"]) {
+      auto r = send(*w, kT0 + 1100, w->result_message(t["id"], t["attempt"], "same\n"));
+      EXPECT_TRUE(r.value("held", false)) << r.dump();
+    }
+  }
+  std::size_t copies = 0;
+  for (int round = 0; round < 3; ++round)  // a claim takes at most its fair share of what is pending
+    for (Worker* w : {&alice, &bob}) {
+      auto got = send(*w, kT0 + 1200 + round, {{"op", "claim"}, {"max", 64}});
+      for (const auto& t : got["tasks"]) {
+        ++copies;
+        auto r = send(*w, kT0 + 1300 + round, w->result_message(t["id"], t["attempt"], "same\n"));
+        EXPECT_TRUE(r.value("accepted", false)) << r.dump();
+      }
+    }
+  EXPECT_EQ(copies, 4u);
+  EXPECT_EQ(store->job_status(j).value().state, "done");
 }
 
 TEST_F(WorkerOpsTest, HeartbeatRenewsLeasesAndAnyMessageDoesOnceASecond) {

@@ -43,5 +43,6 @@ class NetnsMixin:
         port = int(link.split("c=")[1].split(",")[0].split("#")[0].rsplit(":", 1)[1])
         return replace_query_param(link, "c", "127.0.%d.1:%d" % (network + 2, port))
 
-    def start_worker_on(self, name, network, *extra, env_extra=None):
-        return self.start_worker(name, *extra, env_extra=env_extra, link=self.link_on(self.ready["join"], network))
+    def start_worker_on(self, name, network, *extra, env_extra=None, trusted=False):
+        return self.start_worker(name, *extra, env_extra=env_extra, link=self.link_on(self.ready["join"], network),
+                                 trusted=trusted)

@@ -55,7 +55,7 @@ class BashCompletion(unittest.TestCase):
         self.assertNotIn("__generate", top)   # hidden
         self.assertNotIn("cuda-server", top)  # hidden
         self.assertEqual(sorted(bash_complete(["runsnack", "pool", ""])[0]),
-                         sorted(["serve", "join", "submit", "status", "jobs", "cancel", "credits", "grant", "link",
+                         sorted(["serve", "join", "submit", "status", "jobs", "cancel", "credits", "grant", "trust", "link",
                                  "audit-ledger"]))
 
     def test_flags_of_the_command_typed(self):

@@ -25,8 +25,11 @@ class PoolBase(E2ETestCase):
         self.assertIsNone(self.ready["http"])
         return self.ready
 
-    def start_worker(self, name, *extra, env_extra=None, link=None):
+    def start_worker(self, name, *extra, env_extra=None, link=None, trusted=False):
+        """`pool join` from a new home; trusted: the coordinator vouches for it first (`pool trust`)."""
         home = self.new_home(name)
+        if trusted:
+            self.ok(self.chome, "pool", "trust", self.peer_id(home), *self.db_args())
         w = self.start(home, "pool", "join", link or self.ready["join"], "--cpu", *extra, name=name, env_extra=env_extra)
         w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of " + name)
         return w

@@ -271,6 +271,71 @@ class PoolBankTest(StoreCases, BankBase):
         self.assertEqual([e for e in self.coord.events() if e.get("event") == "device_excluded"], [])
         self.assertTrue(honest)
 
+    # --- leases claimed and dropped (issue 37) ---------------------------------------------------
+
+    def test_claiming_and_dropping_leases_cannot_fail_a_job(self):
+        # On main before issue 37: three fresh identities that claimed every shard and closed
+        # their sessions failed the job in seconds ("failed 3 times; last: worker ... went away").
+        self.start_pool("--lease", "3")
+        user = self.user()
+        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "40", "--retries", "5",
+                         "--budget", "20", "--wait", "--json", "--out", os.path.join(self.tmp, "o"), *COMMAND,
+                         name="submit")
+        sub.wait_for(lambda e: e.get("event") == "submitted", READY_DEADLINE, "the job")
+        held = []
+        for i in range(3):
+            _, dropper = self.start_hostile("claim-drop", self.ready["join"], name="dropper%d" % i)
+            self.assertEqual(dropper.wait(60), 0, dropper.events())
+            held.append([e for e in dropper.events() if e.get("event") == "held"][0]["count"])
+        # A device without results holds at most 2 leases (pool/scheduler.hpp kFirstLeases).
+        self.assertTrue(all(1 <= n <= 2 for n in held), held)
+        # One keeps its leases alive with heartbeats past the lease time (3 s): still at most 2.
+        _, holder = self.start_hostile("claim-hold", self.ready["join"], "6", name="holder")
+        holder.wait_for(lambda e: e.get("event") == "holding", READY_DEADLINE, "the holder's leases")
+        honest = self.start_worker("honest")
+        self.assertEqual(holder.wait(60), 0, holder.events())
+        holding = [e["count"] for e in holder.events() if e.get("event") == "holding"]
+        self.assertLessEqual(max(holding), 2, holder.events())
+        done = sub.wait_for(lambda e: e.get("event") == "done", 240, "the job")
+        self.assertEqual((done["state"], done["tasks"], done["failed"]), ("done", 40, 0), done)
+        # The droppers are charged what they lost, earn nothing, and one that keeps dropping is excluded.
+        status = self.pool_status(user)
+        lost = sorted(d["leases_lost"] for d in status["devices"] if d["name"] == "hostile")
+        self.assertEqual(len(lost), 4, status["devices"])
+        self.assertTrue(all(n >= 1 for n in lost), lost)
+        for home in sorted(h for h in os.listdir(self.tmp) if h.startswith(("dropper", "holder"))):
+            if os.path.isdir(os.path.join(self.tmp, home)):
+                self.assertEqual(self.payments(os.path.join(self.tmp, home)), [])
+        self.assertTrue(honest)
+        self.audit_ok()
+
+    def test_a_device_that_keeps_dropping_its_leases_is_excluded(self):
+        self.start_pool()
+        user = self.user()
+        sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--shards", "6", "--budget", "10",
+                         "--wait", "--json", "--out", os.path.join(self.tmp, "o"), *COMMAND, name="submit")
+        sub.wait_for(lambda e: e.get("event") == "submitted", READY_DEADLINE, "the job")
+        home, first = self.start_hostile("claim-drop", self.ready["join"], name="dropper")
+        self.assertEqual(first.wait(60), 0, first.events())
+        saved = harness.BIN
+        harness.BIN = HOSTILE
+        try:
+            for i in range(6):  # the same identity, again and again: throttled to 1, then excluded
+                again = self.start(home, "claim-drop", self.ready["join"], name="dropper-again%d" % i)
+                if again.wait(60) != 0:
+                    break
+        finally:
+            harness.BIN = saved
+        refused = [e for e in again.events() if e.get("event") == "refused"]
+        self.assertTrue(refused and "excluded" in refused[0]["why"], again.events())
+        self.assertIn("leases lost", refused[0]["why"])
+        honest = self.start_worker("honest")
+        done = sub.wait_for(lambda e: e.get("event") == "done", 120, "the job")
+        self.assertEqual((done["state"], done["failed"]), ("done", 0), done)
+        self.assertEqual(self.payments(home), [])
+        self.assertTrue(honest)
+        self.audit_ok()
+
     # --- render results are checked --------------------------------------------------------------
 
     def test_forged_render_tiles_are_rejected_unpaid_and_the_image_is_right(self):

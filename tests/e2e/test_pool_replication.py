@@ -47,14 +47,14 @@ class ReplicationTest(NetnsMixin, PoolBase):
         return done
 
     def run_job_honest_joining(self, user, shards, cheater, cheater_event):
-        """A replicated job the cheater starts on alone; two honest workers join once it printed
-        `cheater_event`. The job must end done with every output right."""
+        """A replicated job the cheater starts on alone; two honest workers the coordinator trusts join once
+        it printed `cheater_event`. The job must end done with every output right."""
         out = os.path.join(self.tmp, "out")
         sub = self.start(user, "pool", "submit", self.ready["submit"], "exec", "--wait", "--json", "--out", out,
                          "--shards", str(shards), "--replicas", "2", "--budget", "10", *COMMAND, name="submit")
         cheater.wait_for(lambda e: e.get("event") == cheater_event, 60, "the cheater's " + cheater_event)
-        self.start_worker_on("honest1", 1)
-        self.start_worker_on("honest2", 2)
+        self.start_worker_on("honest1", 1, trusted=True)
+        self.start_worker_on("honest2", 2, trusted=True)
         done = sub.wait_for(lambda e: e.get("event") == "done", 180, "the job")
         self.assertEqual(done["state"], "done", done)
         self.check_outputs(out, shards)
@@ -112,7 +112,7 @@ class ReplicationTest(NetnsMixin, PoolBase):
 
     def test_cheater_is_caught_by_known_answers_and_trusted_tie_breaks(self):
         self.start_pool()
-        honest = [self.start_worker_on("honest%d" % i, i) for i in (1, 2, 3)]
+        honest = [self.start_worker_on("honest%d" % i, i, trusted=True) for i in (1, 2, 3)]
         user = self.user()
         # A replicated job first: once its workers have a proven record (3 valid checks each), the
         # shards their quorums decide become the answers the pool knows.
@@ -163,10 +163,36 @@ class ReplicationTest(NetnsMixin, PoolBase):
         self.assertTrue(honest)
         self.audit_ok()
 
+    def test_two_new_identities_on_two_networks_never_verify_each_other(self):
+        # On main before issue 37 two cheap hosts on different /24s agreeing on a forged output got
+        # "verified": true (flip-bits is deterministic: both return the same wrong bytes).
+        self.start_pool("--independent-wait", "2")
+        forgers = [self.start_worker_on("forger%d" % i, i, env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
+                   for i in (1, 2)]
+        user = self.user()
+        shards = 3
+        out = os.path.join(self.tmp, "forged")
+        cp, lines = self.submit(user, "--shards", str(shards), "--replicas", "2", "--budget", "10", "--out", out,
+                                *COMMAND)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        v = lines[-1]["verification"]
+        self.assertIs(v["verified"], False, v)
+        self.assertEqual(v["unverified"], shards, v)
+        self.assertEqual(v["networks"], 2, v)  # independent networks: not enough without a vouched-for party
+        self.assertEqual([e for e in self.coord.events() if e.get("event") == "task_done" and
+                          e.get("verified") == "replication"], [])
+        # A worker the operator vouches for joins: the next job's outputs are right (run_job checks each),
+        # whatever the forgers agree on, and they earn nothing for it.
+        paid_before = [len(self.payments(f.home)) for f in forgers]
+        self.start_worker_on("trusted", 3, trusted=True)
+        self.run_job(user, shards, "--replicas", "2", out_name="checked")
+        self.assertEqual([len(self.payments(f.home)) for f in forgers], paid_before)
+        self.audit_ok()
+
     def test_spot_checks_of_an_honest_pool_and_bad_flags(self):
         self.start_pool()
-        self.start_worker_on("w1", 1)
-        self.start_worker_on("w2", 2)
+        self.start_worker_on("w1", 1, trusted=True)
+        self.start_worker_on("w2", 2, trusted=True)
         user = self.user()
         v = self.run_job(user, 8, "--spot-check", "0.25")["verification"]
         self.assertEqual((v["method"], v["fraction"], v["rejected"], v["unverified"]), ("spot-check", 0.25, 0, 0), v)

@@ -10,6 +10,11 @@
 //   forge-render LINK  returns well-formed render tiles (a valid PNG of the
 //                      right size) with made-up pixels, as long as the pool
 //                      gives it tiles: each must be rejected and unpaid.
+//   claim-drop LINK    claims as many tasks as the pool gives (max 64 a
+//                      claim, for about two seconds), then closes the
+//                      session: a lost lease must not fail the task.
+//   claim-hold LINK S  claims the same way, then keeps its leases alive with
+//                      heartbeats for S seconds, claiming more meanwhile.
 //
 // One JSON event per line on stdout ({"event": "answer", ...} per result);
 // exit 0 when it ran its course, 1 when the pool refused it, 2 on usage.
@@ -165,11 +170,51 @@ asio::awaitable<int> forge_render(Hostile& h, int max_tasks) {
   co_return 0;
 }
 
+// Claims for about `ms` milliseconds (max 64 each time) and returns how many tasks it holds.
+asio::awaitable<Result<std::int64_t>> claim_all(Hostile& h, int ms, std::int64_t held) {
+  for (int waited = 0; waited < ms;) {
+    const json claim = {{"op", "claim"}, {"max", 64}};
+    auto r = co_await call(*h.stream, claim);
+    if (!r) co_return r.error();
+    if (!bool_or(*r, "ok", false)) co_return fail(errc::refused, string_or(*r, "error", "refused"));
+    const json tasks = field_or(*r, "tasks", json::array());
+    held += static_cast<std::int64_t>(tasks.size());
+    if (tasks.empty()) {
+      const int pause = static_cast<int>(int_or(*r, "retry_ms", 200));
+      co_await sleep_ms(pause);
+      waited += pause;
+    }
+  }
+  co_return held;
+}
+
+asio::awaitable<int> claim_and_drop(Hostile& h, int hold_s) {
+  const json none = json::array();
+  auto registered = co_await h.register_device(0, 5e7, none);
+  if (!registered || !bool_or(*registered, "ok", false)) co_return 1;
+  auto held = co_await claim_all(h, 2000, 0);
+  if (!held) {
+    emit({{"event", "refused"}, {"why", held.error().what()}});
+    co_return 1;
+  }
+  for (int s = 0; s < hold_s; ++s) {
+    const json heartbeat = {{"op", "heartbeat"}};
+    if (auto hb = co_await call(*h.stream, heartbeat); !hb) co_return 1;
+    auto more = co_await claim_all(h, 1000, *held);
+    if (!more) co_return 1;
+    held = more;
+    emit({{"event", "holding"}, {"count", *held}});
+  }
+  emit({{"event", "held"}, {"count", *held}});
+  co_return 0;  // the session closes with the process: every lease dropped
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: pool_hostile_worker bait-switch|forge-render LINK [MAX_TASKS]" << std::endl;
+    std::cerr << "usage: pool_hostile_worker bait-switch|forge-render|claim-drop|claim-hold LINK [MAX_TASKS|SECONDS]"
+              << std::endl;
     return 2;
   }
   const std::string mode = argv[1];
@@ -206,6 +251,8 @@ int main(int argc, char** argv) {
         Hostile h{&*identity, stream->get()};
         if (mode == "bait-switch") co_return co_await bait_switch(h);
         if (mode == "forge-render") co_return co_await forge_render(h, max_tasks);
+        if (mode == "claim-drop") co_return co_await claim_and_drop(h, 0);
+        if (mode == "claim-hold") co_return co_await claim_and_drop(h, max_tasks);
         std::cerr << "hostile: unknown mode " << mode << std::endl;
         co_return 2;
       },
