@@ -3,11 +3,14 @@
 #include <seccomp.h>
 
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -23,6 +26,43 @@ constexpr unsigned long kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_N
                                              CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
 
 using Context = std::unique_ptr<void, decltype(&seccomp_release)>;
+
+// Socket families a command may open: local sockets, IP (the network namespace
+// decides what it reaches), and netlink's route protocol (glibc's
+// getaddrinfo asks it which address families are configured). The rest
+// (vsock, which no namespace isolates and on a VM reaches the hypervisor;
+// packet, bluetooth, AF_ALG's kernel crypto, ...) fail with EAFNOSUPPORT,
+// as for a family the kernel lacks.
+constexpr int kSocketFamilies[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+
+// Rules take one comparison per argument: "a family not listed" is one rule
+// per unlisted family below the highest listed, and one for all above it.
+int add_socket_family_rules(scmp_filter_ctx ctx) {
+  const auto listed = [](int family) {
+    return std::find(std::begin(kSocketFamilies), std::end(kSocketFamilies), family) != std::end(kSocketFamilies);
+  };
+  const int highest = *std::max_element(std::begin(kSocketFamilies), std::end(kSocketFamilies));
+  const auto refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+  for (int family = 0; family < highest; ++family) {
+    if (listed(family)) continue;
+    const scmp_datum_t f = static_cast<scmp_datum_t>(family);
+    if (int r = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, f)); r != 0)
+      return r;
+  }
+  const scmp_datum_t above = static_cast<scmp_datum_t>(highest) + 1;
+  if (int r = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_GE, above)); r != 0) return r;
+  // Netlink: the route protocol only (audit, uevents and the rest reach beyond the namespace).
+  if (int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                               SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<scmp_datum_t>(AF_NETLINK)),
+                               SCMP_A2(SCMP_CMP_NE, static_cast<scmp_datum_t>(NETLINK_ROUTE)));
+      r != 0)
+    return r;
+  // The 32-bit multiplexer passes its arguments behind a pointer this filter
+  // cannot read: ENOSYS, and glibc uses the direct calls (Linux >= 4.3).
+  if (const int nr = seccomp_syscall_resolve_name("socketcall"); nr != __NR_SCMP_ERROR)
+    (void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+  return 0;
+}
 
 Result<std::vector<std::uint8_t>> build_program() {
   Context ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
@@ -46,6 +86,7 @@ Result<std::vector<std::uint8_t>> build_program() {
         seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, f, f)) != 0)
       return fail(errc::unsupported, "seccomp: cannot add the namespace rules");
   }
+  if (add_socket_family_rules(ctx.get()) != 0) return fail(errc::unsupported, "seccomp: cannot add the socket rules");
   // TIOCSTI pushes bytes into a terminal's input as if typed (the kernel reads the low 32 bits).
   if (seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                        SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<scmp_datum_t>(TIOCSTI))) != 0)

@@ -14,9 +14,17 @@
 //   (typing into a terminal), and the obsolete calls Docker denies too.
 //
 // clone3 fails with ENOSYS instead (its flags are behind a pointer that a
-// filter cannot read), so that glibc falls back to clone, whose flags it can.
+// filter cannot read), so that glibc falls back to clone, whose flags it can;
+// so does the 32-bit socketcall multiplexer. socket() opens only AF_UNIX,
+// AF_INET, AF_INET6 and netlink's route protocol: other families (AF_VSOCK,
+// which no namespace isolates, packet, bluetooth, AF_ALG, ...) fail with
+// EAFNOSUPPORT, other netlink protocols with EPROTONOSUPPORT.
 // ptrace is allowed, as in Docker: a command sees only its own pid namespace,
-// under its own uid. On x86_64 the 32-bit ABIs get the same rules.
+// under its own uid (gdb, strace and py-spy work). personality is allowed:
+// its flags (ASLR off, READ_IMPLIES_EXEC) weaken only the calling command's
+// own processes, and mapping page zero still needs CAP_SYS_RAWIO
+// (mmap_min_addr), which a command never has. On x86_64 the 32-bit ABIs get
+// the same rules.
 //
 // Built with libseccomp once per process; each launch gets the compiled BPF
 // program on a fresh memfd, since bubblewrap reads it from the descriptor.

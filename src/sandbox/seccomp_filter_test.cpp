@@ -5,15 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <tuple>
 #include <vector>
 
 namespace runsnack::exec {
@@ -51,6 +54,43 @@ TEST(SeccompFilter, DeniesTheKernelsPrivilegedSurface) {
   EXPECT_EQ(under_filter([] {
               const long r = ::syscall(SYS_clone3, nullptr, 0);
               return r < 0 && errno == ENOSYS ? 0 : 1;
+            }),
+            0);
+}
+
+TEST(SeccompFilter, OpensOnlyTheSocketFamiliesACommandNeeds) {
+  // vsock (not namespaced: a VM provider's hypervisor), packet, bluetooth, kernel crypto: refused.
+  for (int family : {AF_VSOCK, AF_PACKET, AF_BLUETOOTH, AF_ALG, AF_KEY, AF_APPLETALK, 45, 200}) {
+    static int f;
+    f = family;
+    EXPECT_EQ(under_filter([] {
+                const long r = ::syscall(SYS_socket, f, SOCK_STREAM, 0);
+                return r < 0 && errno == EAFNOSUPPORT ? 0 : 1;
+              }),
+              0)
+        << family;
+  }
+  // The upper half of the argument does not hide a family (the kernel reads an int).
+  EXPECT_EQ(under_filter([] {
+              const long r = ::syscall(SYS_socket, 0x100000000L | AF_VSOCK, SOCK_STREAM, 0);
+              return r < 0 && errno == EAFNOSUPPORT ? 0 : 1;
+            }),
+            0);
+  EXPECT_EQ(under_filter([] {
+              const long r = ::syscall(SYS_socket, AF_NETLINK, SOCK_RAW, NETLINK_AUDIT);
+              return r < 0 && errno == EPROTONOSUPPORT ? 0 : 1;
+            }),
+            0);
+  // What programs use still opens.
+  EXPECT_EQ(under_filter([] {
+              for (auto [family, type, protocol] : {std::tuple{AF_UNIX, SOCK_STREAM, 0}, std::tuple{AF_INET, SOCK_DGRAM, 0},
+                                                    std::tuple{AF_INET6, SOCK_STREAM, 0},
+                                                    std::tuple{AF_NETLINK, SOCK_RAW, NETLINK_ROUTE}}) {
+                const int fd = ::socket(family, type, protocol);
+                if (fd < 0) return 1;
+                ::close(fd);
+              }
+              return 0;
             }),
             0);
 }
