@@ -190,7 +190,7 @@ int show_log(bool json, const std::string& since, std::size_t limit) {
     if (!ev.decision.empty()) std::cout << " " << printable(ev.decision);
     if (!ev.reason.empty()) std::cout << " (" << printable(ev.reason) << ")";
     if (!ev.detail.is_null() && !ev.detail.empty())
-      std::cout << " " << ev.detail.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      std::cout << " " << printable(ev.detail.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     std::cout << std::endl;
   }
   return 0;

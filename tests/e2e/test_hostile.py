@@ -332,6 +332,18 @@ class HostileConsumer(HostileTestCase):
         self.assertEqual(self.info(chome, public.link)["grant"]["label"], "GPU box")
 
 
+    def test_log_escapes_what_a_consumer_sent(self):
+        # On main before issue 37 `runsnack log` printed the command's U+202E raw in its detail JSON
+        # ("evil\u202etxt.exe" shows as "evilexe.txt"), though `sessions` escaped it.
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--allow", "run")
+        self.run_cli(chome, "run", provider.link, "--", "echo", "evil\u202etxt.exe", timeout=120)
+        log = self.ok(phome, "log").stdout
+        self.assertIn("run_start", log)
+        self.assertNotIn("\u202e", log)
+        self.assertIn("\\u202e", log)
+
+
 class HostileProvider(HostileTestCase):
     """A provider (its own link, so the consumer's pin holds) attacking the consumer."""
 
