@@ -9,8 +9,10 @@
 #include "core/printable.hpp"
 #include "core/paths.hpp"
 #include "crypto/secret.hpp"
+#include "fs/read_bounds.hpp"
 #include "gpu/gpu_info.hpp"
 #include "provider/host.hpp"
+#include "sandbox/cgroup.hpp"
 #include "sandbox/launch.hpp"
 #include "sandbox/run_terms.hpp"
 #include "sandbox/workspace_image.hpp"
@@ -129,6 +131,24 @@ Result<void> check_gpus_exist(const std::vector<int>& wanted) {
   return {};
 }
 
+// --memory where no cgroup holds it as the total of a command's processes (the trial group that
+// prepare_limits would pass, Cgroup::probe_memory_total) binds each process alone: 952 MiB
+// resident under --memory 200M (issue 37). Refused unless the provider accepts that; "" to go on.
+std::string memory_limit_refusal(const ShareArgs& args) {
+  if (args.memory.empty()) return "";
+  auto total = exec::Cgroup::probe_memory_total();
+  if (total) return "";
+  const std::string why = "--memory " + args.memory +
+                          " would bind each process of a command alone (RLIMIT_AS), not their total, and a CUDA "
+                          "server not at all: no cgroup can hold it here (" + total.error().message + ")";
+  if (!args.memory_per_process)
+    return why + ". Run the provider as runsnack-share.service (the Debian package's unit delegates a cgroup)" +
+           (::geteuid() == 0 ? " or mount cgroup v2 with the memory and pids controllers" : " or as root") +
+           ", or add --memory-per-process to accept a limit per process";
+  std::cerr << "runsnack: note: " << why << "; accepted by --memory-per-process.\n";
+  return "";
+}
+
 int share(const ShareArgs& args) {
   if (auto ok = check_label(args.label); !ok) return report(ok.error());
   if (args.public_label && args.label.empty()) return report("--public-label needs a --label");
@@ -140,6 +160,7 @@ int share(const ShareArgs& args) {
   if (!gpus) return report(gpus.error());
   if (auto ok = check_gpus_exist(*gpus); !ok) return report(ok.error());
   if (state_source() == StateSource::machine) return share_through_service(args, *gpus);
+  if (std::string refusal = memory_limit_refusal(args); !refusal.empty()) return report(refusal);
   auto listen = parse_listen(args.listen);
   if (!listen) return report(listen.error());
   ProviderOptions options;
@@ -253,7 +274,9 @@ int share(const ShareArgs& args) {
   asio::steady_timer status_timer(io);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     status_timer.cancel();
-    if (!ec) host.stop();
+    if (ec) return;
+    fs::stop_all_file_work();  // hashing or reading for a consumer ends at its next MiB, not at its file's end
+    host.stop();
   });
   host.start([&] { signals.cancel(); });  // the provider ended: so does the wait for a signal
   std::function<void()> tick = [&] {
@@ -299,7 +322,12 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--run-timeout", args->run_timeout, "run/cuda: wall-clock limit per command (cuda: per CUDA process), e.g. 10m (default: none)");
   cmd->add_option("--memory", args->memory,
                   "run/cuda: host memory limit per command or CUDA process, e.g. 4G; the sandbox's /tmp and /dev/shm "
-                  "are bounded by it and count against it (default: none; /tmp then gets a quarter of the RAM)");
+                  "are bounded by it and count against it (default: none; /tmp then gets a quarter of the RAM). A "
+                  "total of the command's processes in a cgroup; where none can be made, share refuses it unless "
+                  "--memory-per-process");
+  cmd->add_flag("--memory-per-process", args->memory_per_process,
+                "Accept that --memory binds each process alone (RLIMIT_AS) and a CUDA process not at all, where no "
+                "cgroup can hold it as a total (`runsnack doctor` says whether one can)");
   cmd->add_option("--max-procs", args->max_procs, "run/cuda: processes per command or CUDA process (default 1024)")->check(kPositiveNumber);
   cmd->add_option("--cpu-hours", args->cpu_hours, "run/shell: CPU time the link may use in total; spent, it expires")
       ->check(kNonNegativeNumber);

@@ -270,11 +270,13 @@ std::vector<Check> check_sandbox() {
 }
 
 Check check_limits() {
-  auto cg = exec::Cgroup::create("runsnack-doctor-" + std::to_string(::getpid()), 64, 64ull << 20);
-  if (cg) return {"limits", "ok", std::string(cg->mode()) + ": memory and process limits of run/shell/pool tasks are enforced", ""};
+  // The same trial as `share --memory` makes (cmd_share.cpp).
+  auto cg = exec::Cgroup::probe_memory_total();
+  if (cg) return {"limits", "ok", *cg + ": memory and process limits of run/shell/pool tasks are enforced", ""};
   return {"limits", "warn",
           "no writable cgroup (" + cg.error().message + "): memory and process limits fall back to rlimits, "
-          "which bind less (no peak memory, RLIMIT_NPROC counts per user)",
+          "which bind less (memory per process, not in total; no peak memory; RLIMIT_NPROC counts per user); "
+          "share --memory needs --memory-per-process to accept that",
           ::geteuid() == 0 ? "mount cgroup v2 with the memory and pids controllers"
                            : "run the provider as a systemd service with Delegate=yes (the Debian package's "
                              "runsnack-share.service), or as root"};

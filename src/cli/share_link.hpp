@@ -41,6 +41,7 @@ struct ShareArgs {
   bool no_qr = false;
   // run/shell/cp limits, stored in grant.terms["run"] (sandbox/run_terms.hpp)
   std::string run_timeout, memory, disk_quota, max_transfer;
+  bool memory_per_process = false;  // --memory may be per process (rlimits) where no cgroup holds a total
   std::int64_t max_procs = 0;
   bool network = false;
   double cpu_hours = -1, gpu_hours = -1;  // usage budgets (services/exec/usage_budget.hpp); <0: none

@@ -46,9 +46,14 @@ class ContentDigest {
   std::array<std::uint8_t, 32> first_{};  // chunk 0's digest: the whole answer for a small file
 };
 
+struct ReadBounds;
+
 // The digest of what `fd` holds (read from offset 0 with pread, to its end), skipping the holes
-// of a sparse file (SEEK_DATA / SEEK_HOLE).
-Result<std::string> content_digest_fd(int fd);
+// of a sparse file (SEEK_DATA / SEEK_HOLE). With `bounds` (read_bounds.hpp: reading for a peer),
+// a file whose holes its filesystem hides is refused before it is read (errc::refused), the
+// reading ends when they say stop (errc::closed), and nothing past the size it had when this
+// began is read (a file that grows meanwhile fails later, as changed).
+Result<std::string> content_digest_fd(int fd, const ReadBounds* bounds = nullptr);
 
 // Where the next data is at or after `offset` (the file's size when only a hole follows), and
 // where that data run ends. Filesystems without hole reporting say: all data.

@@ -90,8 +90,8 @@ void HashCache::load(const std::filesystem::path& file) {
   }
 }
 
-void HashCache::save(const std::filesystem::path& file) {
-  if (!dirty_) return;
+bool HashCache::save(const std::filesystem::path& file) {
+  if (!dirty_) return true;
   std::string out(kCacheMagic, 4);
   auto put_raw = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
   const auto count = static_cast<std::uint32_t>(items_.size());
@@ -109,14 +109,33 @@ void HashCache::save(const std::filesystem::path& file) {
   }
   auto tmp = file;
   tmp += ".tmp";
+  std::error_code ec;
+  bool written = false;
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (!f) return;
+    f.close();
+    written = !f.fail();
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (!ec) dirty_ = false;
+  if (written) std::filesystem::rename(tmp, file, ec);
+  if (!written || ec) {
+    std::filesystem::remove(tmp, ec);  // cut short, and it takes the room that was missing
+    return false;
+  }
+  dirty_ = false;
+  return true;
+}
+
+std::size_t HashCache::memory_bytes() const {
+  // Heap blocks: a string's own beyond its inline 15 bytes; a hash node and its bucket per index entry.
+  constexpr std::size_t kBlockOverhead = 16, kIndexEntryBytes = 56;
+  std::size_t bytes = sizeof(*this);
+  for (const auto& item : items_) {
+    bytes += sizeof(Item);
+    if (item.path.capacity() > 15) bytes += item.path.capacity() + 1 + kBlockOverhead;
+  }
+  if (indexed_) bytes += index_.size() * kIndexEntryBytes;
+  return bytes;
 }
 
 void HashCache::index() const {

@@ -38,8 +38,11 @@ class HashCache {
  public:
   explicit HashCache(std::int64_t racy_ns = 2'000'000'000) : racy_ns_(racy_ns) {}
   void load(const std::filesystem::path& file);
-  // Writes only when something changed since load().
-  void save(const std::filesystem::path& file);
+  // Writes only when something changed since load() (through `file`.tmp, renamed into place). False
+  // when it could not be written whole (a full disk): the .tmp is removed, `file` left as it was.
+  bool save(const std::filesystem::path& file);
+  // The next save() writes even with nothing changed (its file was removed meanwhile).
+  void mark_unsaved() { dirty_ = true; }
   std::optional<std::string> find(const std::string& path, const FileStamp& stamp) const;
   // Whether the cache vouches that the file at `path` with `stamp` has SHA-256 `sha_hex`.
   // Safe to call from several threads at once, after index() and while nothing is changed.
@@ -52,6 +55,8 @@ class HashCache {
   // for the provider's freshly written workspace files, whose only writer is the sync itself.
   void settle();
   std::size_t size() const { return items_.size(); }
+  // About what this cache takes in memory (its items, their paths and the index), in bytes.
+  std::size_t memory_bytes() const;
   HashCache(HashCache&&) = delete;  // index_ points into items_
 
  private:

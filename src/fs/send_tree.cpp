@@ -7,6 +7,7 @@
 
 #include "fs/content_digest.hpp"
 #include "fs/offload.hpp"
+#include "fs/read_bounds.hpp"
 #include "fs/receive_writer.hpp"
 
 #include <sys/stat.h>
@@ -146,12 +147,14 @@ bool is_hex64(const std::string& s) {
 // Reads the needed files into a FrameBatch, one batch per fill() (on the offload pool), and
 // answers for each file's content: a file the scan's cache vouches for must still have the
 // stamp it had when opened (any write since changes its ctime), any other its content digest.
+// It stops between chunks when `bounds` say so, and never reads more of a file than its entry's
+// size and one chunk (a file that grows meanwhile has changed).
 class FileSender {
  public:
   FileSender(int root, std::vector<const Entry*> files, std::unordered_map<std::string, std::vector<std::string>> bases,
-             std::vector<PathRename> renames, const HashCache* hashed, std::optional<SendLimit> limit)
+             std::vector<PathRename> renames, const HashCache* hashed, std::optional<SendLimit> limit, ReadBounds bounds)
       : root_(root), files_(std::move(files)), bases_(std::move(bases)), renames_(std::move(renames)), hashed_(hashed),
-        limit_(std::move(limit)), buf_(kChunkBytes) {}
+        limit_(std::move(limit)), bounds_(std::move(bounds)), buf_(kChunkBytes) {}
 
   // Adds frames until the batch is full or every file is in it (then true). On an error that the
   // receiver should hear of, its error frame is in the batch already.
@@ -191,6 +194,9 @@ class FileSender {
     try_zstd_ = !compressed_format(entry.path);
     const nlohmann::json begin = {{"type", "file"}, {"path", entry.path}};
     batch.add_control(begin);
+    if (sparse_ && bounds_.refuse_unseen_holes)  // made sparse since the scan hashed it
+      if (auto r = check_unseen_holes(file_.get(), opened_); !r)
+        return refuse(batch, Error(r.error().code, entry.path + ": " + r.error().what()));
     return {};
   }
 
@@ -210,6 +216,7 @@ class FileSender {
 
   // One chunk of the current file.
   Result<void> step(FrameBatch& batch, TransferStats& stats) {
+    if (bounds_.stopped()) return refuse(batch, bounds_.stopped_error());
     const std::uint64_t off = index_ * kChunkBytes;
     if (sparse_ && off < size_) {
       if (off >= run_.end) run_ = next_data(file_.get(), off, size_);
@@ -219,6 +226,7 @@ class FileSender {
         if (digest_) digest_->zeros(len);
         read_bytes_ += len;
         ++index_;
+        if (read_bytes_ > entry_->size) return refuse(batch, changed());
         return {};
       }
     }
@@ -234,6 +242,10 @@ class FileSender {
     }
     const std::span<const std::uint8_t> chunk(room.data(), *n);
     read_bytes_ += *n;
+    if (read_bytes_ > entry_->size) {  // it grew: stop here rather than read what it grows to
+      if (!maybe_same) batch.cancel_frame();
+      return refuse(batch, changed());
+    }
     if (digest_) digest_->update(chunk);
     if (maybe_same && *n > 0 && sha256_hex(chunk.data(), chunk.size()) == (*base_)[index_]) {
       pend("same", batch);
@@ -269,12 +281,16 @@ class FileSender {
       same = digest_->finish() == entry_->sha256;
     }
     if (!same)  // the receiver drops this file and answers with an error; ours says what happened
-      return refuse(batch, Error(errc::io_error, entry_->path + " changed while it was being sent; run again to send its new content"));
+      return refuse(batch, changed());
     const nlohmann::json end = {{"type", "file_end"}};
     batch.add_control(end);
     ++stats.files_sent;
     file_ = UniqueFd();
     return {};
+  }
+
+  Error changed() const {
+    return Error(errc::io_error, entry_->path + " changed while it was being sent; run again to send its new content");
   }
 
   static Error refuse(FrameBatch& batch, Error why) {
@@ -289,6 +305,7 @@ class FileSender {
   std::vector<PathRename> renames_;
   const HashCache* hashed_;
   std::optional<SendLimit> limit_;
+  ReadBounds bounds_;
   std::vector<std::uint8_t> buf_;
   std::size_t next_ = 0;
   // The file being sent.
@@ -352,7 +369,8 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
                                                  const HashCache* hashed, std::optional<SendLimit> limit) {
   TransferStats stats;
   stats.entries = entries.size();
-  auto wire = co_await offload([&] {
+  const std::string owner = stream.peer_name();
+  auto wire = co_await offload(owner, [&] {
     std::vector<std::uint8_t> bytes = encode_manifest(entries);
     std::string digest = manifest_digest(bytes);
     return std::pair{std::move(bytes), std::move(digest)};
@@ -370,7 +388,7 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   auto need = co_await read_control(stream);
   if (!need) co_return need.error();
   if ((*need)["type"] != "need" || !(*need)["paths"].is_array()) co_return fail(errc::malformed, "expected need");
-  auto needed = co_await offload([&] {
+  auto needed = co_await offload(owner, [&] {
     if (hashed) hashed->index();
     return read_need(*need, entries);
   });
@@ -379,9 +397,12 @@ asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, co
   // Every needed file goes back to back, no round trip per file; the receiver
   // answers once at the end (or with an error, which the next read sees).
   FrameBatch batch(stream);
-  FileSender sender(root, std::move(needed->files), std::move(needed->bases), std::move(renames), hashed, std::move(limit));
+  // A sender for a peer (with a limit) refuses files whose holes its filesystem hides.
+  const ReadBounds bounds{stream.stop_token(), limit.has_value()};
+  FileSender sender(root, std::move(needed->files), std::move(needed->bases), std::move(renames), hashed, std::move(limit),
+                    bounds);
   for (bool done = false; !done;) {
-    auto filled = co_await offload([&] { return sender.fill(batch, stats); });
+    auto filled = co_await offload(owner, [&] { return sender.fill(batch, stats); });
     if (!filled) {
       (void)co_await batch.flush();  // with the error frame, when the receiver should hear of it
       co_return filled.error();

@@ -3,6 +3,7 @@
 #include "core/json_fields.hpp"
 #include "fs/offload.hpp"
 #include "fs/path_rules.hpp"
+#include "fs/read_bounds.hpp"
 #include "fs/tree_scan.hpp"
 #include "fs/receive_writer.hpp"
 
@@ -129,6 +130,8 @@ std::optional<Base> open_base(DirCursor& cursor, const std::string& path) {
     UniqueFd guard(fd);
     struct stat st{};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) < kChunkBytes) continue;
+    // Its chunks are hashed to be offered: not a file whose holes would be read (read_bounds.hpp).
+    if (!check_unseen_holes(fd, st)) continue;
     Base b;
     b.fd = std::move(guard);
     b.size = static_cast<std::uint64_t>(st.st_size);
@@ -246,22 +249,47 @@ void SyncState::load(const std::filesystem::path& base) {
   hashes.load(hashes_file);
 }
 
-void SyncState::save(const std::filesystem::path& base) {
+bool SyncState::save(const std::filesystem::path& base) {
+  (void)::mkdir(base.parent_path().c_str(), 0700);
   std::filesystem::path hashes_file = base;
   hashes_file += ".hashes";
-  hashes.save(hashes_file);
   std::filesystem::path file = base, tmp = base;
   file += ".manifest";
   tmp += ".manifest.tmp";
   const std::vector<std::uint8_t> wire = encode_manifest(entries);
-  {
+  bool written = hashes.save(hashes_file);
+  if (written) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(digest.data(), static_cast<std::streamsize>(digest.size()));
     out.write(reinterpret_cast<const char*>(wire.data()), static_cast<std::streamsize>(wire.size()));
-    if (!out) return;
+    out.close();
+    written = !out.fail();
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
+  if (written) std::filesystem::rename(tmp, file, ec);
+  if (!written || ec) {
+    remove(base);
+    hashes.mark_unsaved();
+    return false;
+  }
+  return true;
+}
+
+void SyncState::remove(const std::filesystem::path& base) {
+  for (const char* suffix : {".manifest", ".manifest.tmp", ".hashes", ".hashes.tmp"}) {
+    std::filesystem::path f = base;
+    f += suffix;
+    ::unlink(f.c_str());
+  }
+}
+
+std::size_t SyncState::memory_bytes() const {
+  // A string's heap block beyond its inline 15 bytes, with the allocator's own overhead.
+  constexpr std::size_t kBlockOverhead = 16;
+  auto heap = [](const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 + kBlockOverhead : 0; };
+  std::size_t bytes = sizeof(*this) + digest.capacity() + entries.capacity() * sizeof(Entry) + hashes.memory_bytes();
+  for (const auto& e : entries) bytes += heap(e.path) + heap(e.sha256) + heap(e.target);
+  return bytes;
 }
 
 namespace {

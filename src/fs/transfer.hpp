@@ -94,6 +94,8 @@ struct PathRename {
 std::string source_of(const std::vector<PathRename>& renames, const std::string& wire_path);
 
 // What a sender may send: past `bytes` of file data, the transfer ends with `message` (to both sides).
+// A sender with a limit (serving a peer) also refuses a file whose filesystem hides its holes when
+// reading it would cost more than it holds (read_bounds.hpp).
 struct SendLimit {
   std::uint64_t bytes = 0;
   std::string message;
@@ -102,7 +104,10 @@ struct SendLimit {
 // The sender answers for each file's content: a file the scan's `hashed` cache vouches for (same
 // stamp, hashed after its last change) is checked by its stamp after it is read; any other is
 // hashed while it is read. A file that no longer matches its manifest entry ends the transfer
-// with an error instead of reaching the receiver.
+// with an error instead of reaching the receiver (a file that grows is not read past its entry's
+// size and a chunk). The reading stops when the stream is reset or its session ends
+// (MuxStream::stop_token) or the process stops (stop_all_file_work); it is offloaded as the
+// stream's peer's work (MuxStream::peer_name, offload.hpp).
 boost::asio::awaitable<Result<TransferStats>> send_tree(MuxStream& stream, int root, const std::vector<Entry>& entries,
                                                         Progress progress, std::vector<PathRename> renames = {},
                                                         const HashCache* hashed = nullptr,
@@ -123,7 +128,14 @@ struct SyncState {
   HashCache hashes{20'000'000};  // the workspace's files; racy window: ext4's clock tick, with settle()
   // `base`.manifest and `base`.hashes; anything damaged loads as no state.
   void load(const std::filesystem::path& base);
-  void save(const std::filesystem::path& base);
+  // Writes both (the folder they are in made first, 0700). False when they could not be written
+  // whole (the workspace's quota image is full): then neither is left, so the next load finds no
+  // state rather than an older one.
+  bool save(const std::filesystem::path& base);
+  // Removes both files (and any .tmp of them).
+  static void remove(const std::filesystem::path& base);
+  // About what this state takes in memory (manifest entries, hash cache), in bytes.
+  std::size_t memory_bytes() const;
 };
 
 // `state` may be null (cp: no memory between transfers).

@@ -14,7 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -135,6 +138,58 @@ TEST(ReceiveTree, AReceiverHoldingTheTreeStillAnswersItsOfferSyncedFirst) {
   });
   EXPECT_EQ(first.value("type", ""), "synced") << "an unchanged tree is answered at once, with no ask before it: "
                                                << first.dump();
+}
+
+TEST(SyncState, SavedInAFolderOfItsOwnAndLoadedBack) {
+  const sfs::path dir = temp_dir("state");
+  SyncState state;
+  state.digest = std::string(64, 'd');
+  state.entries.push_back({"a.txt", EntryType::file, 1, false, std::string(64, '0'), ""});
+  state.hashes.put("a.txt", {}, std::string(64, '0'), 0);
+  ASSERT_TRUE(state.save(dir / ".runsnack-sync" / "default"));
+  EXPECT_EQ(sfs::status(dir / ".runsnack-sync").permissions(), sfs::perms::owner_all);
+  SyncState loaded;
+  loaded.load(dir / ".runsnack-sync" / "default");
+  EXPECT_EQ(loaded.digest, state.digest);
+  EXPECT_EQ(loaded.entries, state.entries);
+  EXPECT_GT(loaded.memory_bytes(), sizeof(SyncState));
+  sfs::remove_all(dir);
+}
+
+TEST(SyncState, OneThatDoesNotFitLeavesNoStateBehind) {
+  // A full quota image, played by RLIMIT_FSIZE: the write fails part way (EFBIG, SIGXFSZ ignored).
+  const sfs::path dir = temp_dir("full");
+  const sfs::path base = dir / ".runsnack-sync" / "default";
+  SyncState small;
+  small.digest = std::string(64, 'a');
+  small.entries.push_back({"a", EntryType::file, 0, false, std::string(64, '0'), ""});
+  ASSERT_TRUE(small.save(base));  // an older state that fitted
+  SyncState big;
+  big.digest = std::string(64, 'b');
+  for (int i = 0; i < 100; ++i) {
+    const std::string path = std::to_string(i) + "/" + std::string(3000, 'x');
+    big.entries.push_back({path, EntryType::file, 0, false, std::string(64, '0'), ""});
+    big.hashes.put(path, {}, std::string(64, '0'), 0);
+  }
+  struct rlimit was{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &was), 0);
+  auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small_files = was;
+  small_files.rlim_cur = 64 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small_files), 0);
+  const bool saved = big.save(base);
+  ::setrlimit(RLIMIT_FSIZE, &was);
+  ::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(saved);
+  for (const char* left : {"default.manifest", "default.hashes", "default.manifest.tmp", "default.hashes.tmp"})
+    EXPECT_FALSE(sfs::exists(dir / ".runsnack-sync" / left)) << left;
+  SyncState loaded;
+  loaded.load(base);
+  EXPECT_TRUE(loaded.digest.empty()) << "an older state than the workspace holds was left to load";
+  // With room again, the next save writes both files, the hashes too (nothing changed in them since).
+  ASSERT_TRUE(big.save(base));
+  EXPECT_TRUE(sfs::exists(dir / ".runsnack-sync" / "default.hashes"));
+  sfs::remove_all(dir);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "fs/content_digest.hpp"
 #include "fs/path_rules.hpp"
+#include "fs/read_bounds.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <iterator>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -20,7 +22,9 @@ namespace runsnack::fs {
 
 namespace {
 
-std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache) {
+// With `bounds` (reading for a peer), why a file could not be hashed goes to `why`.
+std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache,
+                              const ReadBounds* bounds = nullptr, std::optional<Error>* why = nullptr) {
   struct stat st{};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
   Entry e;
@@ -45,8 +49,11 @@ std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::str
       int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
       if (fd < 0) return std::nullopt;
       UniqueFd guard(fd);
-      auto sha = content_digest_fd(fd);
-      if (!sha) return std::nullopt;
+      auto sha = content_digest_fd(fd, bounds);
+      if (!sha) {
+        if (bounds && why) *why = Error(sha.error().code, rel + ": " + sha.error().what());
+        return std::nullopt;
+      }
       e.sha256 = *sha;
       if (cache) cache->put(rel, stamp, e.sha256, as_of);
     }
@@ -225,20 +232,38 @@ Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, H
 
 // Hashes the files the walk left unhashed, on several threads (SHA-256 is the cost of a first
 // scan). The stamp and size are taken from the opened file, so they match what was hashed; a
-// file gone meanwhile is dropped.
-void hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pending, HashCache* cache) {
-  if (pending.empty()) return;
+// file gone meanwhile is dropped. With `bounds`, a file refused by them fails the scan (the first
+// such error), and so does a stop.
+Result<void> hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pending, HashCache* cache,
+                          const ReadBounds* bounds) {
+  if (pending.empty()) return {};
   std::vector<std::int64_t> as_of(pending.size());
   std::atomic<std::size_t> next{0};
+  std::mutex failed_mutex;
+  std::optional<Error> failed;
   auto work = [&] {
     for (std::size_t i; (i = next++) < pending.size();) {
+      if (bounds && bounds->stopped()) {
+        next = pending.size();  // the other threads stop at their next file too
+        std::lock_guard lock(failed_mutex);
+        if (!failed) failed = bounds->stopped_error();
+        return;
+      }
       Entry& e = out[pending[i].index];
       as_of[i] = wall_clock_ns();
       auto file = open_regular_file(root, e.path);
       struct stat st{};
       if (!file || ::fstat(file->get(), &st) != 0) continue;
-      auto sha = content_digest_fd(file->get());
-      if (!sha) continue;
+      auto sha = content_digest_fd(file->get(), bounds);
+      if (!sha) {
+        if (bounds) {
+          next = pending.size();
+          std::lock_guard lock(failed_mutex);
+          if (!failed) failed = Error(sha.error().code, e.path + ": " + sha.error().what());
+          return;
+        }
+        continue;
+      }
       e.sha256 = std::move(*sha);
       e.size = static_cast<std::uint64_t>(st.st_size);
       e.executable = (st.st_mode & S_IXUSR) != 0;
@@ -250,23 +275,25 @@ void hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pendi
   for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
   work();
   for (auto& t : helpers) t.join();
+  if (failed) return *failed;
   for (std::size_t i = 0; i < pending.size(); ++i) {
     const Entry& e = out[pending[i].index];
     if (cache && !e.sha256.empty()) cache->put(e.path, pending[i].stamp, e.sha256, as_of[i]);
   }
   std::erase_if(out, [](const Entry& e) { return e.type == EntryType::file && e.sha256.empty(); });
+  return {};
 }
 
 }  // namespace
 
 Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache,
-                                     std::optional<std::uint64_t> max_data) {
+                                     std::optional<std::uint64_t> max_data, const ReadBounds* bounds) {
   std::vector<Entry> out;
   std::vector<Pending> pending;
   std::uint64_t data = 0;
   if (prefix.empty()) {
     if (auto r = walk(root, "", rules, cache, out, pending, data, max_data); !r) return r.error();
-    hash_pending(root, out, pending, cache);
+    if (auto r = hash_pending(root, out, pending, cache, bounds); !r) return r.error();
     return out;
   }
   std::string leaf;
@@ -277,7 +304,9 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
     data = data_bytes(top);
     if (data > *max_data) return over_limit(data, *max_data);
   }
-  auto e = entry_at(dir->get(), leaf, prefix, cache);
+  std::optional<Error> why;
+  auto e = entry_at(dir->get(), leaf, prefix, cache, bounds, &why);
+  if (!e && why) return *why;
   if (!e) return fail(errc::not_found, prefix + ": no such file or folder");
   out.push_back(*e);
   if (e->type == EntryType::dir) {
@@ -285,7 +314,7 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
     if (sub < 0) return sys_error("open " + prefix);
     UniqueFd guard(sub);
     if (auto r = walk(sub, prefix, rules, cache, out, pending, data, max_data); !r) return r.error();
-    hash_pending(root, out, pending, cache);
+    if (auto r = hash_pending(root, out, pending, cache, bounds); !r) return r.error();
   }
   return out;
 }

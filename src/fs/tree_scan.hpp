@@ -6,6 +6,7 @@
 #include "fs/hash_cache.hpp"
 #include "fs/ignore_rules.hpp"
 #include "fs/manifest.hpp"
+#include "fs/read_bounds.hpp"
 #include "fs/safe_fs.hpp"
 
 #include <cstdint>
@@ -18,9 +19,12 @@ namespace runsnack::fs {
 // Everything under `prefix` ("" for the whole root) that `rules` does not ignore,
 // without following symlinks, hashing files (content_digest.hpp; through `cache` when given).
 // With `max_data_bytes`, a tree whose files hold more data than that (holes of sparse files do
-// not count) is errc::too_large once listed, before anything is hashed.
+// not count) is errc::too_large once listed, before anything is hashed. With `bounds`
+// (read_bounds.hpp: a scan for a peer), a file they refuse fails the scan with the reason and its
+// path, and so does a stop (errc::closed); without, a file that cannot be read is left out.
 Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache,
-                                     std::optional<std::uint64_t> max_data_bytes = std::nullopt);
+                                     std::optional<std::uint64_t> max_data_bytes = std::nullopt,
+                                     const ReadBounds* bounds = nullptr);
 
 // What the root holds at `path` now, or nothing.
 std::optional<Entry> stat_entry(int root, const std::string& path, HashCache* cache);

@@ -84,6 +84,7 @@ void MuxStream::on_remote_fin() {
 
 void MuxStream::on_reset(Error why) {
   if (!error_) error_ = std::move(why);
+  stop_.request_stop();
   read_signal_.cancel();
   write_signal_.cancel();
 }
@@ -253,6 +254,7 @@ asio::awaitable<Result<void>> MuxStream::close_write() {
 void MuxStream::reset() {
   if (error_) return;
   error_ = Error(errc::closed, "yamux: stream reset locally");
+  stop_.request_stop();
   if (auto h = mux_->state_.reset(id_)) mux_->enqueue(*h);
   read_signal_.cancel();
   write_signal_.cancel();

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ class MuxStream {
   ~MuxStream();
 
   std::uint32_t id() const { return id_; }
+
+  // Requested when the stream is reset (by either side) or its session ends, so that work done
+  // for it off the io thread (fs/read_bounds.hpp) stops when its peer goes. Thread-safe.
+  std::stop_token stop_token() const { return stop_.get_token(); }
+  // Who is at the other end, as the code that accepted the stream named them (a provider: the
+  // consumer's PeerId); "" when not named. Off-thread work for the stream is theirs (fs/offload.hpp).
+  void set_peer_name(std::string name) { peer_name_ = std::move(name); }
+  const std::string& peer_name() const { return peer_name_; }
 
   // Reads at least one byte; 0 means clean end of stream (the peer's FIN,
   // everything before it read).
@@ -94,6 +103,8 @@ class MuxStream {
   bool remote_fin_ = false;
   bool local_fin_ = false;
   std::optional<Error> error_;  // reset or session ended
+  std::stop_source stop_;       // requested with error_
+  std::string peer_name_;
   boost::asio::steady_timer read_signal_;
   boost::asio::steady_timer write_signal_;
 };

@@ -462,6 +462,7 @@ asio::awaitable<void> Provider::serve_session(std::shared_ptr<LiveSession> live)
 }
 
 asio::awaitable<void> Provider::handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream) {
+  stream->set_peer_name(live->consumer.str());  // its file work shares the offload pool as this consumer's
   auto msg = co_await read_stream_message(*stream);
   auto header = msg ? parse_stream_header(*msg) : Result<StreamHeader>(msg.error());
   if (!header) {

@@ -79,6 +79,19 @@ Result<Cgroup> Cgroup::create(const std::string& name, std::optional<std::uint64
   return cg;
 }
 
+Result<std::string> Cgroup::probe_memory_total() {
+  auto cg = create("runsnack-probe-" + std::to_string(::getpid()), std::nullopt, 64ull << 20);
+  if (!cg) return cg.error();
+  if (!cg->bounds_memory()) return fail(errc::unsupported, std::string(cg->mode()) + " without the memory controller");
+  return std::string(cg->mode());
+}
+
+// v2: memory.max is there only where the parent enables the memory controller for its children.
+bool Cgroup::bounds_memory() const {
+  if (v2_) return !dirs_.empty() && sfs::exists(dirs_[0] / "memory.max");
+  return dirs_.size() > 1;
+}
+
 Result<void> Cgroup::set_limits(std::optional<std::uint64_t> max_procs, std::optional<std::uint64_t> memory_bytes) {
   if (dirs_.empty()) return fail(errc::invalid_argument, "no cgroup");
   if (v2_) {

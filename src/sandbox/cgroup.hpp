@@ -29,6 +29,11 @@ class Cgroup {
   Cgroup(const Cgroup&) = delete;
   ~Cgroup();  // kills what is left, removes the groups
 
+  // Whether a command's memory limit is held here as the total of all its processes: a trial
+  // group is made with a memory limit, as prepare_limits (launch.hpp) makes one for a command, and
+  // removed at once. The mode ("cgroup v2", "cgroup v1") when it is; else why not: each process
+  // then gets an RLIMIT_AS of its own, and a CUDA server none (launch.hpp).
+  static Result<std::string> probe_memory_total();
   // Removes the empty groups beside ours whose name starts with `prefix` and that `stale` names
   // (what a provider killed with SIGKILL leaves behind); rmdir spares any group with a process in it.
   static void remove_stale(const std::string& prefix, const std::function<bool(const std::string& name)>& stale);
@@ -44,6 +49,7 @@ class Cgroup {
 
  private:
   Cgroup() = default;
+  bool bounds_memory() const;
   bool v2_ = false;
   std::vector<std::filesystem::path> dirs_;  // [pids-or-unified, memory (v1)]
   std::vector<int> procs_fds_;

@@ -182,6 +182,7 @@ Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms
   ws.quota_mode = "none";
   std::error_code ec;
   sfs::create_directories(ws.consumer_dir.parent_path(), ec);
+  remove_earlier_sync_states(ws.consumer_dir);  // beside the image, where an earlier version kept them
   if (ws.quota_bytes) {
     if (auto mounter = image_mounter()) {
       auto image = WorkspaceImages::instance().ensure(ws.consumer_dir, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
@@ -207,7 +208,7 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& n
   Workspace ws = std::move(*folder);
   ws.name = name;
   ws.path = ws.consumer_dir / name;
-  ws.sync_state = sync_state_base(*workspace_for(consumer), name);  // on the host, outside the image
+  ws.sync_state = sync_state_base(ws.consumer_dir, name);  // inside the image: the consumer's room
   std::error_code ec;
   if (!sfs::is_directory(ws.path, ec)) {
     if (workspace_names_in(ws.consumer_dir).size() >= kMaxWorkspacesPerConsumer)

@@ -78,7 +78,7 @@ struct Workspace {
   std::string name;                    // workspace_names.hpp
   std::filesystem::path path;          // <consumer_dir>/<name>: the command's /workspace
   std::filesystem::path consumer_dir;  // all the consumer's workspaces: what the quota bounds
-  std::filesystem::path sync_state;    // the run sync's remembered state, on the host (workspace_projects.hpp)
+  std::filesystem::path sync_state;    // the run sync's remembered state, in consumer_dir (workspace_projects.hpp)
   SandboxUser user;
   std::optional<std::uint64_t> quota_bytes;
   std::string quota_mode;  // "ext4 image", "ext4 image (fuse2fs)", "ext4 image (fuse2fs, namespace)", "polling" or "none"

@@ -28,6 +28,8 @@ namespace {
 constexpr const char* kMarker = ".runsnack-workspaces";
 // A workspace being deleted, renamed first so that nothing starts in it meanwhile.
 constexpr const char* kRemovingPrefix = ".removing-";
+// The workspaces' sync states (sync_state_base).
+constexpr const char* kSyncStateFolder = ".runsnack-sync";
 
 std::mutex& adopt_mutex() {
   static std::mutex mu;
@@ -119,7 +121,7 @@ Result<void> adopt_workspaces_folder(const sfs::path& consumer_dir) {
   for (const auto& e : sfs::directory_iterator(consumer_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.starts_with(kRemovingPrefix)) left.push_back(e.path());  // a removal a killed provider did not finish
-    else if (!marked && name != "lost+found") old.push_back(e.path());
+    else if (!marked && name != "lost+found" && name != kSyncStateFolder) old.push_back(e.path());
   }
   if (ec) return fail(errc::io_error, "cannot read " + consumer_dir.string() + ": " + ec.message());
   if (!left.empty()) {
@@ -162,10 +164,33 @@ std::vector<std::string> workspace_names_in(const sfs::path& consumer_dir) {
 }
 
 sfs::path sync_state_base(const sfs::path& consumer_dir, const std::string& name) {
-  sfs::path base = consumer_dir;
-  base += ".sync";
-  if (name != kDefaultWorkspace) base += "." + name;
-  return base;
+  return consumer_dir / kSyncStateFolder / name;
+}
+
+void remove_earlier_sync_states(const sfs::path& consumer_dir) {
+  static std::mutex mu;
+  static std::set<sfs::path> done;  // by this process
+  std::lock_guard lock(mu);
+  if (!done.insert(consumer_dir).second) return;
+  // <PeerId>.sync.manifest, <PeerId>.sync.<name>.hashes, ... (a PeerId has a fixed length, no dot).
+  const std::string prefix = consumer_dir.filename().string() + ".sync";
+  fs::UniqueFd parent(::open(consumer_dir.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!parent) return;
+  const int dup = ::dup(parent.get());
+  DIR* dir = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (!dir) {
+    if (dup >= 0) ::close(dup);
+    return;
+  }
+  std::vector<std::string> earlier;
+  while (dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (!name.starts_with(prefix) || (name.size() > prefix.size() && name[prefix.size()] != '.')) continue;
+    for (const char* suffix : {".manifest", ".hashes", ".manifest.tmp", ".hashes.tmp"})
+      if (name.ends_with(suffix)) earlier.push_back(name);
+  }
+  ::closedir(dir);
+  for (const auto& name : earlier) ::unlinkat(parent.get(), name.c_str(), 0);
 }
 
 WorkspaceUses::Use WorkspaceUses::begin(const sfs::path& workspace) {
@@ -193,6 +218,11 @@ std::vector<WorkspaceSummary> summarize_workspaces(const sfs::path& consumer_dir
     WorkspaceSummary s;
     s.name = name;
     s.bytes = allocated_bytes(dir);
+    for (const char* suffix : {".manifest", ".hashes"}) {  // its sync state takes the same quota
+      struct stat state{};
+      if (::lstat((sync_state_base(consumer_dir, name).string() + suffix).c_str(), &state) == 0)
+        s.bytes += static_cast<std::uint64_t>(state.st_blocks) * 512;
+    }
     struct stat st{};
     if (::lstat(dir.c_str(), &st) == 0) s.last_used_unix = st.st_mtim.tv_sec;
     s.in_use = WorkspaceUses::busy(dir);
@@ -214,7 +244,7 @@ Result<void> remove_workspace(const sfs::path& consumer_dir, const std::string& 
   if (::rename(dir.c_str(), (consumer_dir / away).c_str()) != 0)
     return fail(errc::io_error, "cannot remove workspace '" + name + "': " + std::strerror(errno));
   const sfs::path state = sync_state_base(consumer_dir, name);
-  for (const char* suffix : {".manifest", ".hashes"}) {
+  for (const char* suffix : {".manifest", ".hashes", ".manifest.tmp", ".hashes.tmp"}) {
     sfs::path f = state;
     f += suffix;
     ::unlink(f.c_str());

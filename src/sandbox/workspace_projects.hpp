@@ -29,9 +29,15 @@ Result<void> adopt_workspaces_folder(const std::filesystem::path& consumer_dir);
 // The names of the workspaces in `consumer_dir`.
 std::vector<std::string> workspace_names_in(const std::filesystem::path& consumer_dir);
 
-// Where the run sync of workspace `name` keeps its state (fs::SyncState's base; outside the quota's
-// image): <consumer_dir>.sync for "default" (as before workspaces had names), else <consumer_dir>.sync.<name>.
+// Where the run sync of workspace `name` keeps its state (fs::SyncState's base):
+// <consumer_dir>/.runsnack-sync/<name>, inside the consumer's folder and so inside its quota image
+// where there is one: the state takes the consumer's room, not the host's. No command sees it (its
+// /workspace is <consumer_dir>/<name>, and a workspace name cannot start with a dot).
 std::filesystem::path sync_state_base(const std::filesystem::path& consumer_dir, const std::string& name);
+// Deletes the sync states an earlier version kept beside the consumer's folder, outside its image
+// (<consumer_dir>.sync[.<name>].manifest/.hashes), once per consumer and process. `consumer_dir`: the
+// folder as the host sees it (launch.hpp workspace_for).
+void remove_earlier_sync_states(const std::filesystem::path& consumer_dir);
 
 // Commands running in a workspace: one use each, for as long as it runs (detached ones too).
 class WorkspaceUses {
@@ -43,7 +49,7 @@ class WorkspaceUses {
 
 struct WorkspaceSummary {
   std::string name;
-  std::uint64_t bytes = 0;         // disk it takes (allocated blocks)
+  std::uint64_t bytes = 0;         // disk it takes (allocated blocks), its sync state's included
   std::int64_t last_used_unix = 0;  // the last run, shell, sync or cp in it
   bool in_use = false;             // a command runs in it
 };

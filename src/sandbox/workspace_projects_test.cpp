@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <string>
@@ -138,9 +139,42 @@ TEST(WorkspaceProjects, AtMostAHundredPerConsumer) {
   ::unsetenv("RUNSNACK_HOME");
 }
 
-TEST(WorkspaceProjects, SyncStateOfDefaultKeepsItsEarlierName) {
-  EXPECT_EQ(sync_state_base("/s/workspaces/P", "default"), sfs::path("/s/workspaces/P.sync"));
-  EXPECT_EQ(sync_state_base("/s/workspaces/P", "exp"), sfs::path("/s/workspaces/P.sync.exp"));
+TEST(WorkspaceProjects, SyncStateLivesInsideTheConsumersFolder) {
+  // Inside the folder the quota image is mounted on, where no workspace (no command) reaches it.
+  EXPECT_EQ(sync_state_base("/s/workspaces/P", "default"), sfs::path("/s/workspaces/P/.runsnack-sync/default"));
+  EXPECT_EQ(sync_state_base("/s/workspaces/P", "exp"), sfs::path("/s/workspaces/P/.runsnack-sync/exp"));
+  EXPECT_FALSE(checked_workspace_name(".runsnack-sync"));
+}
+
+TEST(WorkspaceProjects, RemovingAWorkspaceRemovesItsSyncState) {
+  TempDir t;
+  const sfs::path dir = t.path / "peer";
+  sfs::create_directories(dir);
+  ASSERT_TRUE(adopt_workspaces_folder(dir));
+  sfs::create_directories(dir / "exp");
+  for (const char* suffix : {".manifest", ".hashes"}) {
+    write(sync_state_base(dir, "exp").string() + suffix, "state");
+    write(sync_state_base(dir, "other").string() + suffix, "state");
+  }
+  EXPECT_EQ(workspace_names_in(dir), std::vector<std::string>{"exp"});  // the state's folder is none
+  ASSERT_TRUE(remove_workspace(dir, "exp"));
+  EXPECT_FALSE(sfs::exists(sync_state_base(dir, "exp").string() + ".manifest"));
+  EXPECT_FALSE(sfs::exists(sync_state_base(dir, "exp").string() + ".hashes"));
+  EXPECT_TRUE(sfs::exists(sync_state_base(dir, "other").string() + ".manifest"));
+}
+
+TEST(WorkspaceProjects, StatesAnEarlierVersionKeptBesideTheImageAreRemoved) {
+  TempDir t;
+  const sfs::path dir = t.path / "workspaces" / "PEER";
+  sfs::create_directories(dir);
+  for (const char* name : {"PEER.sync.manifest", "PEER.sync.hashes", "PEER.sync.exp.manifest", "PEER.sync.exp.hashes",
+                           "PEER.sync.exp.manifest.tmp", "PEERX.sync.manifest", "PEER.img", "OTHER.sync.manifest"})
+    write(t.path / "workspaces" / name, "x");
+  remove_earlier_sync_states(dir);
+  std::vector<std::string> left;
+  for (const auto& e : sfs::directory_iterator(t.path / "workspaces")) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"OTHER.sync.manifest", "PEER", "PEER.img", "PEERX.sync.manifest"}));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "sandbox/launch.hpp"
 #include "sandbox/run_terms.hpp"
 #include "services/exec/service_replies.hpp"
+#include "services/exec/workspace_transfer.hpp"
 #include "sandbox/workspace_names.hpp"
 #include "sandbox/workspace_projects.hpp"
 #include "fs/offload.hpp"
@@ -28,7 +29,9 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
       // Its quota image mounted and an earlier version's files adopted, as for any use.
       auto folder = prepare_consumer_folder(ctx.consumer, terms);
       if (!folder) return folder.error();
-      return remove_workspace(folder->consumer_dir, *name);
+      auto removed = remove_workspace(folder->consumer_dir, *name);
+      if (removed) forget_kept_sync_state(sync_state_base(folder->consumer_dir, *name));
+      return removed;
     });
     audit_event(ctx, "workspace_remove", removed ? "accept" : "refuse", removed ? "" : removed.error().what(),
                 {{"name", *name}});

@@ -3,20 +3,24 @@
 #include "core/json_fields.hpp"
 #include "sandbox/launch.hpp"
 #include "sandbox/run_terms.hpp"
+#include "services/exec/kept_sync_states.hpp"
 #include "services/exec/service_replies.hpp"
 #include "fs/offload.hpp"
 #include "fs/path_rules.hpp"
+#include "fs/read_bounds.hpp"
 #include "fs/tree_scan.hpp"
 #include "fs/transfer.hpp"
 
+#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
-#include <map>
+#include <atomic>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <set>
 
 namespace runsnack::exec {
@@ -33,40 +37,47 @@ void audit(const ExecContext& ctx, const std::string& kind, const std::string& d
   audit_event(ctx, kind, decision, reason, std::move(detail));
 }
 
-// Each consumer's SyncState, kept in this process between syncs: loading a 16k-entry state from
-// disk took as long as checking the workspace against it. A sync takes its consumer's state out
-// (a second sync at the same time loads its own from disk) and puts it back after a sync that
-// succeeded; after a failed one the next sync loads the state last saved.
-class KeptSyncStates {
- public:
-  std::unique_ptr<fs::SyncState> take(const std::string& key, const sfs::path& base) {
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = states_.find(key); it != states_.end()) {
-        auto state = std::move(it->second);
-        states_.erase(it);
-        return state;
-      }
-    }
-    auto state = std::make_unique<fs::SyncState>();
-    state->load(base);
-    return state;
-  }
-  void put_back(const std::string& key, std::unique_ptr<fs::SyncState> state) {
-    std::lock_guard lock(mutex_);
-    if (states_.size() >= kMaxKept) states_.erase(states_.begin());  // a state that is not here is loaded from disk
-    states_[key] = std::move(state);
-  }
-
- private:
-  static constexpr std::size_t kMaxKept = 16;
-  std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<fs::SyncState>> states_;
-};
+// What the run sync keeps of its states in memory (kept_sync_states.hpp): a state of 16k entries
+// with paths of ~50 bytes takes ~8 MiB; a larger one is loaded from disk for each sync.
+constexpr std::size_t kKeptBytesPerConsumer = 16u << 20;
+constexpr std::size_t kKeptBytesTotal = 64u << 20;
+// A state unused this long is dropped: an edit-and-run loop comes back sooner; loading it again
+// costs one read of the state (~19 ms for 16k entries).
+constexpr std::chrono::seconds kKeptIdle{60};
+// After a sync that changed a state of this many entries (or one not kept), the heap is trimmed.
+constexpr std::size_t kTrimAfterEntries = 4096;
 
 KeptSyncStates& kept_sync_states() {
-  static KeptSyncStates states;
-  return states;
+  // Never destroyed: the release timer may still fire on offload_pool() while the process exits.
+  static auto* states = new KeptSyncStates({kKeptBytesPerConsumer, kKeptBytesTotal, kKeptIdle});
+  return *states;
+}
+
+// Hands the heap that freed states leave in the allocator's free lists back to the system. Off the
+// io thread.
+void trim_heap() { ::malloc_trim(0); }
+
+// One timer at a time, on offload_pool() (off the io thread; the pool owns the wait): it fires when
+// the least recently used kept state turns idle, drops what is idle by then, and waits for the
+// next; none waits while nothing is kept.
+void arm_idle_release() {
+  static std::atomic<bool> armed{false};
+  if (armed.exchange(true)) return;
+  const auto at = kept_sync_states().next_idle();
+  if (!at) {
+    armed = false;
+    return;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(fs::offload_pool(), *at + std::chrono::milliseconds(100));
+  timer->async_wait([timer](const boost::system::error_code& ec) {
+    armed = false;
+    if (ec) return;
+    if (const std::size_t freed = kept_sync_states().release_idle(KeptSyncStates::Clock::now()); freed > 0) {
+      trim_heap();
+      spdlog::debug("released {} bytes of idle sync states", freed);
+    }
+    arm_idle_release();
+  });
 }
 
 std::optional<fs::Owner> owner_of(const Workspace& ws) {
@@ -107,6 +118,8 @@ std::string kind_at(int root, const std::string& resolved) {
 
 }  // namespace
 
+void forget_kept_sync_state(const std::filesystem::path& base) { kept_sync_states().drop(base.string()); }
+
 asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext ctx, std::string dest, bool whole) {
   const char* kind = whole ? "sync" : "cp_put";
   const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
@@ -134,7 +147,15 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
   // The run sync keeps a SyncState (fast no-change answer, deletions); cp does not.
   const sfs::path& state_base = ws->sync_state;
   std::unique_ptr<fs::SyncState> state;
-  if (whole) state = co_await fs::offload([&] { return kept_sync_states().take(state_base.string(), state_base); });
+  if (whole)
+    state = co_await fs::offload(stream->peer_name(), [&] {
+      auto kept = kept_sync_states().take(state_base.string());
+      if (!kept) {
+        kept = std::make_unique<fs::SyncState>();
+        kept->load(state_base);
+      }
+      return kept;
+    });
   fs::ReceiveLimits limits;
   limits.quota_bytes = terms.disk_quota_bytes;
   limits.write.owner = owner;
@@ -142,11 +163,23 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
   const fs::Progress no_progress;
   auto stats = co_await fs::receive_tree(*stream, target->get(), limits, state.get(), no_progress);
   if (state && stats) {
-    const bool save = !stats->unchanged;
-    co_await fs::offload([&] {
-      if (save) state->save(state_base);
-      kept_sync_states().put_back(state_base.string(), std::move(state));
+    // Saved inside the consumer's folder (its quota image): a state that does not fit is not kept
+    // on disk, and the next sync compares the workspace with what it is sent instead.
+    const bool changed = !stats->unchanged;
+    const bool saved = co_await fs::offload(stream->peer_name(), [&] {
+      const bool ok = !changed || state->save(state_base);
+      const std::size_t entries = state->entries.size();
+      const bool kept = kept_sync_states().put_back(ctx.consumer.str(), state_base.string(), std::move(state),
+                                                    KeptSyncStates::Clock::now());
+      if (changed && (!kept || entries >= kTrimAfterEntries)) trim_heap();
+      return ok;
     });
+    arm_idle_release();
+    if (!saved)
+      spdlog::info("session {}: the sync state of workspace {} could not be saved (its quota is full?): the next "
+                   "sync compares the whole workspace", ctx.session_id, ctx.workspace);
+  } else if (state) {
+    co_await fs::offload(stream->peer_name(), [&] { state.reset(); });  // consumer-sized: off the io thread
   }
   if (!stats) {
     audit(ctx, kind, "refuse", stats.error().what(), {{"dest", dest}});
@@ -201,8 +234,10 @@ asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext 
   const std::string over = "this transfer is over the provider's " + size_text(terms.max_transfer_bytes) +
                            " limit (share --max-transfer)";
   std::vector<fs::PathRename> renames;
-  // The scan hashes every file: off the io thread, and only once the sizes are known to fit.
-  auto entries = co_await fs::offload([&]() -> Result<std::vector<fs::Entry>> {
+  // The scan hashes every file: off the io thread, as this consumer's work, only once the sizes are
+  // known to fit, refusing files whose holes cannot be seen, and no longer than the consumer waits.
+  const fs::ReadBounds bounds{stream->stop_token()};
+  auto entries = co_await fs::offload(stream->peer_name(), [&]() -> Result<std::vector<fs::Entry>> {
     std::vector<fs::Entry> out;
     std::set<std::string> seen;
     const fs::IgnoreRules none;
@@ -221,7 +256,7 @@ asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext 
         std::string parent = wire.substr(0, at);
         if (seen.insert(parent).second) out.push_back({parent, fs::EntryType::dir, 0, false, "", ""});
       }
-      auto found = fs::scan_tree(root->get(), *source, none, nullptr, left);
+      auto found = fs::scan_tree(root->get(), *source, none, nullptr, left, &bounds);
       if (!found) return found.error().code == errc::too_large ? Error(errc::too_large, over) : found.error();
       if (!found->empty() && found->front().type == fs::EntryType::link) {
         const std::string& target = found->front().target;

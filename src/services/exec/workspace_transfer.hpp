@@ -6,7 +6,8 @@
 // command), and does its file work off the io thread.
 //
 // Limits: a sync or put is bounded by the disk quota (the image, and the
-// manifest's sizes checked first); a pull or get by the grant's
+// manifest's sizes checked first), and so is the run sync's state (kept in
+// the image, workspace_projects.hpp; in memory: kept_sync_states.hpp); a pull or get by the grant's
 // max_transfer_bytes (share --max-transfer, default 10 GB) of file data,
 // checked before anything is hashed and again while it is sent. Refusals
 // reach the consumer as an error frame and the audit log.
@@ -15,6 +16,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +26,10 @@ namespace runsnack::exec {
 // Every path the consumer names (cp's source or destination, --pull) is checked (path_rules.hpp)
 // and resolved inside the workspace: a symlink on its way is followed while it stays inside; one
 // that leads out, at any step, refuses the transfer with an audit record.
+
+// Drops the run sync state this process keeps in memory for state `base` (launch.hpp
+// Workspace::sync_state), when its workspace is removed. Frees it: call it off the io thread.
+void forget_kept_sync_state(const std::filesystem::path& base);
 
 // `whole`: the run sync of the whole workspace (remembered state, deletions); otherwise cp put into `dest`.
 boost::asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext ctx, std::string dest, bool whole);
