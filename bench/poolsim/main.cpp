@@ -116,6 +116,13 @@ int main(int argc, char** argv) {
   app.add_option("--exec-spot-check", c.exec_spot_check,
                  "least share of the batch job's results replicated (its --spot-check; default 0)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--colluding", c.colluding,
+               "cheaters collude: all return the same wrong value for a task (Sybils on rented networks)");
+  std::string vouched = "on";
+  app.add_option("--vouched-quorums", vouched,
+                 "on: a quorum decides only with a party vouched for (a record of 3 valid checks), as the "
+                 "coordinator since issue 37; off: independent networks suffice (the model before)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--policies", policies, "which policies to run")
       ->check(CLI::IsMember({"ours", "round-robin", "random", "fcfs", "fastest-first", "fastest-first+backups"}));
   app.add_option("--trace", c.trace_s, "print the pool's state to stderr every this many simulated seconds");
@@ -127,6 +134,7 @@ int main(int argc, char** argv) {
     if (app.count("--tasks") == 0) c.tasks = 10000;
   }
   if (app.count("--warmup") == 0) c.warmup_tasks = c.tasks / 10;
+  c.vouched_quorums = vouched == "on";
   c.render_checks = checks.find("render") != std::string::npos;
   c.matmul_checks = checks.find("matmul") != std::string::npos;
 

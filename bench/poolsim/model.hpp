@@ -62,7 +62,15 @@ struct WorldConfig {
   double render_check_cost = 0.002;  // the coordinator's time per check, as a share of the task's compute
   double matmul_check_cost = 0.006;
   double exec_spot_check = 0;        // the batch job's --spot-check: least share of its results replicated (none by default)
+  // Colluding cheaters: all return the same wrong value for a task, so two on
+  // independent networks agree (Sybils on rented hosts; off: each wrong value differs).
+  bool colluding = false;
+  // A quorum decides only when a party agreeing is vouched for (a record of
+  // kVouchChecks valid checks, or one from before the simulation), as the
+  // coordinator does since issue 37; off: independent networks suffice (the model before).
+  bool vouched_quorums = true;
 };
+inline constexpr int kVouchChecks = 3;  // pool/replication.hpp kProvenChecks
 
 // One device identity (slot s, identity k: a replacement is a new identity).
 struct DeviceSpec {

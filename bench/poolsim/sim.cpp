@@ -94,7 +94,11 @@ void Sim::start(int d, int r, bool backup) {
   a.fails = unit(k ^ 2) < dev.spec.fail_p;
   a.end = now_ + (a.fails ? duration * unit(k ^ 3) : duration);
   double wrong_p = dev.spec.cheater ? dev.spec.cheat_p : dev.spec.silent_error_p;
-  a.value = unit(k ^ 4) < wrong_p ? (mix(k, 0xbad) | 1) : 0;
+  // Colluders agree on one wrong value per task; other wrong values all differ.
+  const std::uint64_t wrong = dev.spec.cheater && c_.colluding && q.task >= 0
+                                  ? mix(c_.seed, 0xc011, static_cast<std::uint64_t>(q.task))
+                                  : mix(k, 0xbad);
+  a.value = unit(k ^ 4) < wrong_p ? (wrong | 1) : 0;
   int id = static_cast<int>(attempts_.size());
   attempts_.push_back(a);
   q.attempts.push_back(id);

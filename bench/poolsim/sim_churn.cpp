@@ -99,6 +99,7 @@ void Sim::exclude(int d) {
 bool Sim::eligible(int d, const Request& r) const {
   // TrustPolicy::may_replicate_on's rule (another peer and another network), on interned ids.
   const auto& me = devices_[d];
+  if (r.needs_vouched && !vouched(d)) return false;
   for (int p : r.producers) {
     const auto& o = devices_[p];
     if (p == d || o.peer == me.peer || o.network == me.network) return false;

@@ -28,6 +28,9 @@ using sch::Verdict;
 enum class Purpose : std::uint8_t { primary, replica, tiebreak, audit, known_answer };
 enum class Fate : std::uint8_t { running, result, failed, lost, cancelled };
 
+// Results of one task before it is settled without a vouched-for quorum (two
+// copies and the coordinator's kMaxExtraCopies, pool/replication.hpp).
+inline constexpr std::size_t kMaxResultsPerTask = 5;
 inline constexpr double kTimeLimit = 30 * 86400.0;  // a batch not done in 30 simulated days is reported unfinished
 
 struct Device {
@@ -43,6 +46,7 @@ struct Device {
   std::vector<std::pair<double, double>> online;  // (from, to)
   std::vector<int> unchecked;                     // tasks accepted from it without a check
   int known_answers = 0;
+  int valid_checks = 0;       // results checked right (a quorum, a known answer, a computation)
   int peer = 0, network = 0;  // interned spec.peer / spec.network
 };
 
@@ -53,6 +57,7 @@ struct Request {
   std::string id;         // what the policy sees
   std::uint64_t key = 0;  // random stream of its runs
   std::vector<int> producers;
+  bool needs_vouched = false;  // a copy for a vouched-for device (WorldConfig::vouched_quorums)
   std::vector<int> attempts;  // running copies
   int runs = 0;
   bool done = false;
@@ -133,6 +138,8 @@ class Sim {
   void deliver(int request, int attempt);
   void resolve(int task);
   void judge(int device, Result* result, Verdict v);
+  // May vouch for a quorum (WorldConfig::vouched_quorums).
+  bool vouched(int device) const;
   void accept(int task, std::uint64_t value);
   int new_request(int task, Purpose p, std::vector<int> producers, bool rerun = false);
   // A result the coordinator checks by computation (render, matmul): true when handled.

@@ -114,6 +114,7 @@ void Sim::resolve(int ti) {
   auto& t = tasks_[ti];
   auto rs = t.results;  // judging may exclude devices and touch tasks_, keep a copy of what to judge
   auto q = sch::quorum(rs.size(), 2, [&](std::size_t i, std::size_t j) { return rs[i].value == rs[j].value; });
+  bool wants_vouched = false;
   if (q.decided) {
     // Independent parties only, as the coordinator counts them: one network
     // counts once (replicas are placed on other networks, so this holds
@@ -122,12 +123,28 @@ void Sim::resolve(int ti) {
     for (std::size_t i : q.agreeing) nets.push_back(devices_[rs[i].device].network);
     std::sort(nets.begin(), nets.end());
     if (std::unique(nets.begin(), nets.end()) - nets.begin() < 2) q.decided = false;
+    // ... and one of them vouched for: two new identities never decide.
+    if (q.decided && c_.vouched_quorums && !vouched(rs[q.winner].device) &&
+        std::none_of(q.agreeing.begin(), q.agreeing.end(), [&](std::size_t i) { return vouched(rs[i].device); })) {
+      q.decided = false;
+      wants_vouched = true;
+      // Bounded, as the coordinator's extra copies are: past them the value a
+      // vouched-for party holds is kept, else the winner's.
+      if (rs.size() >= kMaxResultsPerTask) {
+        std::uint64_t value = rs[q.winner].value;
+        for (const auto& r : rs)
+          if (vouched(r.device)) value = r.value;
+        accept(ti, value);
+        return;
+      }
+    }
   }
   if (!q.decided) {
     std::vector<int> producers;
     for (const auto& r : rs) producers.push_back(r.device);
     tasks_[ti].open += 1;
     int req = new_request(ti, Purpose::tiebreak, std::move(producers));
+    requests_[req].needs_vouched = wants_vouched;  // the coordinator's copy for a vouched-for device
     jobs_[tasks_[ti].job].verify.push_back(req);
     return;
   }
@@ -141,7 +158,13 @@ void Sim::resolve(int ti) {
   accept(ti, value);
 }
 
+bool Sim::vouched(int device) const {
+  const auto& dev = devices_[device];
+  return dev.spec.history > 0 || dev.valid_checks >= kVouchChecks;
+}
+
 void Sim::judge(int device, Result* result, Verdict v) {
+  if (v == Verdict::valid) devices_[device].valid_checks += 1;
   if (result) {
     result->judged = v == Verdict::valid     ? Result::Judged::valid
                      : v == Verdict::invalid ? Result::Judged::invalid
