@@ -67,6 +67,15 @@ class WorkerOpsTest : public ::testing::Test {
     store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
     ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
   }
+  // A fresh store and ops with the default lease caps (SetUp lifts them).
+  void with_default_lease_caps() {
+    ops.reset();
+    PoolPolicy policy;
+    policy.lease_ms = 1000;
+    store.emplace(PoolStore::open(":memory:", policy).value());
+    store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
+    ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
+  }
   json send(Worker& w, std::int64_t ms, const json& req) { return ops->handle(w.session, at(ms), req); }
   json register_msg(const Worker& w, double price = 3600) const {
     return {{"op", "register"},
@@ -200,12 +209,7 @@ TEST_F(WorkerOpsTest, ClaimLeasesUpToMaxAndSaysWhenNothingIsLeft) {
 
 TEST_F(WorkerOpsTest, LeaseCapsFollowTheRecord) {
   // The default caps: 2 leases for a device without results, 8 for all such devices of one network.
-  ops.reset();
-  PoolPolicy policy;
-  policy.lease_ms = 1000;
-  store.emplace(PoolStore::open(":memory:", policy).value());
-  store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
-  ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
+  with_default_lease_caps();
   const auto j = job(40);
   join(alice);
   auto first = send(alice, kT0 + 1000, {{"op", "claim"}, {"max", 64}});
@@ -239,12 +243,7 @@ TEST_F(WorkerOpsTest, LeaseCapsFollowTheRecord) {
 TEST_F(WorkerOpsTest, ResultsHeldForAQuorumTakeNoLeaseRoom) {
   // Two new devices at their cap of 2, each holding results whose copies only the other may
   // run: the copies must still find room, or the job waits for ever.
-  ops.reset();
-  PoolPolicy policy;
-  policy.lease_ms = 1000;
-  store.emplace(PoolStore::open(":memory:", policy).value());
-  store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
-  ops.emplace(*store, [this](const json& e) { events.push_back(e); }, 42);
+  with_default_lease_caps();
   const json spec = {{"argv", {"true"}}, {"shards", 4}, {"replicas", 2}};
   const auto j = store->create_job("carol", "exec", spec, {{"files", json::array()}}, {}, 4, 10 * kMicroPerCredit, kT0,
                                    JobRules{0, false, "exec"}).value();
