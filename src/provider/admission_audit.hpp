@@ -5,7 +5,7 @@
 // address, so that a flood of garbage connections writes a few rows, not one
 // each (docs/SECURITY.md, "Protocol bounds and rendezvous").
 //
-// The first such refusal from an address (AdmissionSlots::address_key) in an
+// The first such refusal from an address (core/address_key.hpp) in an
 // interval is written at once, as it is; the others of that interval become
 // one record written when the interval ends (or at flush_all()), with
 //   detail {"count": N, "first": RFC 3339, "last": RFC 3339, "reasons": {reason: n, ...}}

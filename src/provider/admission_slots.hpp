@@ -13,8 +13,6 @@
 //
 // Pure bookkeeping: the caller closes what it is told to. Not thread-safe.
 
-#include <boost/asio/ip/address.hpp>
-
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -36,9 +34,6 @@ class AdmissionSlots {
 
   std::size_t pending() const { return slots_.size(); }
   std::size_t pending(const std::string& address_key) const;
-
-  // "192.0.2.7" -> "192.0.2.7"; "2001:db8:1:2:a:b:c:d" -> "2001:db8:1:2::/64"; IPv4-mapped IPv6 as IPv4.
-  static std::string address_key(const boost::asio::ip::address& address);
 
  private:
   std::size_t per_address_, total_;

@@ -47,14 +47,5 @@ TEST(AdmissionSlots, ReleaseFreesTheSlotAndIgnoresUnknownOnes) {
   EXPECT_FALSE(slots.take("203.0.113.1").evict);
 }
 
-TEST(AdmissionSlots, AddressKeys) {
-  namespace ip = boost::asio::ip;
-  EXPECT_EQ(AdmissionSlots::address_key(ip::make_address("192.0.2.7")), "192.0.2.7");
-  EXPECT_EQ(AdmissionSlots::address_key(ip::make_address("::ffff:192.0.2.7")), "192.0.2.7");
-  // An IPv6 /64 is one subscriber: all its addresses share a key.
-  EXPECT_EQ(AdmissionSlots::address_key(ip::make_address("2001:db8:1:2:a:b:c:d")), "2001:db8:1:2::/64");
-  EXPECT_EQ(AdmissionSlots::address_key(ip::make_address("2001:db8:1:2::99")), "2001:db8:1:2::/64");
-}
-
 }  // namespace
 }  // namespace runsnack

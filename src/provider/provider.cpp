@@ -1,5 +1,6 @@
 #include "provider/provider.hpp"
 
+#include "core/address_key.hpp"
 #include "core/log_exceptions.hpp"
 #include "core/base32.hpp"
 #include "core/json_fields.hpp"
@@ -35,7 +36,7 @@ struct Provider::LiveSession {
   std::string id;
   PeerId consumer;
   std::string address;
-  std::string address_key;  // AdmissionSlots::address_key, empty when relayed (not counted per address)
+  std::string address_key;  // core/address_key.hpp, empty when relayed (not counted per address)
   std::string path;  // how the consumer reached us: direct, punched, relayed
   Grant grant;
   std::shared_ptr<Mux> mux;
@@ -320,7 +321,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   const std::string address = path == "relayed" ? "relay " + endpoint_text(socket) : endpoint_text(socket);
   boost::system::error_code ec;
   auto remote = socket.remote_endpoint(ec);
-  const std::string key = (path == "relayed" ? "relay " : "") + (ec ? address : AdmissionSlots::address_key(remote.address()));
+  const std::string key = (path == "relayed" ? "relay " : "") + (ec ? address : address_key(remote.address()));
   socket.set_option(tcp::no_delay(true), ec);
   cap_retransmit_backoff(socket);  // resume within ~1 s of an outage's end
 

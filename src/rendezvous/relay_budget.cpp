@@ -1,8 +1,7 @@
 #include "rendezvous/relay_budget.hpp"
 
+#include "core/address_key.hpp"
 #include "core/duration.hpp"
-
-#include <boost/asio/ip/address.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -85,24 +84,12 @@ RelayBudgets::RelayBudgets(RelayBudgetLimits limits, std::set<std::string> only_
       keys_(limits.per_key, limits.window, limits.max_tracked),
       addresses_(limits.per_address, limits.window, limits.max_tracked) {}
 
-std::string RelayBudgets::address_of(const std::string& ip) {
-  boost::system::error_code ec;
-  auto a = boost::asio::ip::make_address(ip, ec);
-  if (ec) return ip;
-  if (a.is_v6() && a.to_v6().is_v4_mapped())
-    return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6()).to_string();
-  if (a.is_v4()) return a.to_string();
-  auto bytes = a.to_v6().to_bytes();
-  std::fill(bytes.begin() + 8, bytes.end(), 0);
-  return boost::asio::ip::address_v6(bytes).to_string() + "/64";
-}
-
 std::optional<std::string> RelayBudgets::spent_one(const std::string& peer, const std::string& ip, Time now) const {
   if (keys_.remaining(peer, now) == 0)
     return "the relay budget of provider " + peer + " is spent (" + bytes_text(keys_.limit()) + " per " +
            format_duration(limits_.window) + ", this rendezvous' --relay-per-key); it renews in " +
            renews_in(keys_.resets_at(peer, now), now);
-  const std::string address = address_of(ip);
+  const std::string address = address_key(ip);
   if (addresses_.remaining(address, now) == 0)
     return "the relay budget of address " + address + " is spent (" + bytes_text(addresses_.limit()) + " per " +
            format_duration(limits_.window) + ", this rendezvous' --relay-per-address); it renews in " +
@@ -122,14 +109,14 @@ std::optional<std::string> RelayBudgets::refuse(const std::string& peer, const s
 
 std::uint64_t RelayBudgets::remaining(const std::string& peer, const std::string& ip_a, const std::string& ip_b,
                                       Time now) const {
-  const std::string a = address_of(ip_a), b = address_of(ip_b);
+  const std::string a = address_key(ip_a), b = address_key(ip_b);
   return std::min({keys_.remaining(peer, now), addresses_.remaining(a, now), addresses_.remaining(b, now)});
 }
 
 void RelayBudgets::charge(const std::string& peer, const std::string& ip_a, const std::string& ip_b,
                           std::uint64_t bytes, Time now) {
   keys_.charge(peer, bytes, now);
-  const std::string a = address_of(ip_a), b = address_of(ip_b);
+  const std::string a = address_key(ip_a), b = address_key(ip_b);
   addresses_.charge(a, bytes, now);
   if (b != a) addresses_.charge(b, bytes, now);  // one address with both sides pays once
 }

@@ -75,10 +75,6 @@ class RelayBudgets {
   // `only_for`: the provider keys (PeerId text) to relay for; empty: any proven key.
   explicit RelayBudgets(RelayBudgetLimits limits = {}, std::set<std::string> only_for = {});
 
-  // An IPv4 address as it is; an IPv6 one as its /64 ("2001:db8:1:2::/64"); an
-  // IPv4-mapped IPv6 address as the IPv4 one; anything else unchanged.
-  static std::string address_of(const std::string& ip);
-
   // Why a relay for provider `peer` with a side at `ip` is refused now, or
   // nothing. Pass the other side's address too once both have arrived.
   std::optional<std::string> refuse(const std::string& peer, const std::string& ip,

@@ -68,10 +68,7 @@ TEST(RelayBudget, ManyKeysFromOneAddressShareTheAddresssBudget) {
 }
 
 TEST(RelayBudget, AnIpv6AddressIsItsSlash64) {
-  EXPECT_EQ(RelayBudgets::address_of("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
-  EXPECT_EQ(RelayBudgets::address_of("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::/64");
-  EXPECT_EQ(RelayBudgets::address_of("::ffff:192.0.2.5"), "192.0.2.5");
-  EXPECT_EQ(RelayBudgets::address_of("192.0.2.5"), "192.0.2.5");
+  // (address_key's own cases: core/address_key_test.cpp)
   RelayBudgets b(small());
   Time now{};
   b.charge(kAlice, "2001:db8:1:2::1", "2001:db8:1:2::2", 500, now);

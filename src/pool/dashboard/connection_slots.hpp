@@ -18,8 +18,6 @@
 //
 // Pure bookkeeping: the caller closes what it is told to. Not thread-safe.
 
-#include <boost/asio/ip/address.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -46,9 +44,6 @@ class ConnectionSlots {
 
   std::size_t held() const { return slots_.size(); }
   std::size_t held(const std::string& address_key) const;
-
-  // "192.0.2.7" -> "192.0.2.7"; "2001:db8:1:2:a:b:c:d" -> "2001:db8:1:2::/64"; IPv4-mapped IPv6 as IPv4.
-  static std::string address_key(const boost::asio::ip::address& address);
 
  private:
   struct Slot {

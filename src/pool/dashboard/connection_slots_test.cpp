@@ -93,14 +93,5 @@ TEST(ConnectionSlots, ReleaseFreesTheSlotAndIgnoresUnknownOnes) {
   EXPECT_TRUE(slots.take("192.0.2.1").slot);
 }
 
-TEST(ConnectionSlots, AddressKeysAreIpv4OrAnIpv6Slash64) {
-  using boost::asio::ip::make_address;
-  EXPECT_EQ(ConnectionSlots::address_key(make_address("192.0.2.7")), "192.0.2.7");
-  EXPECT_EQ(ConnectionSlots::address_key(make_address("::ffff:192.0.2.7")), "192.0.2.7");
-  EXPECT_EQ(ConnectionSlots::address_key(make_address("2001:db8:1:2:a:b:c:d")), "2001:db8:1:2::/64");
-  EXPECT_EQ(ConnectionSlots::address_key(make_address("2001:db8:1:2::1")),
-            ConnectionSlots::address_key(make_address("2001:db8:1:2:ffff::9")));
-}
-
 }  // namespace
 }  // namespace runsnack::pool::dashboard

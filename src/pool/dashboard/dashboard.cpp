@@ -2,6 +2,7 @@
 
 #include "core/log_exceptions.hpp"
 #include "pool/dashboard/event_replay.hpp"
+#include "core/address_key.hpp"
 #include "pool/dashboard/http_address.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -309,7 +310,7 @@ asio::awaitable<void> Dashboard::run() {
     boost::system::error_code oec;
     const tcp::endpoint peer = socket.remote_endpoint(oec);
     if (oec) continue;  // already gone
-    const std::string address = ConnectionSlots::address_key(peer.address());
+    const std::string address = address_key(peer.address());
     auto taken = state_->slots.take(address);
     if (taken.evict) {
       spdlog::debug("dashboard: all {} connections taken: closed one of the address holding the most",
