@@ -36,12 +36,19 @@ class ReplicationTest : public ::testing::Test {
     result.stdout_data = "same";
     result.files = nlohmann::json::array();
   }
-  // Alice runs shard 0 first: her result is held and a copy is queued.
-  void alice_first() {
+  // dave, new, on carl's network (not alice's): independent of alice, vouched for by nobody.
+  std::string dave_on_another_network() {
+    auto dave = registered(*store, "dave", "cpu", "cpu", kReferenceScore, 3600, now).value();
+    rep->worker_network("dave", kNetB);
+    return dave;
+  }
+  // Alice runs shard 0 first (returning `what`, the right result unless told): her result is held
+  // and a copy is queued.
+  void alice_first(std::optional<TaskResult> what = std::nullopt) {
     auto t = store->claim(alice, "alice", now).value();
     ASSERT_TRUE(t);
     ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
-    auto held = rep->on_result(t->id, t->attempt, "alice", alice, result, now, nullptr);
+    auto held = rep->on_result(t->id, t->attempt, "alice", alice, what.value_or(result), now, nullptr);
     ASSERT_TRUE(held);
     EXPECT_TRUE(held->value("held", false)) << held->dump();
   }
@@ -169,14 +176,11 @@ TEST_F(ReplicationTest, AVerifiedQuorumWithAnUnprovenDeviceTeachesNoKnownAnswer)
 }
 
 TEST_F(ReplicationTest, TwoNewIdentitiesOnTwoNetworksNeverVerifyEachOther) {
-  // dave, new, on another network than alice: their agreement is independent but vouched for by nobody.
-  const auto dave = registered(*store, "dave", "cpu", "cpu", kReferenceScore, 3600, now).value();
-  rep->worker_network("dave", kNetB);
+  // Their agreement is independent but vouched for by nobody.
+  const auto dave = dave_on_another_network();
   TaskResult forged = result;
   forged.stdout_data = "forged";
-  auto t = store->claim(alice, "alice", now).value();
-  ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
-  ASSERT_TRUE(rep->on_result(t->id, t->attempt, "alice", alice, forged, now, nullptr)->value("held", false));
+  alice_first(forged);
   std::optional<LeasedTask> copy;
   ASSERT_TRUE(claim_task("dave", dave, {}, copy));
   // carl (trusted) is online: one more copy, which only he may take.
@@ -204,12 +208,9 @@ TEST_F(ReplicationTest, TwoNewIdentitiesOnTwoNetworksNeverVerifyEachOther) {
 }
 
 TEST_F(ReplicationTest, WithNobodyVouchedForOnlineTheirAgreementIsDeliveredUnverified) {
-  const auto dave = registered(*store, "dave", "cpu", "cpu", kReferenceScore, 3600, now).value();
-  rep->worker_network("dave", kNetB);
+  const auto dave = dave_on_another_network();
   rep->worker_left("carl");
-  auto t = store->claim(alice, "alice", now).value();
-  ASSERT_TRUE(rep->on_claimed(*t, "alice", now, {}).value());
-  ASSERT_TRUE(rep->on_result(t->id, t->attempt, "alice", alice, result, now, nullptr)->value("held", false));
+  alice_first();
   std::optional<LeasedTask> copy;
   ASSERT_TRUE(claim_task("dave", dave, {}, copy));
   auto decided = rep->on_result(copy->id, copy->attempt, "dave", dave, result, now, nullptr);
