@@ -30,8 +30,9 @@ class HostBackend : public Backend {
   // library, kernel, stream and event with its name. Past it, CUDA_ERROR_OUT_OF_MEMORY, as a
   // GPU's memory bounds the real backend. A session runs at most 16 servers
   // (kMaxServersPerSession, services/cuda/cuda_service.hpp), which share one GPU on the real
-  // backend: 16 x 64 MiB = 1 GiB of host RAM per session, one GPU of 1 GiB.
-  static constexpr std::uint64_t kTotalMemory = 64ull << 20;
+  // backend: 16 x 256 MiB = 4 GiB of host RAM per session, one GPU of 4 GiB. (64 MiB was too
+  // small: cuBLAS's initialisation, sized from the device's memory, failed about every other run.)
+  static constexpr std::uint64_t kTotalMemory = 256ull << 20;
   static constexpr std::uint64_t kGlobalSize = 64 * 1024;
   static constexpr std::uint64_t kAlign = 256;
   // What one handle costs besides its name (the host's bookkeeping; a GPU's costs device memory).

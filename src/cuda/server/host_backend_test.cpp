@@ -10,18 +10,19 @@ namespace {
 
 constexpr u64 kMiB = 1ull << 20;
 
-// A session's 16 servers (kMaxServersPerSession) hold what one GPU of 1 GiB would: 64 MiB each.
+// A session's 16 servers (kMaxServersPerSession) hold what one GPU of 4 GiB would: 256 MiB each.
+constexpr u64 kDevice = HostBackend::kTotalMemory;
 TEST(HostBackend, AllocationsPastTheDeviceMemoryAreOutOfMemory) {
   HostBackend b;
   u64 free = 0, total = 0;
   ASSERT_EQ(b.mem_get_info(free, total), 0);
-  EXPECT_EQ(total, 64 * kMiB);
+  EXPECT_EQ(total, 256 * kMiB);
   u64 p = 0;
   EXPECT_EQ(b.mem_alloc(total + 1, p), kErrOutOfMemory);
   EXPECT_EQ(b.mem_alloc(~0ull, p), kErrOutOfMemory);
   std::vector<u64> held;
-  for (u64 q = 0; held.size() < 16 && b.mem_alloc(8 * kMiB, q) == 0;) held.push_back(q);
-  EXPECT_EQ(held.size(), 8u);
+  for (u64 q = 0; held.size() < 64 && b.mem_alloc(8 * kMiB, q) == 0;) held.push_back(q);
+  EXPECT_EQ(held.size(), kDevice / (8 * kMiB));
   ASSERT_EQ(b.mem_free(held.back()), 0);
   EXPECT_EQ(b.mem_alloc(8 * kMiB, p), 0);  // what was freed can be taken again
   EXPECT_EQ(b.mem_alloc(1, p), kErrOutOfMemory);
@@ -32,8 +33,8 @@ TEST(HostBackend, AllocationsPastTheDeviceMemoryAreOutOfMemory) {
 TEST(HostBackend, SmallAllocationsAreChargedWholeSlots) {
   HostBackend b;
   u64 p = 0, count = 0;
-  while (count <= 64 * kMiB / 256 && b.mem_alloc(1, p) == 0) ++count;
-  EXPECT_EQ(count, 64 * kMiB / 256);
+  while (count <= kDevice / 256 && b.mem_alloc(1, p) == 0) ++count;
+  EXPECT_EQ(count, kDevice / 256);
 }
 
 // Globals (one 64 KiB buffer per name), functions and events are device memory too; an unloaded
@@ -44,9 +45,9 @@ TEST(HostBackend, HandlesAndGlobalsAreChargedAndFreedWithTheirModule) {
   ASSERT_EQ(b.module_load(nullptr, 16, module), 0);
   int rc = 0;
   u64 globals = 0;
-  for (; globals < 2000 && (rc = b.module_get_global(module, "g" + std::to_string(globals), dptr, size)) == 0; ++globals) {}
+  for (; globals < 8000 && (rc = b.module_get_global(module, "g" + std::to_string(globals), dptr, size)) == 0; ++globals) {}
   EXPECT_EQ(rc, kErrOutOfMemory);
-  EXPECT_LT(globals, 64 * kMiB / (64 * 1024));
+  EXPECT_LT(globals, kDevice / (64 * 1024));
   u64 free = 0, total = 0;
   ASSERT_EQ(b.mem_get_info(free, total), 0);
   EXPECT_LT(free, 64 * 1024u + 8);
@@ -59,8 +60,8 @@ TEST(HostBackend, HandlesAndGlobalsAreChargedAndFreedWithTheirModule) {
   ASSERT_EQ(b.module_get_function(module, "f", again), 0);
   EXPECT_EQ(fn, again);  // the same function, as on a GPU: looking it up again costs nothing
   u64 event = 0, events = 0;
-  while (events < 64 * kMiB / 256 && b.event_create(0, event) == 0) ++events;
-  EXPECT_LT(events, 64 * kMiB / 256);
+  while (events < kDevice / 256 && b.event_create(0, event) == 0) ++events;
+  EXPECT_LT(events, kDevice / 256);
 }
 
 // The log of a server that nobody reads: 2000 launches with 4 KiB of arguments (16 MB of hex before).

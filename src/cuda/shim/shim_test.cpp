@@ -254,6 +254,7 @@ TEST(CudaShim, CublasCreateGetsThroughItsInitialisation) {
   ProgramRun r = run_with_shim(kPrograms + "/cublas_create", server.path());
   server.stop();
   SCOPED_TRACE(r.output);
+  SCOPED_TRACE(::testing::PrintToString(server.backend().calls()));
   EXPECT_EQ(r.output.find("not implemented yet"), std::string::npos);
   EXPECT_EQ(r.output.find("unknown"), std::string::npos);
   EXPECT_NE(r.output.find("cublasCreate: CUBLAS_STATUS_SUCCESS"), std::string::npos);
