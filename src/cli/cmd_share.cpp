@@ -334,8 +334,9 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--gpu-hours", args->gpu_hours, "run/shell: GPU time (wall time x GPUs) in total; spent, it expires")
       ->check(kNonNegativeNumber);
   cmd->add_option("--disk-quota", args->disk_quota,
-                  "run/cp: the whole workspace's size, however it is filled, e.g. 10G (as root: an ext4 image of that "
-                  "size mounted on it; otherwise measured while commands run) (default: none)");
+                  "run/cp: the disk the link's workspaces may take, however they are filled, for everyone who uses the "
+                  "link together, e.g. 10G (an ext4 image of that size per link; where none can be mounted, measured "
+                  "while commands run) (default: none)");
   cmd->add_option("--max-transfer", args->max_transfer,
                   "run --pull / cp: file data one transfer from the workspace may send, e.g. 50G (default 10G; holes "
                   "of sparse files do not count)");

@@ -43,8 +43,18 @@ asio::awaitable<Result<nlohmann::json>> ask(Session& session, const nlohmann::js
 
 void print_table(const nlohmann::json& answer, const std::string& here) {
   const auto& list = answer["workspaces"];
+  // The provider's --disk-quota holds for the link: everyone who uses it fills the same room.
+  const auto quota_line = [&] {
+    if (!answer["quota_bytes"].is_number()) return;
+    std::cout << "this link's " << human(answer["quota_bytes"].get<std::uint64_t>())
+              << " disk quota is shared by everyone who uses the link";
+    if (answer["quota_used_bytes"].is_number())
+      std::cout << ": " << human(answer["quota_used_bytes"].get<std::uint64_t>()) << " used";
+    std::cout << std::endl;
+  };
   if (!list.is_array() || list.empty()) {
     std::cout << "no workspaces yet (runsnack run, shell or cp makes the one of a folder)" << std::endl;
+    quota_line();
     return;
   }
   std::cout << std::left << std::setw(44) << "WORKSPACE" << std::setw(12) << "SIZE" << "LAST USED" << std::endl;
@@ -59,9 +69,8 @@ void print_table(const nlohmann::json& answer, const std::string& here) {
     std::cout << std::setw(44) << printable(name) << std::setw(12) << human(bytes)
               << printable(string_or(w, "last_used")) << notes << std::endl;
   }
-  std::cout << list.size() << " workspace" << (list.size() == 1 ? "" : "s") << ", " << human(total);
-  if (answer["quota_bytes"].is_number()) std::cout << " of the " << human(answer["quota_bytes"].get<std::uint64_t>()) << " disk quota";
-  std::cout << std::endl;
+  std::cout << list.size() << " workspace" << (list.size() == 1 ? "" : "s") << ", " << human(total) << std::endl;
+  quota_line();
 }
 
 asio::awaitable<int> workspaces_body(const WorkspacesArgs& args, Session& session) {
@@ -73,6 +82,7 @@ asio::awaitable<int> workspaces_body(const WorkspacesArgs& args, Session& sessio
     if ((*answer)["type"] != "workspaces") co_return report("expected the provider's list of workspaces");
     if (args.json) {
       nlohmann::json out = {{"workspaces", (*answer)["workspaces"]}, {"quota_bytes", (*answer)["quota_bytes"]},
+                            {"quota_used_bytes", answer->value("quota_used_bytes", nlohmann::json())},
                             {"this_folder", here}};
       print_json(out);
     } else {
@@ -100,12 +110,13 @@ void add_workspaces_command(CLI::App& app, ExitStatus& status) {
   cmd->add_option("LINK", args->link, kLinkHelp);
   cmd->add_option("--remove", args->remove, "Delete this workspace and all its files on the provider (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_flag("--json", args->json, "Print one JSON object: workspaces [{name, bytes, last_used, in_use}], quota_bytes, this_folder");
+  cmd->add_flag("--json", args->json, "Print one JSON object: workspaces [{name, bytes, last_used, in_use}], quota_bytes, "
+                "quota_used_bytes (by everyone on the link), this_folder");
   cmd->footer("Each project folder has a workspace of its own on the provider, named after the folder and a\n"
               "hash of its path (marked \"this folder\"); run, shell and cp use it unless given --workspace NAME.\n"
               "A consumer of an earlier version had one workspace: its files are in \"default\". The provider's\n"
-              "--disk-quota holds for all your workspaces together. A workspace a command runs in cannot be\n"
-              "removed until the command ends.\n"
+              "--disk-quota holds for the link: all the workspaces of everyone who uses it together (each sees\n"
+              "only their own). A workspace a command runs in cannot be removed until the command ends.\n"
               "  runsnack workspaces gpu-box\n"
               "  runsnack workspaces gpu-box --remove old-experiment-1a2b3c4d");
   cmd->callback([&status, args] {

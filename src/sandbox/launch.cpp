@@ -1,12 +1,14 @@
 #include "sandbox/launch.hpp"
 
 #include "core/paths.hpp"
+#include "sandbox/fuse2fs_namespace.hpp"
 #include "sandbox/seccomp_filter.hpp"
 #include "sandbox/workspace_image.hpp"
 #include "sandbox/workspace_names.hpp"
 #include "sandbox/workspace_projects.hpp"
 
 #include <openssl/evp.h>
+#include <spdlog/spdlog.h>
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -16,11 +18,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <regex>
+#include <set>
 
 namespace runsnack::exec {
 
@@ -40,6 +44,16 @@ Result<sfs::path> workspace_for(const PeerId& consumer) {
   auto dir = state_dir();
   if (!dir) return dir.error();
   return *dir / "workspaces" / consumer.str();
+}
+
+Result<sfs::path> link_workspaces_for(std::string_view link_id) {
+  // A grant id is 10 base32 characters (link.hpp); anything else must not reach a path.
+  if (link_id.empty() || link_id.size() > 64 ||
+      !std::all_of(link_id.begin(), link_id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
+    return fail(errc::invalid_argument, "a link id of unexpected form");
+  auto dir = state_dir();
+  if (!dir) return dir.error();
+  return *dir / "workspaces" / ("link-" + std::string(link_id));
 }
 
 std::vector<int> allowed_gpus(const Grant& grant) {
@@ -167,34 +181,89 @@ std::string quota_notice(const Workspace& ws) {
     if (left && *left < std::max<std::uint64_t>(1 << 20, *ws.quota_bytes / 100)) return quota_full_text(*ws.quota_bytes);
     return "";
   }
-  if (ws.quota_mode == "polling" && allocated_bytes(ws.consumer_dir) >= *ws.quota_bytes)
+  if (ws.quota_mode == "polling" && allocated_bytes(ws.quota_dir) >= *ws.quota_bytes)
     return quota_full_text(*ws.quota_bytes);
   return "";
 }
 
-Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms& terms) {
-  auto consumer_dir = workspace_for(consumer);
-  if (!consumer_dir) return consumer_dir.error();
+namespace {
+
+// An earlier version's image per consumer (<consumer folder>.img): its workspaces are copied into the
+// consumer's folder in the link's image, and the earlier image deleted, when the consumer has no
+// workspaces there yet and they fit (the link's quota holds: cp meets the image's end). When they
+// do not, they stay where they are and the provider says so; the next provider tries again.
+void adopt_earlier_image(const sfs::path& own_dir, const sfs::path& consumer_dir, const SandboxUser& user,
+                         ImageMounter mounter) {
+  static std::mutex mutex;
+  static std::set<sfs::path> tried;  // once per process and consumer folder: a copy costs what it moves
+  std::lock_guard lock(mutex);
+  std::error_code ec;
+  if (!sfs::exists(image_path(own_dir), ec) || !tried.insert(consumer_dir).second) return;
+  if (sfs::is_directory(consumer_dir, ec) && !workspace_names_in(consumer_dir).empty()) return;
+  auto earlier = WorkspaceImages::instance().ensure(own_dir, 0, user.uid, user.gid, mounter);
+  if (!earlier) {
+    spdlog::warn("cannot mount the earlier workspace image {}: {}", image_path(own_dir).string(), earlier.error().what());
+    return;
+  }
+  const sfs::path from = seen_through(earlier->holder, own_dir);
+  std::vector<std::string> cp = {"cp", "-a", "--"};
+  for (const auto& e : sfs::directory_iterator(from, ec))
+    if (e.path().filename() != "lost+found") cp.push_back(e.path().string());
+  sfs::create_directories(consumer_dir, ec);
+  cp.push_back(consumer_dir.string() + "/");
+  auto copied = cp.size() > 4 ? run_tool(cp) : Result<void>();
+  if (!copied) {
+    for (const auto& e : sfs::directory_iterator(consumer_dir, ec)) sfs::remove_all(e.path(), ec);
+    spdlog::warn("the workspaces in {} (an earlier version's image for one consumer) do not fit the quota of the link "
+                 "it uses now ({}): they stay there; a larger --disk-quota takes them in at the next start",
+                 image_path(own_dir).string(), copied.error().what());
+    return;
+  }
+  if (auto r = WorkspaceImages::instance().retire(own_dir, mounter); !r)
+    spdlog::warn("cannot delete the earlier workspace image {}: {}", image_path(own_dir).string(), r.error().what());
+  sfs::remove(own_dir, ec);  // only when empty: the folder may hold workspaces of links with no quota
+  spdlog::info("moved the workspaces of {} into {}", image_path(own_dir).string(), consumer_dir.string());
+}
+
+}  // namespace
+
+Result<Workspace> prepare_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms,
+                                          bool make) {
+  auto own_dir = workspace_for(consumer);
+  if (!own_dir) return own_dir.error();
   Workspace ws;
-  ws.consumer_dir = *consumer_dir;
   ws.user = sandbox_user(consumer.str());
   ws.quota_bytes = terms.disk_quota_bytes;
   ws.quota_mode = "none";
   std::error_code ec;
-  sfs::create_directories(ws.consumer_dir.parent_path(), ec);
-  remove_earlier_sync_states(ws.consumer_dir);  // beside the image, where an earlier version kept them
-  if (ws.quota_bytes) {
-    if (auto mounter = image_mounter()) {
-      auto image = WorkspaceImages::instance().ensure(ws.consumer_dir, *ws.quota_bytes, ws.user.uid, ws.user.gid, *mounter);
+  sfs::create_directories(own_dir->parent_path(), ec);
+  remove_earlier_sync_states(*own_dir);  // beside the image, where an earlier version kept them
+  if (!ws.quota_bytes) {
+    ws.consumer_dir = ws.quota_dir = *own_dir;
+  } else {
+    auto link_dir = link_workspaces_for(link_id);
+    if (!link_dir) return link_dir.error();
+    ws.quota_dir = *link_dir;
+    ws.quota_mode = "polling";
+    const auto mounter = image_mounter();
+    if (mounter) {
+      // The image's root is the provider's; each consumer's folder in it is the consumer's.
+      auto image = WorkspaceImages::instance().ensure(*link_dir, *ws.quota_bytes, ::geteuid(), ::getegid(), *mounter);
       if (!image) return image.error();
       ws.quota_mode = quota_mode_name(*mounter);
       ws.ns_holder = image->holder;
-      ws.consumer_dir = seen_through(image->holder, ws.consumer_dir);
-    } else {
-      ws.quota_mode = "polling";
+      ws.quota_dir = seen_through(image->holder, *link_dir);
     }
+    sfs::create_directories(ws.quota_dir, ec);
+    if (ec) return fail(errc::io_error, "cannot create " + ws.quota_dir.string() + ": " + ec.message());
+    ::chmod(ws.quota_dir.c_str(), 0711);  // a sandbox user passes through to its own folder and lists no one's
+    ws.consumer_dir = ws.quota_dir / consumer.str();
+    if (mounter) adopt_earlier_image(*own_dir, ws.consumer_dir, ws.user, *mounter);
   }
+  if (!make && !sfs::is_directory(ws.consumer_dir, ec)) return ws;
   sfs::create_directories(ws.consumer_dir, ec);
+  if (ec == std::errc::no_space_on_device && ws.quota_bytes)  // others on the link filled it
+    return fail(errc::exhausted, quota_full_text(*ws.quota_bytes) + ", which everyone who uses this link shares");
   if (ec) return fail(errc::io_error, "cannot create " + ws.consumer_dir.string() + ": " + ec.message());
   if (auto r = adopt_workspaces_folder(ws.consumer_dir); !r) return r.error();
   if (auto r = ensure_owned(ws.consumer_dir, ws.user); !r) return r.error();
@@ -202,8 +271,19 @@ Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms
   return ws;
 }
 
-Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& name, const RunTerms& terms) {
-  auto folder = prepare_consumer_folder(consumer, terms);
+bool has_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms) {
+  std::error_code ec;
+  auto own_dir = workspace_for(consumer);
+  if (!own_dir) return false;
+  if (!terms.disk_quota_bytes) return sfs::is_directory(*own_dir, ec);
+  auto link_dir = link_workspaces_for(link_id);
+  return link_dir && (sfs::exists(image_path(*link_dir), ec) || sfs::is_directory(*link_dir, ec) ||
+                      sfs::exists(image_path(*own_dir), ec));
+}
+
+Result<Workspace> prepare_workspace(const PeerId& consumer, std::string_view link_id, const std::string& name,
+                                    const RunTerms& terms) {
+  auto folder = prepare_consumer_folder(consumer, link_id, terms);
   if (!folder) return folder.error();
   Workspace ws = std::move(*folder);
   ws.name = name;
@@ -216,6 +296,8 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& n
                                        " workspaces on this provider, its most: remove one (runsnack workspaces LINK "
                                        "--remove NAME) or choose one with --workspace NAME");
     sfs::create_directory(ws.path, ec);
+    if (ec == std::errc::no_space_on_device && ws.quota_bytes)
+      return fail(errc::exhausted, quota_full_text(*ws.quota_bytes) + ", which everyone who uses this link shares");
     if (ec) return fail(errc::io_error, "cannot create " + ws.path.string() + ": " + ec.message());
   }
   if (auto r = ensure_owned(ws.path, ws.user); !r) return r.error();

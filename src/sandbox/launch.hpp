@@ -66,8 +66,16 @@ struct LaunchLimits {
   std::string mode;                             // "cgroup v2", "cgroup v1" or "rlimits"
 };
 
-// <state dir>/workspaces/<consumer PeerId>: the consumer's workspaces (workspace_projects.hpp).
+// Where workspaces live (workspace_projects.hpp says what is in a consumer's folder):
+//   a link with no disk quota:  <state dir>/workspaces/<consumer PeerId>, the consumer's folder,
+//                               shared by the links without a quota it uses;
+//   a link with --disk-quota:   <state dir>/workspaces/link-<grant id>, the link's folder, its
+//                               quota image mounted on it, a folder per consumer inside. The
+//                               quota holds for the link: everyone who uses it fills one image.
+// An earlier version mounted an image per consumer on the consumer's folder (<consumer>.img):
+// the first link with a quota that the consumer uses takes its workspaces in, when they fit.
 Result<std::filesystem::path> workspace_for(const PeerId& consumer);
+Result<std::filesystem::path> link_workspaces_for(std::string_view link_id);
 // The host's /dev/nvidiaN indices that the grant shares (all of them when it names none).
 std::vector<int> allowed_gpus(const Grant& grant);
 // A fresh cgroup `name` with the terms' limits, or rlimits where no cgroup can be made.
@@ -77,7 +85,8 @@ struct Workspace {
   // Paths as this process reaches them (/proc/<ns_holder>/root/... when ns_holder is set).
   std::string name;                    // workspace_names.hpp
   std::filesystem::path path;          // <consumer_dir>/<name>: the command's /workspace
-  std::filesystem::path consumer_dir;  // all the consumer's workspaces: what the quota bounds
+  std::filesystem::path consumer_dir;  // all the consumer's workspaces (under this link, with a quota)
+  std::filesystem::path quota_dir;     // what the quota bounds: the link's folder (the consumer's without a quota)
   std::filesystem::path sync_state;    // the run sync's remembered state, in consumer_dir (workspace_projects.hpp)
   SandboxUser user;
   std::optional<std::uint64_t> quota_bytes;
@@ -85,13 +94,20 @@ struct Workspace {
   pid_t ns_holder = 0;     // the fuse2fs whose user and mount namespaces hold the image (0: none)
 };
 
-// The consumer's workspace `name` (checked by workspace_names.hpp), ready for a command or a
-// transfer: created (mode 0700, owned by `user`), the quota image mounted on the consumer's folder
-// where there is one, marked used now. Refused (errc::exhausted) when it would be one more than
-// kMaxWorkspacesPerConsumer. Blocking (mkfs, a first chown): run it off the io thread.
-Result<Workspace> prepare_workspace(const PeerId& consumer, const std::string& name, const RunTerms& terms);
+// The workspace `name` (checked by workspace_names.hpp) of `consumer`, who came through link
+// `link_id` with `terms`, ready for a command or a transfer: created (mode 0700, owned by `user`),
+// the link's quota image mounted where there is one, marked used now. Refused (errc::exhausted)
+// when it would be one more than kMaxWorkspacesPerConsumer. Blocking (mkfs, a first chown, an
+// earlier image's copy): run it off the io thread.
+Result<Workspace> prepare_workspace(const PeerId& consumer, std::string_view link_id, const std::string& name,
+                                    const RunTerms& terms);
 // The consumer's folder alone (name, path and sync_state empty): what prepare_workspace does first.
-Result<Workspace> prepare_consumer_folder(const PeerId& consumer, const RunTerms& terms);
+// With `make` false a folder not there yet is not made (consumer_dir names where it would be).
+Result<Workspace> prepare_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms,
+                                          bool make = true);
+// Whether prepare_consumer_folder would find anything there already (it makes what it lacks: an
+// image, for a mere listing, is not worth making).
+bool has_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms);
 // `dir` and all below it owned by `user`, when `dir` is not yet (a workspace a provider made
 // before sandbox uids, or a pool task's inputs copied by root). Symlinks are not followed.
 Result<void> ensure_owned(const std::filesystem::path& dir, const SandboxUser& user);

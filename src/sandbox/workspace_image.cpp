@@ -34,12 +34,6 @@ Result<void> unmount(const sfs::path& dir, ImageMounter mounter) {
   return {};
 }
 
-sfs::path image_of(const sfs::path& dir) {
-  sfs::path img = dir;
-  img += ".img";
-  return img;
-}
-
 bool empty_dir(const sfs::path& dir) {
   std::error_code ec;
   return !sfs::exists(dir, ec) || sfs::is_empty(dir, ec);
@@ -144,7 +138,7 @@ WorkspaceImages& WorkspaceImages::instance() {
 WorkspaceImages::~WorkspaceImages() {
   for (auto& [dir, m] : mounted_) {
     if (m.ns) {
-      end_namespace_mount(*m.ns, image_of(dir));  // its namespace, and the mount in it, end with it
+      end_namespace_mount(*m.ns, image_path(dir));  // its namespace, and the mount in it, end with it
       continue;
     }
     if (auto r = unmount(dir, m.mounter); !r) spdlog::warn("cannot unmount {}: {}", dir.string(), r.error().what());
@@ -155,7 +149,7 @@ Result<WorkspaceImages::Image> WorkspaceImages::ensure(const sfs::path& dir, std
                                                       gid_t gid, ImageMounter mounter) {
   std::lock_guard lock(mu_);
   const std::uint64_t want = std::max(quota_bytes, kMinImageBytes);
-  const sfs::path img = image_of(dir);
+  const sfs::path img = image_path(dir);
   auto in_force = [](const Mounted& m) { return Image{m.size, m.ns ? m.ns->pid : 0}; };
   if (auto it = mounted_.find(dir); it != mounted_.end()) {
     if (!it->second.ns || still_running(*it->second.ns)) return in_force(it->second);
@@ -201,6 +195,34 @@ Result<WorkspaceImages::Image> WorkspaceImages::ensure(const sfs::path& dir, std
   if (!mounted) return Error(mounted.error().code, "cannot mount the workspace image: " + mounted.error().what());
   mounted_[dir] = {image_size(img), mounter, {}};
   return in_force(mounted_[dir]);
+}
+
+Result<void> WorkspaceImages::retire(const sfs::path& dir, ImageMounter mounter) {
+  std::lock_guard lock(mu_);
+  const sfs::path img = image_path(dir);
+  if (auto it = mounted_.find(dir); it != mounted_.end()) {
+    if (it->second.ns) {
+      end_namespace_mount(*it->second.ns, img);
+    } else if (auto r = unmount(dir, it->second.mounter); !r) {
+      return r.error();
+    }
+    mounted_.erase(it);
+  } else if (auto left = mounter == ImageMounter::fuse2fs_namespace ? left_namespace_mount(img) : std::nullopt) {
+    end_namespace_mount(*left, img);
+  } else if (is_mount_point(dir)) {
+    if (auto r = unmount(dir, mounter == ImageMounter::fuse2fs_namespace ? ImageMounter::fuse2fs : mounter); !r)
+      return r.error();
+  }
+  std::error_code ec;
+  sfs::remove(img, ec);
+  if (ec) return fail(errc::io_error, "cannot delete " + img.string() + ": " + ec.message());
+  return {};
+}
+
+sfs::path image_path(const sfs::path& dir) {
+  sfs::path img = dir;
+  img += ".img";
+  return img;
 }
 
 bool is_mount_point(const sfs::path& dir) {

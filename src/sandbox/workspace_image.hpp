@@ -62,6 +62,9 @@ class WorkspaceImages {
   // The workspace folder `dir` with an image of `quota_bytes` mounted on it.
   Result<Image> ensure(const std::filesystem::path& dir, std::uint64_t quota_bytes, uid_t uid, gid_t gid,
                        ImageMounter mounter);
+  // Unmounts the image on `dir` (mounted by this process or left by a killed one) and deletes it:
+  // its files have moved elsewhere (launch.cpp, an earlier version's image per consumer).
+  Result<void> retire(const std::filesystem::path& dir, ImageMounter mounter);
 
  private:
   WorkspaceImages() = default;
@@ -74,6 +77,8 @@ class WorkspaceImages {
   std::map<std::filesystem::path, Mounted> mounted_;  // by this process: unmounted at exit
 };
 
+// The image file that is mounted on `dir`: <dir>.img.
+std::filesystem::path image_path(const std::filesystem::path& dir);
 // Whether `dir` is the root of a mount (its device differs from its parent's).
 bool is_mount_point(const std::filesystem::path& dir);
 // Bytes still free for an unprivileged writer on the filesystem holding `dir`.

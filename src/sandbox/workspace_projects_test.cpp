@@ -127,15 +127,25 @@ TEST(WorkspaceProjects, AtMostAHundredPerConsumer) {
   for (std::size_t i = 0; i < kMaxWorkspacesPerConsumer; ++i) {
     std::string name = "w";
     name += std::to_string(i);  // not "w" + ...: GCC 12's -Wrestrict misfires on that at -O2
-    ASSERT_TRUE(prepare_workspace(consumer, name, terms)) << i;
+    ASSERT_TRUE(prepare_workspace(consumer, "abcdefghij", name, terms)) << i;
   }
-  auto one_more = prepare_workspace(consumer, "one-more", terms);
+  auto one_more = prepare_workspace(consumer, "abcdefghij", "one-more", terms);
   ASSERT_FALSE(one_more);
   EXPECT_TRUE(one_more.error().is(errc::exhausted));
   EXPECT_NE(one_more.error().what().find("--remove NAME"), std::string::npos);
-  auto existing = prepare_workspace(consumer, "w7", terms);  // one already there is still used
+  auto existing = prepare_workspace(consumer, "abcdefghij", "w7", terms);  // one already there is still used
   ASSERT_TRUE(existing);
-  EXPECT_EQ(existing->path, t.path / "workspaces" / consumer.str() / "w7");
+  EXPECT_EQ(existing->path, t.path / "workspaces" / consumer.str() / "w7");  // no quota: the consumer's folder
+  ::unsetenv("RUNSNACK_HOME");
+}
+
+TEST(WorkspaceProjects, ALinkIdNeverLeavesTheWorkspacesFolder) {
+  TempDir t;
+  ::setenv("RUNSNACK_HOME", t.path.c_str(), 1);
+  auto ok = link_workspaces_for("abcdefghij");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(*ok, t.path / "workspaces" / "link-abcdefghij");
+  for (const char* bad : {"", "..", "../x", "a/b", "abc.def", "a b"}) EXPECT_FALSE(link_workspaces_for(bad)) << bad;
   ::unsetenv("RUNSNACK_HOME");
 }
 

@@ -312,10 +312,22 @@ class E2ETestCase(unittest.TestCase):
     def peer_id(self, home):
         return self.ok(home, "id").stdout.strip()
 
-    def workspace_dir(self, phome, chome, folder):
-        """Where the provider in `phome` keeps the workspace of `chome`'s project `folder` (or a workspace name)."""
+    def workspace_dir(self, phome, chome, folder, quota_link=None):
+        """Where the provider in `phome` keeps the workspace of `chome`'s project `folder` (or a workspace name):
+        in the consumer's folder, or under a link with a disk quota (`quota_link`) in the link's folder."""
         name = folder if "/" not in folder else workspace_name(folder)
-        return os.path.join(phome, "workspaces", self.peer_id(chome), name)
+        return os.path.join(self.consumer_folder(phome, chome, quota_link), name)
+
+    def consumer_folder(self, phome, chome, quota_link=None):
+        """The folder of `chome`'s workspaces on the provider in `phome` (see workspace_dir)."""
+        return os.path.join(self.link_folder(phome, quota_link) if quota_link else os.path.join(phome, "workspaces"),
+                            self.peer_id(chome))
+
+    @staticmethod
+    def link_folder(phome, link):
+        """Where a link with a disk quota keeps the workspaces of all its consumers: its image's mount point."""
+        grant_id = re.search(r"/g/([a-z2-7]+)", link).group(1)
+        return os.path.join(phome, "workspaces", "link-" + grant_id)
 
     def audit(self, home):
         cp = self.ok(home, "log", "--json")

@@ -21,7 +21,8 @@ class RunBase(E2ETestCase):
         self.work = os.path.join(self.tmp, "work")
         os.makedirs(self.work, exist_ok=True)
         self.cli_cwd = self.work  # cp uses the workspace `run --sync work` syncs to
-        self.workspace = self.workspace_dir(self.phome, self.chome, self.work)
+        quota_link = self.provider.link if "--disk-quota" in share_args else None
+        self.workspace = self.workspace_dir(self.phome, self.chome, self.work, quota_link)
 
     def write(self, rel, data):
         path = os.path.join(self.work, rel)

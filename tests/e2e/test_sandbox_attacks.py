@@ -18,6 +18,7 @@ import json
 import os
 import pwd
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -357,9 +358,11 @@ class AttackSuite:
         self.link = self.provider.link
         self.work = os.path.join(self.tmp, "work")
         os.makedirs(self.work, exist_ok=True)
-        # The quota's image is mounted on the consumer's folder, which holds its workspaces.
-        self.consumer_dir = os.path.join(self.phome, "workspaces", self.peer_id(self.chome))
-        self.workspace = self.workspace_dir(self.phome, self.chome, self.work)
+        # With a quota, its image is mounted on the link's folder, which holds a folder per consumer.
+        quota_link = self.link if "--disk-quota" in share_args else None
+        self.quota_dir = self.link_folder(self.phome, self.link) if quota_link else None
+        self.consumer_dir = self.consumer_folder(self.phome, self.chome, quota_link)
+        self.workspace = self.workspace_dir(self.phome, self.chome, self.work, quota_link)
         self.cli_cwd = self.work  # cp uses the workspace `run --sync work` syncs to
 
     def write(self, rel, text):
@@ -458,9 +461,80 @@ class AttackSuite:
         # The workspace is an ext4 image of the quota's size: a hard total, whoever runs the provider.
         self.assertLess(used, 50 * MB * 1.3, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
         self.assertEqual(self.quota_modes(), {"ext4 image (fuse2fs)" if self.AS_USER else "ext4 image"})
-        self.assertIn(self.consumer_dir, mounts_under(self.tmp), "the workspace image is not mounted")
+        self.assertIn(self.quota_dir, mounts_under(self.tmp), "the workspace image is not mounted")
         self.provider.stop()
-        self.assertNotIn(self.consumer_dir, mounts_under(self.tmp), "the provider left its workspace image mounted")
+        self.assertNotIn(self.quota_dir, mounts_under(self.tmp), "the provider left its workspace image mounted")
+
+    def test_disk_quota_holds_for_the_link_not_each_consumer(self):
+        """Issue 37, finding 6: the quota was an image per consumer identity, and identities cost
+        nothing: six made on the spot on one `--disk-quota 50M` link put 283.5 MB on the host."""
+        if self.AS_USER:
+            self.skipTest("the provider as root covers it: the link's image and its folders are the same "
+                          "whoever mounts it (fuse2fs: test_disk_quota_holds_for_many_files)")
+        self.start_pair("--disk-quota", QUOTA)
+        self.write("fill.py", FILL)
+        before = allocated_bytes(self.phome)
+        homes = [self.chome] + [self.new_home("identity%d" % i) for i in range(1, 6)]
+        for home in homes:
+            cp = self.run_cli(home, "run", self.link, "--sync", self.work, "--", "python3", "fill.py", timeout=180)
+            self.assertIn("the workspace is full: 50 MB quota", cp.stderr)
+        used = allocated_bytes(self.phome) - before
+        figure(self, "6 identities x 20 x 45 MB on one link under a 50 MB quota: %.1f MB landed on the host"
+               % (used / MB))
+        self.assertLess(used, 50 * MB * 1.3, "six identities put %.1f MB on the host under one 50 MB link" % (used / MB))
+        # One image, the link's, mounted on its folder; a folder per consumer in it, each its own.
+        self.assertEqual(mounts_under(os.path.join(self.phome, "workspaces")), [self.quota_dir])
+        # (Those who came once it was full have none: even a folder is refused, "the workspace is full".)
+        folders = [n for n in os.listdir(self.quota_dir) if n != "lost+found"]
+        self.assertIn(self.peer_id(self.chome), folders)
+        self.assertLessEqual(set(folders), {self.peer_id(h) for h in homes})
+        owners = set()
+        for peer in folders:
+            st = os.stat(os.path.join(self.quota_dir, peer))
+            self.assertEqual(st.st_mode & 0o777, 0o700, peer)
+            owners.add(st.st_uid)
+        self.assertEqual(len(owners), len(folders), "each consumer's folder belongs to its own sandbox uid")
+        self.assertEqual(os.stat(self.quota_dir).st_mode & 0o777, 0o711)
+        # Each sees only its own workspaces, and that the room is the link's, used by everyone.
+        out = json.loads(self.ok(self.chome, "workspaces", self.link, "--json").stdout)
+        self.assertEqual([w["name"] for w in out["workspaces"]], [workspace_name(self.work)])
+        self.assertEqual(out["quota_bytes"], 50 << 20)
+        self.assertGreater(out["quota_used_bytes"], 40 * MB)
+        table = self.ok(homes[5], "workspaces", self.link).stdout
+        self.assertIn("disk quota is shared by everyone who uses the link", table)
+        # Room a consumer gives back is everyone's again.
+        self.ok(self.chome, "workspaces", self.link, "--remove", workspace_name(self.work))
+        cp = self.run_cli(homes[5], "run", self.link, "--", "sh", "-c", "head -c 20000000 /dev/zero > room && echo ok")
+        self.assertEqual((cp.returncode, cp.stdout.strip()), (0, "ok"), cp.stderr)
+
+    def test_an_earlier_image_per_consumer_moves_into_the_link(self):
+        """Providers of earlier versions kept an image per consumer (<state>/workspaces/<PeerId>.img):
+        the first link with a quota the consumer uses takes its workspaces in, and the image goes."""
+        if self.AS_USER:
+            self.skipTest("the provider as root covers it (the same copy through fuse2fs)")
+        phome, chome = self.provider_home(), self.new_home("consumer")
+        peer = self.peer_id(chome)
+        earlier = os.path.join(self.tmp, "earlier")
+        os.makedirs(os.path.join(earlier, "exp1"))
+        with open(os.path.join(earlier, ".runsnack-workspaces"), "w"):
+            pass
+        with open(os.path.join(earlier, "exp1", "kept.txt"), "w") as f:
+            f.write("from before the update")
+        workspaces = os.path.join(phome, "workspaces")
+        os.makedirs(os.path.join(workspaces, peer))
+        image = os.path.join(workspaces, peer + ".img")
+        with open(image, "wb") as f:
+            f.truncate(16 << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-d", earlier, image], check=True, capture_output=True)
+        self.provider = self.start_provider(phome, "--allow", "run,cp", "--disk-quota", QUOTA)
+        link = self.provider.link
+        cp = self.run_cli(chome, "run", link, "--workspace", "exp1", "--", "cat", "kept.txt")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "from before the update"), cp.stderr)
+        self.assertFalse(os.path.exists(image), "the earlier image is still there")
+        self.assertFalse(os.path.exists(os.path.join(workspaces, peer)))
+        self.assertEqual(mounts_under(workspaces), [self.link_folder(phome, link)])
+        out = json.loads(self.ok(chome, "workspaces", link, "--json").stdout)
+        self.assertEqual([w["name"] for w in out["workspaces"]], ["exp1"])
 
     def test_sync_state_counts_against_the_quota_and_memory_is_bounded(self):
         """Issue 37, finding 1: each workspace's sync state (the last manifest and the hash cache) lay
@@ -555,7 +629,7 @@ class AttackSuite:
         self.wrapper = tuple(self.wrapper[:-1]) + ("--no-new-privs", "--") if self.wrapper else \
             ("setpriv", "--no-new-privs", "--")
         self.start_pair("--disk-quota", QUOTA)
-        image = self.consumer_dir + ".img"
+        image = self.quota_dir + ".img"
         self.addCleanup(self.stop_holders, image)
         return image
 
@@ -577,17 +651,17 @@ class AttackSuite:
         self.ok(self.chome, "cp", self.link, "remote:copied/in.txt", back + "/")
         with open(os.path.join(back, "in.txt")) as f:
             self.assertEqual(f.read(), "synced")
-        self.assertFalse(os.listdir(self.consumer_dir), "files landed in the host's folder beneath the image")
+        self.assertFalse(os.listdir(self.quota_dir), "files landed in the host's folder beneath the image")
         used, cp = self.fill_past_the_quota()
         figure(self, "20 x 45 MB under a 50 MB quota, no_new_privs: %.1f MB landed on the host" % (used / MB))
         self.assertLess(used, 52 * MB, "the workspace grew to %d bytes under a 50 MB quota: %s" % (used, cp.stdout))
         self.assertEqual(self.quota_modes(), {"ext4 image (fuse2fs, namespace)"})
         holders = procs_with(image)
         self.assertEqual(len(holders), 1, [cmdline_of(p) for p in holders])
-        self.assertIn(self.consumer_dir, mounts_seen_by(holders[0]), "the image is not mounted in fuse2fs's namespace")
+        self.assertIn(self.quota_dir, mounts_seen_by(holders[0]), "the image is not mounted in fuse2fs's namespace")
         self.provider.stop()
         self.poll_until(lambda: not procs_with(image), 10, "fuse2fs to exit with the provider")
-        self.assertEqual([p for p in all_pids() if self.consumer_dir in mounts_seen_by(p)], [],
+        self.assertEqual([p for p in all_pids() if self.quota_dir in mounts_seen_by(p)], [],
                          "a namespace still holds the workspace image mounted")
 
     def test_disk_quota_namespace_ends_with_a_killed_provider(self):
@@ -599,11 +673,13 @@ class AttackSuite:
         os.kill(self.provider.pid, 9)  # no chance to unmount: its fuse2fs must not outlive it
         self.provider.wait(15)
         self.poll_until(lambda: not procs_with(image), 15, "fuse2fs to end with its killed provider")
-        self.assertEqual([p for p in all_pids() if self.consumer_dir in mounts_seen_by(p)], [])
+        self.assertEqual([p for p in all_pids() if self.quota_dir in mounts_seen_by(p)], [])
         # The image was written out whole: the next provider mounts it again and finds the file.
         self.provider = self.start_provider(self.phome, "--allow", "run,cp,cuda", "--disk-quota", QUOTA,
                                             wrapper=self.wrapper, env_extra={"HOME": self.phome} if self.user else None)
-        self.link = self.provider.link
+        # The same link (the quota's image is the link's), at the address the new provider listens on.
+        here = re.search(r"[?&]c=([^&#]+)", self.provider.link).group(1)
+        self.link = re.sub(r"([?&]c=)[^&#]+", lambda m: m.group(1) + here, self.link)
         cp = self.run_cli(self.chome, "run", self.link, "--no-sync", "--", "cat", "made.txt", timeout=120)
         self.assertEqual((cp.returncode, cp.stdout), (0, "kept"), cp.stderr)
 

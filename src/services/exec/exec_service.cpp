@@ -226,7 +226,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     co_return co_await refuse(*stream, spent);
   }
 
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.grant.id, ctx.workspace, terms); });
   if (!ws) {
     audit(ctx, "run_start", "refuse", ws.error().what(), nlohmann::json::object());
     co_return co_await refuse(*stream, ws.error());
@@ -303,7 +303,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
     asio::co_spawn(executor, enforce_deadline(stream, ctl, time_limit_text(*timeout)), asio::detached);
   }
   if (ws->quota_mode == "polling")
-    asio::co_spawn(executor, poll_quota(ctl, ws->consumer_dir, *ws->quota_bytes), asio::detached);
+    asio::co_spawn(executor, poll_quota(ctl, ws->quota_dir, *ws->quota_bytes), asio::detached);
   co_await pump_output(*link, child.take_stdout(), child.take_stderr());
   ExitInfo exit = co_await child.wait();
   ctl->finished = true;

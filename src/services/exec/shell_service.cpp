@@ -155,7 +155,7 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
     co_return co_await refuse(*stream, spent);
   }
 
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.grant.id, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
 
   int master_fd = -1, slave_fd = -1;

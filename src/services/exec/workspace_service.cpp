@@ -7,6 +7,7 @@
 #include "services/exec/service_replies.hpp"
 #include "services/exec/workspace_transfer.hpp"
 #include "sandbox/workspace_names.hpp"
+#include "sandbox/workspace_image.hpp"
 #include "sandbox/workspace_projects.hpp"
 #include "fs/offload.hpp"
 
@@ -16,18 +17,15 @@ namespace asio = boost::asio;
 
 asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecContext ctx, nlohmann::json args) {
   const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
-  auto consumer_dir = workspace_for(ctx.consumer);
-  if (!consumer_dir) co_return co_await refuse(*stream, consumer_dir.error());
   const std::string mode = string_or(args, "mode");
   if (mode == "remove") {
     auto name = checked_workspace_name(string_or(args, "name"));
     if (!name) co_return co_await refuse(*stream, name.error());
     auto removed = co_await fs::offload([&]() -> Result<void> {
-      std::error_code ec;
-      if (!std::filesystem::is_directory(*consumer_dir, ec))
+      if (!has_consumer_folder(ctx.consumer, ctx.grant.id, terms))
         return fail(errc::not_found, "there is no workspace '" + *name + "' (runsnack workspaces LINK lists them)");
       // Its quota image mounted and an earlier version's files adopted, as for any use.
-      auto folder = prepare_consumer_folder(ctx.consumer, terms);
+      auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms);
       if (!folder) return folder.error();
       auto removed = remove_workspace(folder->consumer_dir, *name);
       if (removed) forget_kept_sync_state(sync_state_base(folder->consumer_dir, *name));
@@ -41,20 +39,34 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
     (void)co_await stream->close_write();
     co_return;
   }
-  auto listed = co_await fs::offload([&]() -> Result<std::vector<WorkspaceSummary>> {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(*consumer_dir, ec)) return std::vector<WorkspaceSummary>{};
-    auto folder = prepare_consumer_folder(ctx.consumer, terms);
+  struct Listed {
+    std::vector<WorkspaceSummary> workspaces;
+    std::uint64_t quota_used = 0;  // by everyone under the link's quota
+  };
+  auto listed = co_await fs::offload([&]() -> Result<Listed> {
+    if (!has_consumer_folder(ctx.consumer, ctx.grant.id, terms)) return Listed{};
+    auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms, false);
     if (!folder) return folder.error();
-    return summarize_workspaces(folder->consumer_dir);
+    std::error_code ec;
+    std::vector<WorkspaceSummary> none;
+    const bool has_folder = std::filesystem::is_directory(folder->consumer_dir, ec);
+    // The quota's use is a walk bounded by the quota; a folder with no quota is not measured.
+    return Listed{has_folder ? summarize_workspaces(folder->consumer_dir) : none,
+                  terms.disk_quota_bytes ? allocated_bytes(folder->quota_dir) : 0};
   });
   if (!listed) co_return co_await refuse(*stream, listed.error());
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& w : *listed)
+  for (const auto& w : listed->workspaces)
     list.push_back({{"name", w.name}, {"bytes", w.bytes},
                     {"last_used", rfc3339(from_unix(w.last_used_unix))}, {"in_use", w.in_use}});
-  nlohmann::json answer = {{"type", "workspaces"}, {"workspaces", list}, {"quota_bytes", nullptr}};
-  if (terms.disk_quota_bytes) answer["quota_bytes"] = *terms.disk_quota_bytes;
+  // The quota is the link's: what everyone who uses it has filled, not only this consumer.
+  nlohmann::json answer = {{"type", "workspaces"}, {"workspaces", list}, {"quota_bytes", nullptr},
+                           {"quota_used_bytes", nullptr}, {"quota_for", nullptr}};
+  if (terms.disk_quota_bytes) {
+    answer["quota_bytes"] = *terms.disk_quota_bytes;
+    answer["quota_used_bytes"] = listed->quota_used;
+    answer["quota_for"] = "link";
+  }
   (void)co_await fs::write_control(*stream, answer);
   (void)co_await stream->close_write();
 }

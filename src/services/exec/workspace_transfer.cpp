@@ -129,7 +129,7 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
       audit(ctx, kind, "refuse", parts.error().what(), {{"dest", dest}});
       co_return co_await refuse(*stream, parts.error());
     }
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.grant.id, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
   const std::optional<fs::Owner> owner = owner_of(*ws);
   auto root = fs::open_root(ws->path, false);
@@ -194,7 +194,7 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
 asio::awaitable<void> serve_stat(std::shared_ptr<MuxStream> stream, ExecContext ctx, std::string path) {
   const RunTerms terms = RunTerms::from_json(field_or(ctx.grant.terms, "run"));
   path = without_trailing_slashes(std::move(path));
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.grant.id, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
   auto root = fs::open_root(ws->path, false);
   if (!root) co_return co_await refuse(*stream, root.error());
@@ -227,7 +227,7 @@ asio::awaitable<void> serve_send(std::shared_ptr<MuxStream> stream, ExecContext 
   }
   // cp get: the single path's top entry travels under this name, without the folders above it.
   const bool rename = !req.rename_as.empty() && paths.size() == 1;
-  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.workspace, terms); });
+  auto ws = co_await fs::offload([&] { return prepare_workspace(ctx.consumer, ctx.grant.id, ctx.workspace, terms); });
   if (!ws) co_return co_await refuse(*stream, ws.error());
   auto root = fs::open_root(ws->path, false);
   if (!root) co_return co_await refuse(*stream, root.error());
