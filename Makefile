@@ -6,7 +6,7 @@ DEV := build/dev
 RELEASE := build/release
 CMAKE := cmake -G Ninja -Wno-dev
 
-.PHONY: all deps build release deb test unit fuzz demo bench clean
+.PHONY: all deps build release deb test unit fuzz demo demo-train bench clean
 
 all: build
 
@@ -41,6 +41,11 @@ fuzz: deps
 
 demo: release
 	scripts/demo $(RELEASE)/src/cli/runsnack
+
+# A training job on a local pool (examples/train): PyTorch and Fashion-MNIST from Debian.
+demo-train: release
+	@scripts/install-deps --train
+	scripts/demo-train $(RELEASE)/src/cli/runsnack
 
 bench: release
 	bench/run.sh $(RELEASE)

@@ -25,6 +25,10 @@ functions that take a module. A PyTorch script needs about this much:
     rs.load_into(model, job.weights_in)
     ...train for job.steps steps on the files in job.data_dir...
     rs.state_dict_to_file(model, job.weights_out)
+    rs.report({"loss": mean_loss, "samples": job.steps * batch_size})
+
+The last line a script prints on stdout is its round's result: one JSON object
+of numbers (``report`` writes it), e.g. {"loss": 0.41, "samples": 3200}.
 """
 
 import json
@@ -166,3 +170,16 @@ def load_into(module, path: str) -> None:
     if missing or extra:
         raise ValueError(f"{path}: missing tensors {missing}, unexpected tensors {extra}")
     module.load_state_dict({name: torch.from_numpy(loaded[name]).to(own[name].dtype) for name in own}, strict=True)
+
+
+def report(metrics: Dict[str, float]) -> None:
+    """Prints the round's result as one JSON line on stdout, flushed: the last
+    line the pool reads. A value that is not a finite number (a NaN loss) is
+    written as null, since strict JSON has no NaN."""
+    def clean(value):
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        value = float(value)  # NumPy and PyTorch scalars too
+        return value if np.isfinite(value) else None
+
+    print(json.dumps({str(k): clean(v) for k, v in metrics.items()}, allow_nan=False), flush=True)

@@ -5,7 +5,9 @@
 #include "cli/command.hpp"
 #include "cli/gpu_arg.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/pool_client.hpp"
 #include "cli/pool_links.hpp"
+#include "cli/pool_train.hpp"
 #include "cli/pool_serve.hpp"
 #include "cli/pool_replies.hpp"
 #include "cli/session_runner.hpp"
@@ -124,40 +126,16 @@ int join(const JoinArgs& args) {
 
 // --- consumer commands over the submit link -----------------------------------
 
-asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
-  auto w = co_await write_stream_message(stream, request);
-  if (!w) co_return w.error();
-  auto r = co_await read_stream_message(stream, pool::kMaxPoolMessageBytes);
-  if (!r) co_return r.error();
-  if (!r->is_object() || !bool_or(*r, "ok", false))
-    co_return fail(errc::refused, r->is_object() ? string_or(*r, "error", "refused") : "bad answer");
-  co_return *r;
-}
-
-asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_client(Session& session) {
-  StreamHeader header;
-  header.service = pool::kServiceClient;
-  auto stream = co_await session.open(header);
-  if (!stream && stream.error().what().find("does not allow") != std::string::npos)  // the join link, most likely
-    co_return fail(errc::refused,
-                   "this link does not let you submit or ask the pool: it is the pool's join link (for `pool join`). "
-                   "Use the submit link, the \"submit:\" line `pool serve` printed (or one from `pool link`)");
-  co_return stream;
-}
-
 struct SubmitArgs {
   std::string link, workload, budget = "0", out, prefer;
   bool wait = false, json = false, allow_failures = false;
   int retries = 0;
   pool::SubmitOptions options;
+  TrainArgs train;  // train's own options (pool_train.hpp)
   // Set once submitted: a reconnect after a lost session carries on waiting
   // for this job instead of submitting again (copies share it).
   std::shared_ptr<std::string> job = std::make_shared<std::string>();
 };
-
-// After the job is in: a broken session means reconnect and carry on; a
-// refusal is final.
-int lost_or_refused(const Error& e) { return e.is(errc::refused) ? report(e) : kReconnect; }
 
 // `pool submit --wait`'s progress: on a terminal a bar redrawn in place,
 // "[#####.....] 40/80 done, 3 running, 0 failed, 0.12 credits spent".
@@ -187,7 +165,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   json input;
   auto spec = workload->make_spec(args.options, input);
   if (!spec) co_return report(spec.error());
-  auto stream = co_await open_client(session);
+  auto stream = co_await open_pool_client(session);
   if (!stream) co_return args.job->empty() ? report(stream.error()) : lost_or_refused(stream.error());
   if (args.job->empty()) {
     json request = {{"op", "submit"}, {"workload", args.workload}, {"spec", *spec}, {"input", input},
@@ -195,7 +173,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
     if (!args.prefer.empty()) request["prefer"] = args.prefer;
     if (args.retries > 0) request["retries"] = args.retries;
     if (args.allow_failures) request["allow_failures"] = true;
-    auto r = co_await call(**stream, request);
+    auto r = co_await call_pool(**stream, request);
     if (!r) co_return report(r.error());
     *args.job = (*r)["job"].get<std::string>();
     std::int64_t tasks = int_or(*r, "tasks", std::int64_t{0});
@@ -220,7 +198,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   std::string last_line;
   while (true) {
     const json st_request = {{"op", "jobs"}, {"job", job}};
-    auto st = co_await call(**stream, st_request);
+    auto st = co_await call_pool(**stream, st_request);
     if (!st) co_return lost_or_refused(st.error());
     if ((*st)["jobs"].empty()) co_return report("job " + job + " vanished");
     status = (*st)["jobs"][0];
@@ -248,7 +226,7 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
   const std::int64_t fetch = workload->has_results() ? int_or(status, "tasks", std::int64_t{0}) : 0;
   for (std::int64_t i = 0; i < fetch; ++i) {
     const json rr = {{"op", "result"}, {"job", job}, {"shard", i}};
-    auto res = co_await call(**stream, rr);
+    auto res = co_await call_pool(**stream, rr);
     if (!res) co_return lost_or_refused(res.error());
     if ((*res)["result"].is_null()) continue;
     fs::path dir = shards / ("shard-" + std::to_string(i));
@@ -297,9 +275,9 @@ asio::awaitable<int> submit_body(SubmitArgs args, Session& session) {
 }
 
 asio::awaitable<int> simple_body(json request, bool as_json, Session& session) {
-  auto stream = co_await open_client(session);
+  auto stream = co_await open_pool_client(session);
   if (!stream) co_return report(stream.error());
-  auto r = co_await call(**stream, request);
+  auto r = co_await call_pool(**stream, request);
   if (!r) co_return report(r.error());
   r->erase("ok");
   if (as_json) print_json(*r);
@@ -358,9 +336,15 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       "  submit LINK exec --shards N [--input DIR] [--reduce CMD] [--replicas R | --spot-check F] -- CMD ARGS\n"
       "  submit LINK matmul --n 4096 --block 1024 [--seed S | --a A.npy --b B.npy] [--rounds K]\n"
       "  submit LINK render --scene FILE --width 3840 --height 2160 --tile 128 --overlap 8 --spp N --out image.png\n"
-      "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)");
+      "  submit LINK noop --shards N      (tasks that do nothing: measures the pool's own cost)\n"
+      "  submit LINK train --script train.py --init model.safetensors --data DIR --workers N --rounds R\n"
+      "                    --local-steps K [--outer-lr 0.7 --outer-momentum 0.9] [--wait --out DIR]\n"
+      "  submit LINK train --resume TRAINING --wait   (Ctrl-C stops waiting, not the training)\n"
+      "Training (examples/train/README.md): rounds of local SGD, one task a worker on its shard of --data, averaged\n"
+      "on the coordinator; each update is checked before it is paid. --data: .npy arrays split by records, or\n"
+      "files dealt out in turn; script and data at most 4 MiB, weights at most 4 MiB.");
   submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
-  submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop")->required();
+  submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop | train")->required();
   submit_cmd->add_option("--budget", su->budget,
                          "Credits to escrow for the job; workers are paid from it at the price their lease was given "
                          "at. Without one the job runs on free workers (price 0) only");
@@ -380,7 +364,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   submit_cmd->add_option("--reduce", o.reduce, "exec: run this in the output folder afterwards (default: concatenate stdout)");
   submit_cmd->add_option("--n", o.n, "matmul: multiply two seeded N x N matrices");
   submit_cmd->add_option("--block", o.block, "matmul: tile size of C, one task per tile (default min(N, 1024))");
-  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B; render: of the samples (default 1)");
+  submit_cmd->add_option("--seed", o.seed, "matmul: seed of the generated A and B; render: of the samples; train: of round 0 (default 1)");
   submit_cmd->add_option("--scene", o.scene_file, "render: the scene file (docs/SCENES.md)");
   submit_cmd->add_option("--width", o.width, "render: image width in pixels (default 1920)");
   submit_cmd->add_option("--height", o.height, "render: image height in pixels (default 1080)");
@@ -394,14 +378,31 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
                          "exec: run every shard on R different peers and keep the result a majority agrees on (bit for bit)");
   submit_cmd->add_option("--spot-check", o.spot_check,
                          "exec: re-run at least this share of results on another peer (all of an unproven device's)");
-  submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K (default 10)");
+  submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K; "
+                                               "train: rounds of local training (default 10)");
+  submit_cmd->add_option("--script", su->train.script, "train: the training script (runsnack_train.py beside it goes too)");
+  submit_cmd->add_option("--init", su->train.init, "train: the initial weights, a safetensors file of float32 tensors");
+  submit_cmd->add_option("--data", su->train.data, "train: the data folder, split into one shard per worker");
+  submit_cmd->add_option("--workers", su->train.workers, "train: shards, and tasks a round")->check(CLI::Range(1, 64));
+  submit_cmd->add_option("--local-steps", su->train.local_steps, "train: optimizer steps each worker takes a round (default 50)")
+      ->check(CLI::Range(1, 1000000));
+  submit_cmd->add_option("--outer-lr", su->train.outer_lr, "train: the outer optimizer's learning rate (default 0.7)");
+  submit_cmd->add_option("--outer-momentum", su->train.outer_momentum, "train: its Nesterov momentum (default 0.9)");
+  submit_cmd->add_option("--resume", su->train.resume, "train: wait for this training again (with --wait)");
   submit_cmd->add_option("--tolerance", o.tolerance, "matmul: relative tolerance of the check (default 1e-5)");
   submit_cmd->add_option("command", o.command, "exec: -- CMD ARGS ({shard} and {shards} substituted)");
   submit_cmd->callback([&status, su] {
     run_command(status, [&] {
       SessionCommand c;
       c.link_arg = su->link;
-      c.body = [su](Session& s) { return submit_body(*su, s); };
+      if (su->workload == "train") {
+        TrainArgs t = su->train;
+        t.budget = su->budget, t.out = su->out, t.wait = su->wait, t.json = su->json;
+        t.rounds = su->options.rounds, t.seed = static_cast<std::int64_t>(su->options.seed);
+        c.body = [t](Session& s) { return train_body(t, s); };
+      } else {
+        c.body = [su](Session& s) { return submit_body(*su, s); };
+      }
       return run_session_command(c);
     });
   });

@@ -5,6 +5,7 @@
 #include "pool/device_runs.hpp"
 #include "pool/wire.hpp"
 #include "pool/workload.hpp"
+#include "pool/workloads/train_round.hpp"
 
 namespace runsnack::pool {
 
@@ -35,8 +36,8 @@ json job_json(const JobStatus& j, const json& verification_method) {
 
 }  // namespace
 
-ClientOps::ClientOps(PoolStore& store, WorkerOps& workers, std::function<void(const json&)> on_event)
-    : store_(store), workers_(workers), on_event_(std::move(on_event)) {}
+ClientOps::ClientOps(PoolStore& store, WorkerOps& workers, Trainer& trainer, std::function<void(const json&)> on_event)
+    : store_(store), workers_(workers), trainer_(trainer), on_event_(std::move(on_event)) {}
 
 json ClientOps::handle(const ClientSession& s, const Moment& now, const json& req) {
   const std::string& peer = s.peer;
@@ -57,6 +58,10 @@ json ClientOps::handle(const ClientSession& s, const Moment& now, const json& re
   if (op == "result") return result(peer, req);
   if (op == "cancel") return cancel(peer, now, req);
   if (op == "credits") return credits(peer);
+  if (op == "train") return trainer_.submit(peer, now.wall_ms(), req);
+  if (op == "train_status") return trainer_.status(peer, req);
+  if (op == "train_result") return trainer_.result(peer, req);
+  if (op == "train_cancel") return trainer_.cancel(peer, now.wall_ms(), req);
   return refusal("unknown op '" + op.substr(0, 40) + "'");
 }
 
@@ -64,6 +69,8 @@ json ClientOps::submit(const std::string& peer, const Moment& now, const json& r
   std::string name = string_or(req, "workload");
   const Workload* workload = find_workload(name);
   if (!workload) return refusal("unknown workload '" + name.substr(0, 40) + "': this pool runs " + workload_names());
+  // A round reads its training's data (PoolStore::job_input): only the trainer makes one.
+  if (name == kTrainRoundWorkload) return refusal("train rounds are made by the coordinator: submit `train`");
   const json spec = field_or(req, "spec");
   auto plan = workload->plan(spec);
   if (!plan) return refuse(plan.error());
@@ -127,6 +134,7 @@ json ClientOps::status(const std::string& peer, const json& req, bool own_jobs_o
                                    {"stderr", valid_utf8(f.stderr_tail)}, {"peer", f.peer}});
       out["jobs"].push_back(std::move(row));
     }
+  if (!req.contains("job")) out["trainings"] = field_or(trainer_.status(peer, json::object()), "trainings", json::array());
   if (!own_jobs_only) {  // "status": the devices too
     auto devs = store_.devices();
     if (!devs) return refuse(devs.error());

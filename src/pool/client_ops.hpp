@@ -7,6 +7,7 @@
 // client_ops_test.cpp drives them on an in-memory store.
 
 #include "pool/pool_store.hpp"
+#include "pool/trainer.hpp"
 #include "pool/worker_ops.hpp"
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,8 @@ struct ClientSession {
 class ClientOps {
  public:
   // `workers`: what the worker side knows (verification, networks, the learned scheduler), shown by status.
-  ClientOps(PoolStore& store, WorkerOps& workers, std::function<void(const nlohmann::json&)> on_event);
+  // `trainer`: the training jobs (train, train_status, train_result, train_cancel go to it).
+  ClientOps(PoolStore& store, WorkerOps& workers, Trainer& trainer, std::function<void(const nlohmann::json&)> on_event);
   ClientOps(const ClientOps&) = delete;
   ClientOps& operator=(const ClientOps&) = delete;
 
@@ -45,6 +47,7 @@ class ClientOps {
  private:
   PoolStore& store_;
   WorkerOps& workers_;
+  Trainer& trainer_;
   std::function<void(const nlohmann::json&)> on_event_;
   std::set<std::string> grants_without_credits_;  // link grants seen that carry no (more) credits
 };

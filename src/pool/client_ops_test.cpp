@@ -24,7 +24,8 @@ class ClientOpsTest : public ::testing::Test {
     store.emplace(PoolStore::open(":memory:", PoolPolicy{}).value());
     store->grant_credits("carol", 100 * kMicroPerCredit, kT0).value();
     workers.emplace(*store, [this](const json& e) { events.push_back(e); }, 7);
-    ops.emplace(*store, *workers, [this](const json& e) { events.push_back(e); });
+    trainer.emplace(*store, [this](const json& e) { events.push_back(e); });
+    ops.emplace(*store, *workers, *trainer, [this](const json& e) { events.push_back(e); });
   }
   json send(const std::string& peer, const json& req, const std::string& grant = "g-plain") {
     return ops->handle({peer, grant}, at(kT0), req);
@@ -38,6 +39,7 @@ class ClientOpsTest : public ::testing::Test {
 
   std::optional<PoolStore> store;
   std::optional<WorkerOps> workers;
+  std::optional<Trainer> trainer;
   std::optional<ClientOps> ops;
   std::vector<json> events;
 };

@@ -37,7 +37,7 @@ json answer_or_refuse(const char* what, Handler&& handle) {
 
 Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
     : ex_(ex), store_(store), on_event_(std::move(on_event)), ops_(store, on_event_, std::random_device{}()),
-      client_ops_(store, ops_, on_event_),
+      trainer_(store, on_event_), client_ops_(store, ops_, trainer_, on_event_),
       maintenance_timer_(ex), stalls_(std::chrono::milliseconds(store.policy().give_up_ms)) {}
 
 void Coordinator::add_services(ServiceRouter& router) {
@@ -74,6 +74,7 @@ asio::awaitable<void> Coordinator::run_maintenance() {
     else if (*n > 0) on_event_({{"event", "leases_expired"}, {"count", *n}});
     ops_.replication().tick(now.wall_ms(), {});  // shards no independent device can check any more
     if (ticks_ % 4 == 0) give_up_stuck_jobs(now);  // every ~1 s
+    if (ticks_ % 4 == 2) trainer_.tick(now.wall_ms());  // rounds that ended: averaged, the next started
   }
 }
 

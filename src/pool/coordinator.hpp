@@ -83,6 +83,7 @@ class Coordinator {
   PoolStore& store_;
   std::function<void(const nlohmann::json&)> on_event_;
   WorkerOps ops_;
+  Trainer trainer_;
   ClientOps client_ops_;
   std::uint64_t ticks_ = 0;  // maintenance rounds
   boost::asio::steady_timer maintenance_timer_;

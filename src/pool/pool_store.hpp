@@ -101,6 +101,18 @@ struct JobDefinition {
   std::string needs;  // JobRules::needs
 };
 
+// A training job (pool/trainer.hpp): its rounds run as jobs of the workload "train-round".
+struct TrainingRow {
+  std::string id, owner, state, reason;
+  nlohmann::json spec, metrics;  // metrics: one object per finished round
+  Micro budget = 0, spent = 0;   // spent: by the finished rounds' jobs
+  std::int64_t round = 0;        // rounds finished
+  std::int64_t created_ms = 0;
+  std::optional<std::int64_t> finished_ms;
+  std::optional<std::string> round_job;  // the running round's job
+  std::string weights, momentum;         // safetensors bytes (momentum: empty before the first step)
+};
+
 struct TaskRef {
   std::string job;
   std::int64_t shard = 0;
@@ -304,6 +316,24 @@ class PoolStore {
   Result<int> release_stale_leases(const std::string& peer, const std::vector<std::string>& keep);
   Result<int> expire_leases(std::int64_t now_ms);
   Result<void> cancel_job(const std::string& job, const std::string& owner, std::int64_t now_ms);
+
+  // Training jobs (pool_store_training.cpp). `input` holds what every round's job reads
+  // ({"files":[...]}); a round job's input {"training": ID, "files": [...]} adds its own files
+  // to it (job_input joins them), so the data is stored once, not once a round.
+  Result<std::string> create_training(const std::string& owner, const nlohmann::json& spec, const nlohmann::json& input,
+                                      std::string_view weights, Micro budget, std::int64_t now_ms);
+  // Nothing when there is no such training; weights and momentum only when asked for.
+  Result<std::optional<TrainingRow>> training(const std::string& id, bool with_weights);
+  Result<std::vector<TrainingRow>> trainings(const std::optional<std::string>& owner, std::int64_t limit);
+  Result<std::vector<std::string>> running_trainings(std::int64_t limit);
+  Result<void> set_round_job(const std::string& id, const std::string& job);
+  // Round `round` (counted from 0) finished: its weights and momentum, its metrics, what its job
+  // spent. Only once: errc::refused when the training is past it (another coordinator did it).
+  Result<void> finish_round(const std::string& id, std::int64_t round, std::string_view weights,
+                            std::string_view momentum, const nlohmann::json& metrics, Micro spent);
+  // Ends a running training: done, failed or cancelled (by its owner: errc::refused for anyone else).
+  Result<void> finish_training(const std::string& id, const std::string& state, const std::string& reason,
+                               std::int64_t now_ms, const std::optional<std::string>& owner = std::nullopt);
 
   Result<JobStatus> job_status(const std::string& job);
   Result<std::vector<JobStatus>> jobs(const std::optional<std::string>& owner);

@@ -61,7 +61,21 @@ Result<nlohmann::json> PoolStore::job_input(const std::string& job) {
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return fail(errc::not_found, "no job " + job);
-  return nlohmann::json::parse(st->column_text(0), nullptr, false);
+  auto input = nlohmann::json::parse(st->column_text(0), nullptr, false);
+  // A training round's job: the training's files (script, data), then the round's own (weights).
+  if (input.is_object() && input.contains("training") && input["training"].is_string()) {
+    auto shared = db_.prepare("SELECT input FROM trainings WHERE id = ?");
+    if (!shared) return shared.error();
+    shared->bind(1, std::string_view(input["training"].get_ref<const std::string&>()));
+    auto found = shared->step();
+    if (!found) return found.error();
+    if (!*found) return fail(errc::not_found, "no training " + input["training"].get<std::string>());
+    auto joined = nlohmann::json::parse(shared->column_text(0), nullptr, false);
+    if (!joined.is_object() || !joined["files"].is_array()) joined = {{"files", nlohmann::json::array()}};
+    for (const auto& f : input.value("files", nlohmann::json::array())) joined["files"].push_back(f);
+    return joined;
+  }
+  return input;
 }
 
 Result<JobDefinition> PoolStore::job_definition(const std::string& job) {

@@ -196,6 +196,31 @@ CREATE TABLE trusted_peers (
   since  INTEGER NOT NULL
 ) STRICT;
 )sql"},
+    {12, R"sql(
+-- Training jobs (issue 38): rounds of local training, each round a job of the
+-- workload "train-round" (its tasks: one per worker's data shard), averaged by
+-- the coordinator (pool/trainer.hpp) into the next round's weights. The
+-- weights and the outer optimizer's momentum of the last finished round are
+-- kept, so that a restarted coordinator resumes there.
+CREATE TABLE trainings (
+  id          TEXT PRIMARY KEY,
+  owner       TEXT NOT NULL,
+  spec        TEXT NOT NULL,                -- JSON (trainer.hpp TrainingSpec)
+  input       TEXT NOT NULL,                -- JSON: the script and data shards every round's job reads
+  budget      INTEGER NOT NULL CHECK (budget >= 0),
+  state       TEXT NOT NULL CHECK (state IN ('running','done','failed','cancelled')),
+  reason      TEXT NOT NULL DEFAULT '',
+  round       INTEGER NOT NULL DEFAULT 0,   -- rounds finished
+  round_job   TEXT,                         -- the running round's job, if any
+  weights     TEXT NOT NULL,                -- base64 safetensors: after `round` rounds
+  momentum    TEXT NOT NULL DEFAULT '',     -- base64 safetensors, '' before the first step
+  metrics     TEXT NOT NULL DEFAULT '[]',   -- JSON: one object per finished round
+  spent       INTEGER NOT NULL DEFAULT 0,   -- micro-credits the finished rounds' jobs spent
+  created     INTEGER NOT NULL,
+  finished    INTEGER
+) STRICT;
+CREATE INDEX trainings_by_state ON trainings (state);
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -364,6 +389,26 @@ CREATE TABLE trusted_peers (
   peer   TEXT PRIMARY KEY,
   since  BIGINT NOT NULL
 );
+)sql"},
+    {12, R"sql(
+CREATE TABLE trainings (
+  id          TEXT PRIMARY KEY,
+  owner       TEXT NOT NULL,
+  spec        TEXT NOT NULL,
+  input       TEXT NOT NULL,
+  budget      BIGINT NOT NULL CHECK (budget >= 0),
+  state       TEXT NOT NULL CHECK (state IN ('running','done','failed','cancelled')),
+  reason      TEXT NOT NULL DEFAULT '',
+  round       BIGINT NOT NULL DEFAULT 0,
+  round_job   TEXT,
+  weights     TEXT NOT NULL,
+  momentum    TEXT NOT NULL DEFAULT '',
+  metrics     TEXT NOT NULL DEFAULT '[]',
+  spent       BIGINT NOT NULL DEFAULT 0,
+  created     BIGINT NOT NULL,
+  finished    BIGINT
+);
+CREATE INDEX trainings_by_state ON trainings (state);
 )sql"},
 };
 

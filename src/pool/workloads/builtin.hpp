@@ -11,6 +11,7 @@ std::unique_ptr<Workload> make_exec_workload();
 std::unique_ptr<Workload> make_matmul_workload();
 std::unique_ptr<Workload> make_noop_workload();
 std::unique_ptr<Workload> make_render_workload();
+std::unique_ptr<Workload> make_train_round_workload();
 
 // Helpers the workloads share.
 // A folder's files as job input {"files":[{"path","data" (base64)}]}, at most `limit` bytes.

@@ -1,0 +1,355 @@
+#include "pool/trainer.hpp"
+
+#include "core/json_fields.hpp"
+#include "pool/training/outer_optimizer.hpp"
+#include "pool/training/robust_average.hpp"
+#include "pool/training/update_check.hpp"
+#include "pool/wire.hpp"
+#include "pool/worker_ops.hpp"
+#include "pool/workloads/train_round.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace runsnack::pool {
+
+using json = nlohmann::json;
+namespace tr = training;
+
+namespace {
+
+json refuse(const Error& e) { return refusal(e.what()); }
+
+// What a script printed last: {"loss": x, "samples": n, "accuracy": a}, each optional.
+struct ScriptMetrics {
+  std::optional<double> loss, accuracy;
+  std::optional<std::uint64_t> samples;
+};
+
+ScriptMetrics metrics_of(const std::string& stdout_data) {
+  ScriptMetrics m;
+  std::string_view text(stdout_data);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.remove_suffix(1);
+  const auto nl = text.rfind('\n');
+  const std::string_view last = nl == std::string_view::npos ? text : text.substr(nl + 1);
+  if (last.size() > 4096) return m;  // a metrics line is short
+  const json j = json::parse(last, nullptr, false);
+  if (!j.is_object()) return m;
+  auto finite = [&](const char* key) -> std::optional<double> {
+    if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+    const double v = j[key].get<double>();
+    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+  };
+  m.loss = finite("loss");
+  if (auto a = finite("accuracy"); a && *a >= 0 && *a <= 1) m.accuracy = a;
+  if (j.contains("samples") && j["samples"].is_number_integer() && j["samples"].get<std::int64_t>() > 0 &&
+      j["samples"].get<std::int64_t>() < (std::int64_t{1} << 40))
+    m.samples = j["samples"].get<std::uint64_t>();
+  return m;
+}
+
+bool plain_script_name(const std::string& name) {
+  return !name.empty() && name.size() <= 200 && name.front() != '.' && name.front() != '-' &&
+         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+// A path in a training's input: a top-level file (the script, a module it imports) or a
+// file of a data shard below data/shard-<i>/ with i < workers. Returns the shard, or -1.
+Result<std::int64_t> input_path_shard(const std::string& path, std::int64_t workers) {
+  if (path.empty() || path.size() > 512 || path.front() == '/' || path.find("..") != std::string::npos ||
+      path.find('\\') != std::string::npos || path.find("//") != std::string::npos)
+    return fail(errc::invalid_argument, "bad input path '" + path.substr(0, 80) + "'");
+  if (path.find('/') == std::string::npos) {
+    if (path == kRoundWeightsIn || path == "out") return fail(errc::invalid_argument, "'" + path + "' is the round's own name");
+    return std::int64_t{-1};
+  }
+  constexpr std::string_view prefix = "data/shard-";
+  if (!path.starts_with(prefix)) return fail(errc::invalid_argument, "input '" + path.substr(0, 80) + "' is neither a top-level file nor under data/shard-<i>/");
+  const std::string rest = path.substr(prefix.size());
+  const auto slash = rest.find('/');
+  const std::string digits = rest.substr(0, slash);
+  if (slash == std::string::npos || slash + 1 == rest.size() || digits.empty() || digits.size() > 4 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return fail(errc::invalid_argument, "input '" + path.substr(0, 80) + "' is not a file of data/shard-<i>/");
+  const std::int64_t shard = std::stoll(digits);
+  if (shard >= workers) return fail(errc::invalid_argument, "input '" + path.substr(0, 80) + "' is for a shard past --workers");
+  return shard;
+}
+
+}  // namespace
+
+Result<TrainingSpec> TrainingSpec::parse(const json& spec) {
+  if (!spec.is_object()) return fail(errc::invalid_argument, "a training's spec must be an object");
+  TrainingSpec s;
+  s.script = string_or(spec, "script");
+  s.workers = int_or(spec, "workers", 0);
+  s.rounds = int_or(spec, "rounds", 0);
+  s.local_steps = int_or(spec, "local_steps", 0);
+  s.seed = int_or(spec, "seed", 1);
+  s.outer_lr = number_or(spec, "outer_lr", 0.7);
+  s.outer_momentum = number_or(spec, "outer_momentum", 0.9);
+  s.nesterov = bool_or(spec, "nesterov", true);
+  if (!plain_script_name(s.script)) return fail(errc::invalid_argument, "--script must name a file (a plain name in the input)");
+  if (s.workers < 1 || s.workers > kMaxTrainShards)
+    return fail(errc::invalid_argument, "--workers must be 1.." + std::to_string(kMaxTrainShards));
+  if (s.rounds < 1 || s.rounds > kMaxRounds) return fail(errc::invalid_argument, "--rounds must be 1.." + std::to_string(kMaxRounds));
+  if (s.local_steps < 1 || s.local_steps > kMaxLocalSteps)
+    return fail(errc::invalid_argument, "--local-steps must be 1.." + std::to_string(kMaxLocalSteps));
+  if (s.seed < 0 || s.seed + s.rounds > kMaxSeed) return fail(errc::invalid_argument, "--seed out of range");
+  if (!(s.outer_lr > 0 && s.outer_lr <= 10)) return fail(errc::invalid_argument, "--outer-lr must be in (0, 10]");
+  if (!(s.outer_momentum >= 0 && s.outer_momentum < 1)) return fail(errc::invalid_argument, "--outer-momentum must be in [0, 1)");
+  return s;
+}
+
+json TrainingSpec::to_json() const {
+  return {{"script", script}, {"workers", workers}, {"rounds", rounds}, {"local_steps", local_steps}, {"seed", seed},
+          {"outer_lr", outer_lr}, {"outer_momentum", outer_momentum}, {"nesterov", nesterov}};
+}
+
+Trainer::Trainer(PoolStore& store, std::function<void(const json&)> on_event)
+    : store_(store), on_event_(std::move(on_event)) {}
+
+json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& req) {
+  auto spec = TrainingSpec::parse(field_or(req, "spec"));
+  if (!spec) return refuse(spec.error());
+  const json input = field_or(req, "input");
+  if (!input.is_object() || !input.contains("files") || !input["files"].is_array())
+    return refusal("bad input: {\"files\": [...]}");
+  std::uint64_t total = 0;
+  std::vector<std::int64_t> files_per_shard(static_cast<std::size_t>(spec->workers), 0);
+  bool has_script = false;
+  json files = json::array();
+  for (const auto& f : input["files"]) {
+    const std::string path = string_or(f, "path");
+    auto shard = input_path_shard(path, spec->workers);
+    if (!shard) return refuse(shard.error());
+    auto data = base64_decode(string_or(f, "data"));
+    if (!data) return refusal("input '" + path.substr(0, 80) + "': bad base64");
+    total += data->size();
+    if (total > kMaxTrainDataBytes)
+      return refusal("the script and data are over " + std::to_string(kMaxTrainDataBytes >> 20) +
+                     " MiB (a training's bound: they travel to every worker); train on a subset");
+    if (*shard >= 0) ++files_per_shard[static_cast<std::size_t>(*shard)];
+    if (path == spec->script) has_script = true;
+    files.push_back({{"path", path}, {"data", string_or(f, "data")}});
+  }
+  if (!has_script) return refusal("the input has no " + spec->script + " (--script)");
+  for (std::size_t i = 0; i < files_per_shard.size(); ++i)
+    if (files_per_shard[i] == 0) return refusal("data shard " + std::to_string(i) + " has no files (is --data empty?)");
+  auto weights_bytes = base64_decode(string_or(req, "weights"));
+  if (!weights_bytes) return refusal("bad weights: base64");
+  if (weights_bytes->size() > kMaxRoundWeightsBytes)
+    return refusal("the weights are over " + std::to_string(kMaxRoundWeightsBytes >> 20) + " MiB, a round's bound");
+  auto weights = tr::parse_weights(*weights_bytes, kMaxRoundWeightsBytes);
+  if (!weights) return refusal("--init: " + weights.error().what());
+  if (weights->tensors.empty()) return refusal("--init holds no tensors");
+  const Micro budget = req.contains("budget") && req["budget"].is_number_integer() ? req["budget"].get<Micro>() : 0;
+  if (budget < 0) return refusal("a negative budget");
+  auto id = store_.create_training(peer, spec->to_json(), {{"files", files}}, *weights_bytes, budget, now_ms);
+  if (!id) return refuse(id.error());
+  on_event_({{"event", "training_submitted"}, {"training", *id}, {"owner", peer}, {"workers", spec->workers},
+             {"rounds", spec->rounds}, {"budget", format_credits(budget)}});
+  tick(now_ms);  // its first round starts now
+  return {{"ok", true}, {"training", *id}, {"free_only", budget <= 0}};
+}
+
+void Trainer::tick(std::int64_t now_ms) {
+  auto running = store_.running_trainings(kMaxTrainingsListed);
+  if (!running) {
+    spdlog::warn("pool: trainings: {}", running.error().what());
+    return;
+  }
+  for (const auto& id : *running) advance(id, now_ms);
+}
+
+void Trainer::advance(const std::string& id, std::int64_t now_ms) {
+  auto row = store_.training(id, true);
+  if (!row || !*row) return;
+  const TrainingRow& t = **row;
+  auto spec = TrainingSpec::parse(t.spec);
+  auto end = [&](const std::string& state, const std::string& why) {
+    if (auto r = store_.finish_training(id, state, why, now_ms); !r) return;
+    on_event_({{"event", "training_" + state}, {"training", id}, {"reason", why}, {"rounds", t.round}});
+  };
+  if (!spec) return end("failed", spec.error().what());
+  if (!t.round_job) {
+    if (t.round >= spec->rounds) return end("done", "");
+    if (auto r = start_round(t, *spec, now_ms); !r) end("failed", "round " + std::to_string(t.round) + ": " + r.error().what());
+    return;
+  }
+  auto job = store_.job_status(*t.round_job);
+  if (!job) return end("failed", "round " + std::to_string(t.round) + ": " + job.error().what());
+  if (job->state == "running") return;
+  if (job->state == "cancelled") return end("cancelled", "its round's job was cancelled");
+  if (auto r = close_round(t, *spec, *job, now_ms); !r)
+    end("failed", "round " + std::to_string(t.round) + ": " + r.error().what());
+}
+
+Result<void> Trainer::start_round(const TrainingRow& t, const TrainingSpec& spec, std::int64_t now_ms) {
+  double median = 0;
+  if (!t.metrics.empty()) median = number_or(t.metrics.back(), "median_norm", 0.0);
+  const json round_spec = {{"script", spec.script},     {"round", t.round},
+                           {"shards", spec.workers},    {"local_steps", spec.local_steps},
+                           {"seed", spec.seed + t.round}, {"median_norm", median},
+                           {"max_weights_bytes", kMaxRoundWeightsBytes}, {"training", t.id}};
+  const json input = {{"training", t.id},
+                      {"files", json::array({{{"path", kRoundWeightsIn}, {"data", base64_encode(t.weights)}}})}};
+  const json info = {{"training", t.id}, {"round", t.round}, {"started_ms", now_ms}};
+  JobRules rules;
+  rules.retries = 2;             // a crash on one device: the shard tries two more
+  rules.allow_failures = true;   // a shard that fails everywhere: the round closes without it
+  rules.needs = kTrainRoundWorkload;
+  const Micro budget = std::max<Micro>(0, t.budget - t.spent);
+  // A priced worker takes no task of a job whose escrow is dry: say so instead of waiting.
+  if (t.budget > 0 && budget <= 0)
+    return fail(errc::exhausted, "the budget (" + format_credits(t.budget) + " credits) is spent; the weights after " +
+                                     std::to_string(t.round) + " rounds are kept (train_result)");
+  auto job = store_.create_job(t.owner, kTrainRoundWorkload, round_spec, input, info, spec.workers, budget, now_ms, rules);
+  if (!job) return job.error();
+  if (auto r = store_.set_round_job(t.id, *job); !r) return r.error();
+  on_event_({{"event", "training_round_started"}, {"training", t.id}, {"round", t.round}, {"job", *job}});
+  return {};
+}
+
+Result<void> Trainer::close_round(const TrainingRow& t, const TrainingSpec& spec, const JobStatus& job,
+                                  std::int64_t now_ms) {
+  auto reference = tr::parse_weights(t.weights, kMaxRoundWeightsBytes);
+  if (!reference) return reference.error();
+  struct Update {
+    tr::Weights weights;
+    std::uint64_t samples = 0;
+    double norm = 0;
+    ScriptMetrics metrics;
+  };
+  std::vector<Update> updates;
+  for (std::int64_t shard = 0; shard < spec.workers; ++shard) {
+    auto r = store_.result(job.id, shard);
+    if (!r) return r.error();
+    if (!*r || (*r)->exit_code != 0) continue;
+    auto w = parse_update(**r, kMaxRoundWeightsBytes);
+    if (!w) continue;  // checked when it came; a result can only be this one
+    auto norm = tr::update_norm(*reference, *w);
+    if (!norm) continue;
+    Update u{std::move(*w), 0, *norm, metrics_of((*r)->stdout_data)};
+    u.samples = u.metrics.samples.value_or(static_cast<std::uint64_t>(spec.local_steps));
+    updates.push_back(std::move(u));
+  }
+  if (updates.empty())
+    return fail(errc::exhausted, "no update came" + (job.reason.empty() ? std::string() : " (" + job.reason + ")") +
+                                     ": see `runsnack pool status` for the shards' errors");
+  std::vector<double> norms;
+  for (const auto& u : updates) norms.push_back(u.norm);
+  double median = tr::median_norm(norms);
+  // With fewer than three updates the median is no defence: the last round's stands in.
+  const double last = t.metrics.empty() ? 0.0 : number_or(t.metrics.back(), "median_norm", 0.0);
+  if (updates.size() < 3 && last > 0) median = last;
+  std::vector<tr::Contribution> kept;
+  std::int64_t refused = 0;
+  double loss_sum = 0, accuracy_sum = 0;
+  std::uint64_t loss_samples = 0, accuracy_count = 0;
+  for (const auto& u : updates) {
+    if (median > 0 && !tr::check_norm(u.norm, median)) {
+      ++refused;
+      continue;
+    }
+    kept.push_back({&u.weights, u.samples});
+    if (u.metrics.loss) loss_sum += *u.metrics.loss * static_cast<double>(u.samples), loss_samples += u.samples;
+    if (u.metrics.accuracy) accuracy_sum += *u.metrics.accuracy, ++accuracy_count;
+  }
+  if (kept.empty()) return fail(errc::refused, "every update was refused for its size");
+  auto average = tr::robust_average(*reference, kept, median);
+  if (!average) return average.error();
+  tr::Weights momentum;
+  if (!t.momentum.empty()) {
+    auto m = tr::parse_weights(t.momentum, kMaxRoundWeightsBytes);
+    if (!m) return m.error();
+    momentum = std::move(*m);
+  }
+  tr::OuterOptimizer outer({spec.outer_lr, spec.outer_momentum, spec.nesterov}, std::move(momentum));
+  auto next = outer.step(*reference, *average);
+  if (!next) return next.error();
+  next->metadata["round"] = std::to_string(t.round + 1);
+  auto next_bytes = tr::encode_weights(*next, kMaxRoundWeightsBytes);
+  auto momentum_bytes = tr::encode_weights(outer.momentum(), kMaxRoundWeightsBytes);
+  if (!next_bytes || !momentum_bytes) return (next_bytes ? momentum_bytes.error() : next_bytes.error());
+  const std::int64_t started = int_or(job.info, "started_ms", now_ms);
+  json metrics = {{"round", t.round},
+                  {"updates", static_cast<std::int64_t>(kept.size())},
+                  {"rejected", job.rejected + refused},
+                  {"failed_shards", job.failed},
+                  {"median_norm", median},
+                  {"seconds", static_cast<double>(std::max<std::int64_t>(0, now_ms - started)) / 1000.0},
+                  {"credits_spent", format_credits(job.spent)},
+                  {"job", job.id}};
+  // Why shards failed (a crash, a NaN, a timeout), as their scripts said it: the submitter sees it a round later.
+  if (auto failures = store_.failures(job.id, 3); failures && !failures->empty()) {
+    json errors = json::array();
+    for (const auto& f : *failures)
+      errors.push_back({{"shard", f.shard}, {"exit_code", f.exit_code},
+                        {"stderr", valid_utf8(f.stderr_tail.substr(f.stderr_tail.size() > 400 ? f.stderr_tail.size() - 400 : 0))}});
+    metrics["errors"] = errors;
+  }
+  metrics["loss"] = loss_samples > 0 ? json(loss_sum / static_cast<double>(loss_samples)) : json(nullptr);
+  metrics["accuracy"] = accuracy_count > 0 ? json(accuracy_sum / static_cast<double>(accuracy_count)) : json(nullptr);
+  if (auto r = store_.finish_round(t.id, t.round, *next_bytes, *momentum_bytes, metrics, job.spent); !r) return r.error();
+  json event = metrics;
+  event["event"] = "training_round";
+  event["training"] = t.id;
+  on_event_(event);
+  return {};
+}
+
+json Trainer::status_json(const TrainingRow& t) {
+  Micro spent = t.spent;
+  json running = nullptr;
+  if (t.round_job) {
+    if (auto j = store_.job_status(*t.round_job)) {
+      spent += j->spent;
+      running = {{"job", j->id}, {"round", t.round}, {"done", j->done}, {"running", j->leased},
+                 {"pending", j->pending}, {"failed", j->failed}, {"rejected", j->rejected}};
+    }
+  }
+  return {{"training", t.id}, {"owner", t.owner},      {"state", t.state},  {"reason", t.reason},
+          {"spec", t.spec},   {"rounds_done", t.round}, {"round_running", running},
+          {"metrics", t.metrics}, {"budget", format_credits(t.budget)}, {"credits_spent", format_credits(spent)}};
+}
+
+json Trainer::status(const std::string& peer, const json& req) {
+  if (req.contains("training")) {
+    auto t = store_.training(string_or(req, "training"), false);
+    if (!t) return refuse(t.error());
+    if (!*t || (*t)->owner != peer) return refusal("no training " + string_or(req, "training").substr(0, 40) + " of yours");
+    return {{"ok", true}, {"trainings", json::array({status_json(**t)})}};
+  }
+  auto all = store_.trainings(peer, kMaxTrainingsListed);
+  if (!all) return refuse(all.error());
+  json list = json::array();
+  for (const auto& t : *all) list.push_back(status_json(t));
+  return {{"ok", true}, {"trainings", list}};
+}
+
+json Trainer::result(const std::string& peer, const json& req) {
+  auto t = store_.training(string_or(req, "training"), true);
+  if (!t) return refuse(t.error());
+  if (!*t || (*t)->owner != peer) return refusal("no training " + string_or(req, "training").substr(0, 40) + " of yours");
+  json out = status_json(**t);
+  out["ok"] = true;
+  out["weights"] = base64_encode((*t)->weights);
+  return out;
+}
+
+json Trainer::cancel(const std::string& peer, std::int64_t now_ms, const json& req) {
+  const std::string id = string_or(req, "training");
+  auto t = store_.training(id, false);
+  if (!t) return refuse(t.error());
+  if (!*t || (*t)->owner != peer) return refusal("no training " + id.substr(0, 40) + " of yours");
+  if (auto r = store_.finish_training(id, "cancelled", "cancelled by its owner", now_ms, peer); !r) return refuse(r.error());
+  if ((*t)->round_job) (void)store_.cancel_job(*(*t)->round_job, peer, now_ms);
+  on_event_({{"event", "training_cancelled"}, {"training", id}});
+  return {{"ok", true}};
+}
+
+}  // namespace runsnack::pool

@@ -1,0 +1,79 @@
+#pragma once
+// Training jobs on the pool (issue 38): data-parallel local SGD in rounds, the
+// DiLoCo scheme. A training holds the user's script, the data split into one shard
+// per worker, and the weights; each round is a job of the workload "train-round"
+// (workloads/train_round.hpp), one task per shard, that every device runs from the
+// round's weights for --local-steps steps. When a round's job ends the trainer:
+//   - takes the accepted updates (each was checked before it was paid: layout, finite
+//     values, delta norm against the last round's median; a rejected one is not paid
+//     and counts against its device, and its shard runs again elsewhere);
+//   - refuses, from the average, deltas above kDefaultMaxNormOverMedian x this round's
+//     median (training/update_check.hpp), clips and averages the rest weighted by the
+//     samples each trained on (training/robust_average.hpp);
+//   - applies the outer optimizer (Nesterov momentum, training/outer_optimizer.hpp);
+//   - stores the new weights, the momentum and the round's metrics, and starts the
+//     next round.
+// A shard whose script fails (crash, NaN, hang past the worker's --task-timeout) does
+// not stop the round: the round closes with the updates that came (their samples weigh
+// them). A round with none fails the training. Everything lives in the store: a
+// restarted coordinator resumes at the running round, or starts the next.
+//
+// Client ops ("pool-client", wire.hpp): train, train_status, train_result,
+// train_cancel. Not thread-safe: the coordinator's executor calls it.
+
+#include "pool/pool_store.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace runsnack::pool {
+
+// What a training's submitter chose (`pool submit POOL train ...`).
+struct TrainingSpec {
+  std::string script;
+  std::int64_t workers = 1;  // data shards, tasks a round
+  std::int64_t rounds = 1;
+  std::int64_t local_steps = 1;
+  std::int64_t seed = 1;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  bool nesterov = true;
+
+  static Result<TrainingSpec> parse(const nlohmann::json& spec);
+  nlohmann::json to_json() const;
+};
+
+// Trainings a status lists and ticks look at, at most.
+inline constexpr std::int64_t kMaxTrainingsListed = 100;
+
+class Trainer {
+ public:
+  Trainer(PoolStore& store, std::function<void(const nlohmann::json&)> on_event);
+
+  // "train": spec (TrainingSpec), input {"files":[{"path","data"}]} (the script, any .py
+  // beside it, data/shard-<i>/... for every shard), weights (base64 safetensors), budget?
+  nlohmann::json submit(const std::string& peer, std::int64_t now_ms, const nlohmann::json& req);
+  // "train_status": training? (else the peer's), each with its rounds' metrics.
+  nlohmann::json status(const std::string& peer, const nlohmann::json& req);
+  // "train_result": the training's status and its weights after the rounds finished so far.
+  nlohmann::json result(const std::string& peer, const nlohmann::json& req);
+  // "train_cancel": stops it (and its running round); its weights so far stay readable.
+  nlohmann::json cancel(const std::string& peer, std::int64_t now_ms, const nlohmann::json& req);
+
+  // Moves each running training on: starts its round's job, closes a finished round.
+  void tick(std::int64_t now_ms);
+
+ private:
+  void advance(const std::string& id, std::int64_t now_ms);
+  Result<void> start_round(const TrainingRow& t, const TrainingSpec& spec, std::int64_t now_ms);
+  Result<void> close_round(const TrainingRow& t, const TrainingSpec& spec, const JobStatus& job, std::int64_t now_ms);
+  nlohmann::json status_json(const TrainingRow& t);
+
+  PoolStore& store_;
+  std::function<void(const nlohmann::json&)> on_event_;
+};
+
+}  // namespace runsnack::pool
