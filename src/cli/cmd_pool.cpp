@@ -388,6 +388,10 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       ->check(CLI::Range(1, 1000000));
   submit_cmd->add_option("--outer-lr", su->train.outer_lr, "train: the outer optimizer's learning rate (default 0.7)");
   submit_cmd->add_option("--outer-momentum", su->train.outer_momentum, "train: its Nesterov momentum (default 0.9)");
+  submit_cmd->add_option("--check-fraction", su->train.check_fraction,
+                         "train: least share of updates re-run on a device of another network and compared within 5% "
+                         "(all of a new device's); 0: none, e.g. on one machine where no copy is independent (default 0.1)")
+      ->check(CLI::Range(0.0, 1.0));
   submit_cmd->add_option("--resume", su->train.resume, "train: wait for this training again (with --wait)");
   submit_cmd->add_option("--tolerance", o.tolerance, "matmul: relative tolerance of the check (default 1e-5)");
   submit_cmd->add_option("command", o.command, "exec: -- CMD ARGS ({shard} and {shards} substituted)");

@@ -191,7 +191,8 @@ asio::awaitable<int> train_body(TrainArgs args, Session& session) {
                        {"local_steps", args.local_steps},
                        {"seed", args.seed},
                        {"outer_lr", args.outer_lr},
-                       {"outer_momentum", args.outer_momentum}};
+                       {"outer_momentum", args.outer_momentum},
+                       {"check_fraction", args.check_fraction}};
     request = {{"op", "train"}, {"spec", spec}, {"input", {{"files", *files}}},
                {"weights", pool::base64_encode(*weights)}, {"budget", *budget}};
   }

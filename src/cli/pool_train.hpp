@@ -17,7 +17,7 @@ namespace runsnack::cli {
 struct TrainArgs {
   std::string script, init, data, resume, budget = "0", out;
   std::int64_t workers = 0, rounds = 10, local_steps = 50, seed = 1;
-  double outer_lr = 0.7, outer_momentum = 0.9;
+  double outer_lr = 0.7, outer_momentum = 0.9, check_fraction = 0.1;
   bool wait = false, json = false;
   // Set once submitted: a reconnect after a lost session carries on waiting for it.
   std::shared_ptr<std::string> training = std::make_shared<std::string>();

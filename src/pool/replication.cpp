@@ -3,6 +3,8 @@
 #include "core/json_fields.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/scheduling/network.hpp"
+#include "pool/workload.hpp"
+#include "pool/workloads/train_round.hpp"
 
 #include <algorithm>
 
@@ -55,12 +57,18 @@ std::optional<Replication::JobRule> Replication::rule(const std::string& job) {
   auto it = rules_.find(job);
   if (it != rules_.end()) return it->second;
   std::optional<JobRule> r;
-  if (auto def = store_.job_definition(job); def && def->workload == "exec" && def->spec.is_object()) {
+  // exec's copies compare bit for bit; a train round's within its tolerance (workloads/train_round.hpp).
+  if (auto def = store_.job_definition(job);
+      def && (def->workload == "exec" || def->workload == kTrainRoundWorkload) && def->spec.is_object()) {
     JobRule j;
     j.replicas = int_or(def->spec, "replicas", 1);
     j.spot_check = number_or(def->spec, "spot_check", 0.0);
     j.shards = int_or(def->spec, "shards", std::int64_t{1});
-    if (j.replicas > 1 || j.spot_check > 0) r = j;
+    if (const Workload* w = find_workload(def->workload); w && (j.replicas > 1 || j.spot_check > 0)) {
+      auto agreement = w->agreement(def->spec, def->input);
+      if (agreement && *agreement) j.same = std::move(*agreement), j.exact = false;
+      if (agreement) r = j;  // a rule that cannot be read (no weights): no copies, the checker refuses it
+    }
   }
   return rules_[job] = r;
 }
@@ -88,7 +96,7 @@ std::vector<Replication::Tally> Replication::tally(const Group& g) const {
   std::vector<Tally> out;
   for (std::size_t i = 0; i < g.held.size(); ++i) {
     auto it = std::find_if(out.begin(), out.end(),
-                           [&](const Tally& t) { return same_result(g.held[t.first].result, g.held[i].result); });
+                           [&](const Tally& t) { return g.same(g.held[t.first].result, g.held[i].result); });
     if (it == out.end()) it = out.insert(out.end(), Tally{i, {}, {}});
     it->peers.insert(g.held[i].peer);
     it->networks.insert(network(g.held[i].peer));
@@ -189,16 +197,16 @@ void Replication::quorum_decided(const std::string& job, std::int64_t shard, con
                {"networks", n}});
   // A known answer only from independent parties who all had a proven record
   // before this quorum: a Sybil pair, or newcomers, cannot plant one.
-  if (!g.verified) return;
+  if (!g.verified || !g.exact) return;  // a known answer is compared bit for bit
   std::vector<KnownAnswers::Party> producers;
   for (const auto& h : g.held) {
-    if (!same_result(*g.decided, h.result)) continue;
+    if (!g.same(*g.decided, h.result)) continue;
     auto valid = store_.vouched_for(h.peer, kProvenChecks);
     if (!valid || !*valid) return;
     producers.push_back({h.peer, h.device, network(h.peer)});
   }
   for (const auto& h : g.held)  // peers that ran it otherwise never get it either
-    if (!same_result(*g.decided, h.result)) producers.push_back({h.peer, "", network(h.peer)});
+    if (!g.same(*g.decided, h.result)) producers.push_back({h.peer, "", network(h.peer)});
   for (const auto& [copy, holder] : g.claimed) producers.push_back({holder, "", network(holder)});
   auto def = store_.job_definition(job);
   if (!def) return;
@@ -243,6 +251,7 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
       return std::nullopt;
     }
     it = groups.emplace(shard, Group{}).first;
+    it->second.same = r->same, it->second.exact = r->exact;
     it->second.needed = needed;
     for (int i = 1; i < needed; ++i)
       if (auto c = store_.add_copy(job, shard, {peer}, now_ms); !c) return refuse(c.error());
@@ -250,7 +259,7 @@ std::optional<json> Replication::on_result(const std::string& task, std::int64_t
   }
   Group& g = it->second;
   Held h{task, peer, device, attempt, result, now_ms};
-  if (g.decided) return finish(job, h, same_result(*g.decided, result), g.verified, now_ms, audit);
+  if (g.decided) return finish(job, h, g.same(*g.decided, result), g.verified, now_ms, audit);
   g.claimed.erase(task);
   if (task == g.extra_copy) g.extra_copy.clear();
   g.held.push_back(std::move(h));
@@ -363,9 +372,10 @@ json Replication::decide(const std::string& job, std::int64_t shard, Group& g, s
   if (auto rp = store_.retire_pending_copies(job, shard, "not needed: the shard's value is decided", now_ms); !rp)
     return refuse(rp.error());
   auto held = std::exchange(g.held, {});
+  const Agreement same = g.same;
   json mine = kHeld;
   for (const auto& one : held) {  // finishing the job's last task forgets its groups: `g` is not used after this
-    json answer = finish(job, one, same_result(decided, one.result), verified, now_ms, audit);
+    json answer = finish(job, one, same(decided, one.result), verified, now_ms, audit);
     if (one.task == task && one.attempt == attempt) mine = answer;
   }
   return mine;

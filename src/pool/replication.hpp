@@ -50,6 +50,9 @@
 
 namespace runsnack::pool {
 
+// Bit for bit: exit code, stdout and files.
+bool same_result(const TaskResult& a, const TaskResult& b);
+
 // Copies made past those asked for, per shard: tie breaks and copies for an independent network.
 inline constexpr int kMaxExtraCopies = 3;
 // Valid checks a device needs on record before its results may become known answers.
@@ -117,7 +120,10 @@ class Replication {
     TaskResult result;
     std::int64_t arrived_ms = 0;  // paid up to here, not for the wait for its quorum
   };
+  using Agreement = std::function<bool(const TaskResult&, const TaskResult&)>;
   struct Group {
+    Agreement same;                     // whether two results agree (the job's rule)
+    bool exact = true;                  // ... bit for bit: a decided value may become a known answer
     int needed = 0;                     // results to hold before deciding
     std::vector<Held> held;
     std::optional<TaskResult> decided;  // the value kept
@@ -133,6 +139,8 @@ class Replication {
     int replicas = 1;
     double spot_check = 0;
     std::int64_t shards = 0;
+    Agreement same = same_result;  // the workload's (train-round: within a tolerance)
+    bool exact = true;
   };
   // One value among the held results: who agrees on it.
   struct Tally {
@@ -184,8 +192,5 @@ class Replication {
   std::map<std::string, std::string> online_;         // peer -> network, workers online now
   std::map<std::string, std::int64_t> job_networks_;  // job -> fewest networks of a decided quorum
 };
-
-// Bit for bit: exit code, stdout and files.
-bool same_result(const TaskResult& a, const TaskResult& b);
 
 }  // namespace runsnack::pool

@@ -92,6 +92,7 @@ Result<TrainingSpec> TrainingSpec::parse(const json& spec) {
   s.outer_lr = number_or(spec, "outer_lr", 0.7);
   s.outer_momentum = number_or(spec, "outer_momentum", 0.9);
   s.nesterov = bool_or(spec, "nesterov", true);
+  s.check_fraction = number_or(spec, "check_fraction", 0.1);
   if (!plain_script_name(s.script)) return fail(errc::invalid_argument, "--script must name a file (a plain name in the input)");
   if (s.workers < 1 || s.workers > kMaxTrainShards)
     return fail(errc::invalid_argument, "--workers must be 1.." + std::to_string(kMaxTrainShards));
@@ -101,12 +102,14 @@ Result<TrainingSpec> TrainingSpec::parse(const json& spec) {
   if (s.seed < 0 || s.seed + s.rounds > kMaxSeed) return fail(errc::invalid_argument, "--seed out of range");
   if (!(s.outer_lr > 0 && s.outer_lr <= 10)) return fail(errc::invalid_argument, "--outer-lr must be in (0, 10]");
   if (!(s.outer_momentum >= 0 && s.outer_momentum < 1)) return fail(errc::invalid_argument, "--outer-momentum must be in [0, 1)");
+  if (!(s.check_fraction >= 0 && s.check_fraction <= 1)) return fail(errc::invalid_argument, "--check-fraction must be in [0, 1]");
   return s;
 }
 
 json TrainingSpec::to_json() const {
   return {{"script", script}, {"workers", workers}, {"rounds", rounds}, {"local_steps", local_steps}, {"seed", seed},
-          {"outer_lr", outer_lr}, {"outer_momentum", outer_momentum}, {"nesterov", nesterov}};
+          {"outer_lr", outer_lr}, {"outer_momentum", outer_momentum}, {"nesterov", nesterov},
+          {"check_fraction", check_fraction}};
 }
 
 Trainer::Trainer(PoolStore& store, std::function<void(const json&)> on_event)
@@ -194,7 +197,8 @@ Result<void> Trainer::start_round(const TrainingRow& t, const TrainingSpec& spec
   const json round_spec = {{"script", spec.script},     {"round", t.round},
                            {"shards", spec.workers},    {"local_steps", spec.local_steps},
                            {"seed", spec.seed + t.round}, {"median_norm", median},
-                           {"max_weights_bytes", kMaxRoundWeightsBytes}, {"training", t.id}};
+                           {"max_weights_bytes", kMaxRoundWeightsBytes}, {"training", t.id},
+                           {"spot_check", spec.check_fraction}};
   const json input = {{"training", t.id},
                       {"files", json::array({{{"path", kRoundWeightsIn}, {"data", base64_encode(t.weights)}}})}};
   const json info = {{"training", t.id}, {"round", t.round}, {"started_ms", now_ms}};

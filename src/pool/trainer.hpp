@@ -41,6 +41,9 @@ struct TrainingSpec {
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   bool nesterov = true;
+  // Least share of updates re-run on another device and compared (all of a device the trust
+  // policy does not trust yet: scheduling/trust_policy.hpp).
+  double check_fraction = 0.1;
 
   static Result<TrainingSpec> parse(const nlohmann::json& spec);
   nlohmann::json to_json() const;

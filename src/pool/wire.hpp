@@ -14,7 +14,9 @@
 //               -> device, lease_ms, calibrate {seed, iterations} (calibration.hpp)
 //   calibrated  checkpoints                     -> score (the coordinator's measure, not the hint)
 //   claim       max                             -> tasks [...] | task null, retry_ms (nothing to do)
-//   input       job                             -> input (the job's input, once per worker)
+//   input       job, have? [sha256 hex]         -> input (the job's input, once per worker: each file
+//                                                  with its sha256, without its data when the
+//                                                  worker named that digest among those it keeps)
 //   heartbeat                                   -> (extends the worker's leases)
 //   result      task, attempt, exit_code, stdout (base64), files, signature (hex), stderr?,
 //               frames? (binary frames follow, below)
@@ -45,6 +47,7 @@ inline constexpr std::size_t kMaxStdoutBytes = 1024 * 1024;       // per task; m
 inline constexpr std::size_t kMaxStderrTailBytes = 4096;          // the end of a failed command's stderr
 inline constexpr std::size_t kMaxOutFilesBytes = 5 * 1024 * 1024;  // per task, under out/ (a 1024x1024 float32 tile is 4 MiB)
 inline constexpr std::size_t kMaxInputBytes = 4 * 1024 * 1024;     // per job, sent once per worker
+inline constexpr std::size_t kMaxKeptInputsNamed = 256;            // "input"'s "have": digests a worker keeps
 inline constexpr std::int64_t kMaxShards = 100'000;
 
 // Binary frames: bulk bytes (a matmul tile) that follow a pool message raw,

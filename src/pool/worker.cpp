@@ -2,10 +2,15 @@
 
 #include "consumer/reconnect.hpp"
 #include "core/json_fields.hpp"
+#include "fs/safe_fs.hpp"
 #include "pool/coordinator.hpp"
 #include "pool/workload.hpp"
 #include "pool/pool_store.hpp"
 #include "pool/wire.hpp"
+#include "pool/training/update_check.hpp"
+#include "pool/training/weights.hpp"
+#include "pool/workloads/builtin.hpp"
+#include "pool/workloads/train_round.hpp"
 #include "sandbox/launch.hpp"
 #include "session/session.hpp"
 
@@ -14,8 +19,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <deque>
+#include <cmath>
 #include <fstream>
+#include <random>
 #include <iostream>
 #include <set>
 
@@ -72,14 +80,94 @@ struct Unsent {
   }
 };
 
+// Job input folders kept on disk: a few jobs' tasks may interleave; older ones go.
+constexpr std::size_t kInputFoldersKept = 8;
+// What a worker keeps of inputs by content (<work_dir>/kept/<sha256>), least recently used dropped first.
+constexpr std::uint64_t kKeptInputBytes = 256ull << 20;
+constexpr std::size_t kKeptInputFiles = 256;
+
+// Input files by content, across jobs: a training's rounds are jobs of their own that share its data.
+class KeptInputs {
+ public:
+  void open(const fs::path& dir) {
+    dir_ = dir;
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+  }
+  json digests() const {
+    json out = json::array();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec))
+      if (out.size() < kKeptInputFiles && e.path().filename().string().size() == 64) out.push_back(e.path().filename().string());
+    return out;
+  }
+  std::optional<std::string> read(const std::string& digest) const {
+    if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) return std::nullopt;
+    std::ifstream in(dir_ / digest, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (runsnack::fs::sha256_hex(data.data(), data.size()) != digest) return std::nullopt;  // damaged: fetched again
+    std::error_code ec;
+    fs::last_write_time(dir_ / digest, fs::file_time_type::clock::now(), ec);  // used now
+    return data;
+  }
+  void keep(const std::string& digest, const std::string& data) {
+    if (data.size() > kKeptInputBytes || dir_.empty()) return;
+    std::ofstream(dir_ / digest, std::ios::binary) << data;
+    // Over the bound: the least recently used go.
+    std::vector<std::pair<fs::file_time_type, fs::path>> all;
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+      total += e.file_size(ec);
+      all.emplace_back(e.last_write_time(ec), e.path());
+    }
+    std::sort(all.begin(), all.end());
+    for (std::size_t i = 0; i < all.size() && (total > kKeptInputBytes || all.size() - i > kKeptInputFiles); ++i) {
+      if (all[i].second.filename() == digest) continue;
+      total -= std::min<std::uint64_t>(total, fs::file_size(all[i].second, ec));
+      fs::remove(all[i].second, ec);
+    }
+  }
+
+ private:
+  fs::path dir_;
+};
+
 struct Worker {
   WorkerOptions opt;
   const Identity* identity = nullptr;
   double score = 0;
   std::vector<Unsent> unsent;     // finished results not yet acknowledged
   std::set<std::string> inputs;   // jobs whose inputs are on disk
+  std::deque<std::string> input_order;  // ... oldest first
+  KeptInputs kept;                // their files by content, for the jobs to come
   std::int64_t accepted = 0;
 };
+
+// The job's input files into `dir`: each from the message, or from the kept inputs when the
+// coordinator sent its digest only. False when a kept one is missing (ask again for all of it).
+bool place_input(Worker& w, const json& input, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  for (const auto& f : field_or(input, "files", json::array())) {
+    const std::string rel = string_or(f, "path"), digest = string_or(f, "sha256");
+    if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) continue;
+    std::optional<std::string> data;
+    if (f.contains("data")) {
+      auto decoded = base64_decode(string_or(f, "data"));
+      if (!decoded) continue;
+      data = std::move(*decoded);
+      if (!digest.empty() && runsnack::fs::sha256_hex(data->data(), data->size()) == digest) w.kept.keep(digest, *data);
+    } else {
+      data = w.kept.read(digest);
+      if (!data) return false;
+    }
+    fs::create_directories((dir / rel).parent_path(), ec);
+    std::ofstream(dir / rel, std::ios::binary) << *data;
+  }
+  return true;
+}
 
 // RUNSNACK_POOL_FAULT=flip-bits: a cheater that returns wrong numbers under
 // a valid signature (one high mantissa bit flipped in every output file).
@@ -96,8 +184,44 @@ void flip_bits(TaskOutput& out) {
     if (frame.size() >= 4) flip(frame);
 }
 
+// RUNSNACK_POOL_FAULT=poison-scale|poison-flip|poison-random: a training worker that returns a
+// poisoned update (training/update_check.hpp) under a valid signature: its delta x100, its delta
+// negated, or random values of the delta's norm, against the round's weights in `input_dir`.
+void poison_update(TaskOutput& out, const std::string& how, const fs::path& input_dir) {
+  auto reference_bytes = read_file(input_dir / kRoundWeightsIn, kMaxRoundWeightsBytes);
+  if (!reference_bytes) return;
+  auto reference = training::parse_weights(*reference_bytes);
+  for (auto& f : out.files) {
+    if (!reference || string_or(f, "path") != kRoundWeightsOut) continue;
+    auto data = base64_decode(string_or(f, "data"));
+    auto update = data ? training::parse_weights(*data) : Result<training::Weights>(data.error());
+    if (!update) continue;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const auto measured = training::update_norm(*reference, *update);
+    const double norm = measured ? *measured : 1.0;
+    double random_norm = 0;
+    for (auto& [name, t] : update->tensors) {
+      const auto& r = reference->tensors.at(name).values;
+      for (std::size_t i = 0; i < t.values.size(); ++i) {
+        const float delta = t.values[i] - r[i];
+        if (how == "poison-scale") t.values[i] = r[i] + 100 * delta;
+        if (how == "poison-flip") t.values[i] = r[i] - delta;
+        if (how == "poison-random") t.values[i] = normal(rng), random_norm += double(t.values[i]) * t.values[i];
+      }
+    }
+    if (how == "poison-random")  // random directions, the honest delta's size
+      for (auto& [name, t] : update->tensors)
+        for (std::size_t i = 0; i < t.values.size(); ++i)
+          t.values[i] = reference->tensors.at(name).values[i] + t.values[i] * static_cast<float>(norm / std::sqrt(random_norm));
+    if (auto encoded = training::encode_weights(*update)) f["data"] = base64_encode(*encoded);
+  }
+}
+
 Unsent sign_result(const Worker& w, const json& task, TaskOutput out) {
   if (w.opt.fault == "flip-bits") flip_bits(out);
+  if (w.opt.fault.starts_with("poison-") && string_or(task, "workload") == kTrainRoundWorkload)
+    poison_update(out, w.opt.fault, w.opt.work_dir / "inputs" / string_or(task, "job"));
   if (w.opt.fault == "exit-3") out = TaskOutput{3, "", "fault: exit-3 (a saboteur's failure)\n", json::array(), {}};
   TaskResult r;
   r.exit_code = out.exit_code;
@@ -241,19 +365,24 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
       co_return std::optional<int>{};
     fs::path input_dir = w.opt.work_dir / "inputs" / job;
     if (!w.inputs.count(job)) {
-      const json input_request = {{"op", "input"}, {"job", job}};
-      auto in = co_await call(stream, input_request);
-      if (!in) co_return std::optional<int>{};
-      std::error_code ec;
-      fs::create_directories(input_dir, ec);
-      for (const auto& f : field_or((*in)["input"], "files", json::array())) {
-        std::string rel = string_or(f, "path");
-        auto data = base64_decode(string_or(f, "data"));
-        if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos || !data) continue;
-        fs::create_directories((input_dir / rel).parent_path(), ec);
-        std::ofstream(input_dir / rel, std::ios::binary) << *data;
+      // Files kept from earlier jobs (a training's data, round after round) are named by digest only;
+      // should one have gone meanwhile, the input comes again whole.
+      bool placed = false;
+      for (int whole = 0; whole < 2 && !placed; ++whole) {
+        const json input_request = {{"op", "input"}, {"job", job}, {"have", whole ? json::array() : w.kept.digests()}};
+        auto in = co_await call(stream, input_request);
+        if (!in) co_return std::optional<int>{};
+        placed = place_input(w, (*in)["input"], input_dir);
       }
+      if (!placed) co_return std::optional<int>{};
       w.inputs.insert(job);
+      w.input_order.push_back(job);
+      while (w.input_order.size() > kInputFoldersKept) {  // the oldest job's folder: its tasks are long done
+        std::error_code ec;
+        fs::remove_all(w.opt.work_dir / "inputs" / w.input_order.front(), ec);
+        w.inputs.erase(w.input_order.front());
+        w.input_order.pop_front();
+      }
     }
     const Workload* workload = find_workload(string_or(task, "workload", "exec"));
     TaskWork work;
@@ -298,6 +427,7 @@ asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, Wo
   Worker w;
   w.opt = std::move(options);
   w.identity = identity;
+  w.kept.open(w.opt.work_dir / "kept");
   w.score = w.opt.score > 0 ? w.opt.score : calibrate_cpu();
   std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
   exec::prepare_spare();  // the first task starts as fast as the next ones

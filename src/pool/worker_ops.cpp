@@ -1,5 +1,7 @@
 #include "pool/worker_ops.hpp"
 
+#include "fs/safe_fs.hpp"
+
 #include "core/json_fields.hpp"
 #include "pool/scheduling/network.hpp"
 #include "pool/wire.hpp"
@@ -277,6 +279,20 @@ json WorkerOps::results(WorkerSession& s, const Moment& now, const json& req) {
 json WorkerOps::input(const json& req) {
   auto input = store_.job_input(string_or(req, "job"));
   if (!input) return refuse(input.error());
+  // Each file with its digest; the worker's kept files (a training's data, round after round: it
+  // names them in "have") go by digest only, so a round moves its weights, not the data again.
+  std::set<std::string> have;
+  for (const auto& h : field_or(req, "have", json::array()))
+    if (h.is_string() && h.get_ref<const std::string&>().size() == 64 && have.size() < kMaxKeptInputsNamed)
+      have.insert(h.get<std::string>());
+  if (input->is_object() && input->contains("files") && (*input)["files"].is_array())
+    for (auto& f : (*input)["files"]) {
+      auto data = base64_decode(string_or(f, "data"));
+      if (!data) continue;
+      const std::string digest = fs::sha256_hex(data->data(), data->size());
+      if (have.count(digest)) f.erase("data");
+      f["sha256"] = digest;
+    }
   return {{"ok", true}, {"input", *input}};
 }
 

@@ -60,7 +60,9 @@ json WorkerOps::result(WorkerSession& s, const Moment& now, const json& req, std
     verdict = verify(task, *result);
     if (verdict && !verdict->accepted) bad = "verification failed: " + verdict->why;
   }
-  if (verdict) record_check(device, task, peer, verdict->accepted, bad, s, now);
+  // A refusal always counts against the device; an acceptance only when it proves the result.
+  const bool screened = verdict && verdict->accepted && !verdict->conclusive;
+  if (verdict && !screened) record_check(device, task, peer, verdict->accepted, bad, s, now);
   if (learned_) {
     learned_finished(task, device,
                      bad.empty() ? scheduling::Outcome::ok
@@ -70,7 +72,7 @@ json WorkerOps::result(WorkerSession& s, const Moment& now, const json& req, std
   }
   // Checked: from here on the files are stored, compared and served as base64.
   if (bad.empty()) inline_frames(*result);
-  if (bad.empty() && !verdict) {  // no computational check: copies on other peers, when the job asks
+  if (bad.empty() && (!verdict || screened)) {  // not proven by computation: copies on other peers, when the job asks
     auto audit = [&s](const std::string& what, const std::string& why, const json& detail) {
       if (s.audit) s.audit(what, "refuse", why, detail);
     };

@@ -65,6 +65,10 @@ struct Verdict {
   bool accepted = true;
   std::string why;             // when not accepted
   double compute_seconds = 0;  // the task's own compute time, as the result states it (for cost figures)
+  // An acceptance that proves the result right (matmul's Freivalds, render's pixels). A
+  // screening is not (train-round's layout and norm checks): it does not count as a valid
+  // check on the device's record, and the result still goes to replication when its job asks.
+  bool conclusive = true;
 };
 
 // Checks the results of one job; made once per job on the coordinator, so
@@ -106,6 +110,12 @@ class Workload {
   virtual Result<std::unique_ptr<ResultChecker>> checker(const nlohmann::json& spec, const nlohmann::json& input) const {
     (void)spec, (void)input;
     return std::unique_ptr<ResultChecker>{};
+  }
+  // Coordinator (replication.hpp): whether two results of one shard agree; nullptr: bit for bit.
+  using Agreement = std::function<bool(const TaskResult&, const TaskResult&)>;
+  virtual Result<Agreement> agreement(const nlohmann::json& spec, const nlohmann::json& input) const {
+    (void)spec, (void)input;
+    return Agreement{};
   }
   // Coordinator: an event to publish when a task's result is accepted (the
   // render preview's tile), or nothing.

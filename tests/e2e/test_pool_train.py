@@ -3,12 +3,14 @@ script (linear regression in NumPy, tests/e2e/train/linear_train.py) run in the 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 import unittest
 
 from harness import READY_DEADLINE, free_port
+from pool_netns import NetnsMixin
 from test_pool import PoolBase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,8 +21,7 @@ def has_numpy():
     return subprocess.run([DEBIAN_PYTHON, "-c", "import numpy"], capture_output=True).returncode == 0
 
 
-@unittest.skipUnless(has_numpy(), "needs Debian's python3-numpy (scripts/install-deps)")
-class PoolTrainTest(PoolBase):
+class TrainBase(PoolBase):
     def make_training(self, samples=600):
         root = os.path.join(self.tmp, "training")
         subprocess.run([DEBIAN_PYTHON, os.path.join(HERE, "train", "fixture.py"), "make", root, str(samples)], check=True)
@@ -31,19 +32,31 @@ class PoolTrainTest(PoolBase):
                              check=True, capture_output=True, text=True)
         return float(out.stdout)
 
+    # On loopback every worker is on one network: no re-run could be independent (PoolTrainRerunTest has them).
+    CHECK_FRACTION = "0"
+
     def train(self, home, root, *extra, timeout=300):
         out = os.path.join(self.tmp, "run-" + os.path.basename(home))
+        if "--resume" not in extra:
+            extra = ("--check-fraction", self.CHECK_FRACTION) + extra
         cp = self.run_cli(home, "pool", "submit", self.ready["submit"], "train",
                           "--script", os.path.join(root, "script", "linear_train.py"),
                           "--init", os.path.join(root, "init.safetensors"), "--data", os.path.join(root, "data"),
                           "--budget", "20", "--out", out, *extra, timeout=timeout)
         return cp, [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")], out
 
+    def trainings(self, home, training):
+        """The training as `pool status --json` lists it (the owner's trainings)."""
+        return next(t for t in self.pool_status(home)["trainings"] if t["training"] == training)
+
+
+@unittest.skipUnless(has_numpy(), "needs Debian's python3-numpy (scripts/install-deps)")
+class PoolTrainTest(TrainBase):
     def test_rounds_are_averaged_paid_and_the_loss_goes_down(self):
         self.start_pool()
-        for name in ("w1", "w2", "w3"):
-            self.start_worker(name, trusted=True)
-        root, alice = self.make_training(), self.user("alice")
+        workers = [self.start_worker(name, trusted=True) for name in ("w1", "w2", "w3")]
+        root, alice = self.make_training(samples=20000), self.user("alice")
+        data_bytes = sum(os.path.getsize(os.path.join(root, "data", f)) for f in os.listdir(os.path.join(root, "data")))
         cp, lines, out = self.train(alice, root, "--workers", "3", "--rounds", "4", "--local-steps", "10",
                                     "--wait", "--json")
         self.assertEqual(cp.returncode, 0, cp.stderr)
@@ -63,6 +76,14 @@ class PoolTrainTest(PoolBase):
         self.assertTrue(payments)
         self.assertGreater(float(done["credits_spent"]), 0)
         self.audit_ok()
+        # A round moves weights, not the data again: each worker keeps the training's files by content.
+        for w in workers:
+            w.stop()
+        join = re.search(r"/g/([a-z2-7]+)", self.ready["join"]).group(1)
+        closed = lambda: [e["bytes_out"] for e in self.coord.events()
+                          if e.get("event") == "session_closed" and e.get("grant") == join]
+        sent = self.poll_until(lambda: closed() if len(closed()) == 3 else None, 30, "the workers' sessions to close")
+        self.assertTrue(all(b < 1.5 * data_bytes for b in sent), (sent, data_bytes))  # 4 rounds: 4x without
 
     def test_a_worker_returning_garbage_is_refused_unpaid_and_the_training_goes_on(self):
         self.start_pool()
@@ -108,10 +129,6 @@ class PoolTrainTest(PoolBase):
         self.assertEqual(lines[-1]["state"], "done")
         self.assertLess(self.distance(os.path.join(out, "weights.safetensors")), 1.5)
 
-    def trainings(self, home, training):
-        """The training as `pool status --json` lists it (the owner's trainings)."""
-        return next(t for t in self.pool_status(home)["trainings"] if t["training"] == training)
-
     def test_bad_input_is_refused_with_what_to_do(self):
         self.start_pool()
         root, alice = self.make_training(samples=2), self.user("alice")
@@ -132,6 +149,50 @@ class PoolTrainTest(PoolBase):
                           "--data", os.path.join(root, "data"), "--workers", "1")
         self.assertIn("--init", cp.stderr)
         self.assertNotEqual(cp.returncode, 0)
+
+
+@unittest.skipUnless(has_numpy(), "needs Debian's python3-numpy (scripts/install-deps)")
+class PoolTrainRerunTest(NetnsMixin, TrainBase):
+    """Updates re-run on a device of another network and compared (--check-fraction): each worker on a
+    network of its own (pool_netns.py)."""
+    CHECK_FRACTION = "0.1"
+
+    def start_pool(self, *extra, **kw):
+        kw.setdefault("listen", "0.0.0.0:0")  # reachable at every 127.0.N.1 of the namespace
+        return super().start_pool(*extra, **kw)
+
+    def test_poisoned_updates_are_rejected_unpaid_and_their_devices_excluded(self):
+        """Issue 38: a worker returning its update x100, sign-flipped or random (of an honest size) under a
+        valid signature. New devices have every update re-run elsewhere until proven; a re-run of the same
+        shard, seed and weights must agree within 5% of the delta."""
+        self.start_pool()
+        for n in range(3):
+            self.start_worker_on("honest%d" % n, n, trusted=True)
+        poisoners = {}
+        for i, how in enumerate(("poison-scale", "poison-flip", "poison-random")):
+            home = self.new_home(how)
+            proc = self.start(home, "pool", "join", self.link_on(self.ready["join"], 3 + i), "--cpu", name=how,
+                              env_extra={"RUNSNACK_POOL_FAULT": how})
+            proc.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of " + how)
+            poisoners[how] = home
+        root, alice = self.make_training(), self.user("alice")
+        cp, lines, out = self.train(alice, root, "--workers", "6", "--rounds", "4", "--local-steps", "10",
+                                    "--wait", "--json", timeout=600)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        rounds = [l for l in lines if l["event"] == "round"]
+        self.assertEqual(len(rounds), 4)
+        self.assertTrue(all(r["updates"] == 6 for r in rounds), rounds)  # every shard's update, from honest runs
+        self.assertLess(self.distance(os.path.join(out, "weights.safetensors")), 1.5)
+        status = self.pool_status(alice)
+        for how, home in poisoners.items():
+            mine = [d for d in status["devices"] if d["id"].startswith(self.peer_id(home))]
+            self.assertEqual(len(mine), 1, how)
+            # Caught, never paid: no accepted task and no credit earned.
+            self.assertGreater(mine[0]["invalid"], 0, (how, mine[0]))
+            self.assertEqual(mine[0]["tasks_done"], 0, (how, mine[0]))
+            self.assertEqual(mine[0]["valid"], 0, (how, mine[0]))  # passing the screening proves nothing
+            self.assertEqual(float(self.credits(home)["balance"]), 0.0, how)
+        self.audit_ok()
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ struct RoundSpec {
   std::int64_t local_steps = 1;
   std::int64_t seed = 0;             // the round's; a shard's is shard_seed(seed, shard)
   double median_norm = 0;            // the last round's median update norm (0: none yet)
+  double spot_check = 0;             // least share of updates re-run on another device (replication.hpp)
+  double tolerance = 0.05;           // two runs agree within this (training/update_check.hpp rerun_distance)
   std::uint64_t max_weights_bytes = kMaxRoundWeightsBytes;
 };
 
@@ -51,6 +53,8 @@ Result<RoundSpec> parse_round_spec(const nlohmann::json& spec);
 std::string shard_folder(std::int64_t shard);
 // The seed shard `shard` runs with (RUNSNACK_SEED): a re-run of the same round and shard gets the same.
 std::int64_t shard_seed(std::int64_t round_seed, std::int64_t shard);
+// The round's weights, from its job's own input (not the training's files it is joined to).
+Result<training::Weights> round_weights(const nlohmann::json& input, std::uint64_t max_bytes);
 // The weights a result returns (its out/weights.safetensors), parsed within `max_bytes`.
 Result<training::Weights> parse_update(const TaskResult& result, std::uint64_t max_bytes);
 

@@ -43,7 +43,7 @@ class TrainRoundChecker final : public ResultChecker {
       : reference_(std::move(reference)), median_(median), max_bytes_(max_bytes) {}
 
   Verdict check(std::int64_t, const TaskResult& result) override {
-    if (result.exit_code != 0) return {true, "", 0};  // a failed shard: not an update (shard_failed's business)
+    if (result.exit_code != 0) return {true, "", 0, false};  // a failed shard: not an update (shard_failed's business)
     auto update = parse_update(result, max_bytes_);
     if (!update) return {false, update.error().what(), 0};
     auto norm = training::update_norm(reference_, *update);
@@ -51,7 +51,7 @@ class TrainRoundChecker final : public ResultChecker {
     if (median_ > 0)
       if (auto ok = training::check_norm(*norm, median_); !ok)
         return {false, ok.error().what() + " (the last round's median)", 0};
-    return {true, "", 0};
+    return {true, "", 0, false};  // screened, not proven: a re-run proves it (replication.hpp)
   }
 
  private:
@@ -76,6 +76,9 @@ class TrainRoundWorkload final : public Workload {
 
   json verification_method(const json& spec) const override {
     return {{"method", "update checks"},
+            {"rerun", {{"fraction", number_or(spec, "spot_check", 0.0)},
+                       {"tolerance", number_or(spec, "tolerance", training::kDefaultRerunTolerance)},
+                       {"compare", "relative distance of the two deltas"}}},
             {"checks", "same tensors and shapes as the round's weights, finite values, delta norm at most " +
                            std::to_string(static_cast<int>(training::kDefaultMaxNormOverMedian)) +
                            "x the last round's median"},
@@ -109,16 +112,30 @@ class TrainRoundWorkload final : public Workload {
   Result<std::unique_ptr<ResultChecker>> checker(const json& spec, const json& input) const override {
     auto round = parse_round_spec(spec);
     if (!round) return round.error();
-    for (const auto& f : field_or(input, "files", json::array())) {
-      if (string_or(f, "path") != kRoundWeightsIn) continue;
-      auto bytes = base64_decode(string_or(f, "data"));
-      if (!bytes) return bytes.error();
-      auto reference = training::parse_weights(*bytes, round->max_weights_bytes);
-      if (!reference) return reference.error();
-      return std::unique_ptr<ResultChecker>(
-          std::make_unique<TrainRoundChecker>(std::move(*reference), round->median_norm, round->max_weights_bytes));
-    }
-    return fail(errc::malformed, "a train round without its weights");
+    auto reference = round_weights(input, round->max_weights_bytes);
+    if (!reference) return reference.error();
+    return std::unique_ptr<ResultChecker>(
+        std::make_unique<TrainRoundChecker>(std::move(*reference), round->median_norm, round->max_weights_bytes));
+  }
+
+  // A re-run of the same shard (same weights, data, seed and steps) agrees when the two deltas are
+  // within the round's tolerance: a sign-flipped, random or scaled update does not, honest rounding does.
+  Result<Agreement> agreement(const json& spec, const json& input) const override {
+    auto round = parse_round_spec(spec);
+    if (!round) return round.error();
+    auto reference = round_weights(input, round->max_weights_bytes);
+    if (!reference) return reference.error();
+    auto shared = std::make_shared<const training::Weights>(std::move(*reference));
+    const std::uint64_t max = round->max_weights_bytes;
+    const double tolerance = round->tolerance;
+    return Agreement([shared, max, tolerance](const TaskResult& a, const TaskResult& b) {
+      if (a.exit_code != b.exit_code) return false;
+      if (a.exit_code != 0) return true;  // both failed: the shard's failure, agreed on
+      auto ua = parse_update(a, max), ub = parse_update(b, max);
+      if (!ua || !ub) return false;
+      auto distance = training::rerun_distance(*shared, *ua, *ub);
+      return distance && *distance <= tolerance;
+    });
   }
 
   Result<json> merge(const json&, std::int64_t, const fs::path&, const fs::path&) const override {
@@ -138,6 +155,8 @@ Result<RoundSpec> parse_round_spec(const json& spec) {
   r.seed = int_or(spec, "seed", -1);
   r.median_norm = number_or(spec, "median_norm", 0.0);
   r.max_weights_bytes = static_cast<std::uint64_t>(int_or(spec, "max_weights_bytes", 0));
+  r.spot_check = number_or(spec, "spot_check", 0.0);
+  r.tolerance = number_or(spec, "tolerance", training::kDefaultRerunTolerance);
   const bool plain_name = !r.script.empty() && r.script.size() <= 200 && r.script.front() != '.' &&
                           r.script.find('/') == std::string::npos && r.script.front() != '-';
   if (!plain_name) return fail(errc::invalid_argument, "a train round's script must be a plain file name");
@@ -146,9 +165,21 @@ Result<RoundSpec> parse_round_spec(const json& spec) {
   if (r.local_steps < 1 || r.local_steps > kMaxLocalSteps) return fail(errc::invalid_argument, "local_steps out of range");
   if (r.seed < 0 || r.seed > kMaxSeed) return fail(errc::invalid_argument, "seed out of range");
   if (!(r.median_norm >= 0) || !std::isfinite(r.median_norm)) return fail(errc::invalid_argument, "bad median_norm");
+  if (!(r.spot_check >= 0 && r.spot_check <= 1)) return fail(errc::invalid_argument, "spot_check must be in [0, 1]");
+  if (!(r.tolerance > 0 && r.tolerance <= 1)) return fail(errc::invalid_argument, "tolerance must be in (0, 1]");
   if (r.max_weights_bytes < 1 || r.max_weights_bytes > kMaxRoundWeightsBytes)
     return fail(errc::invalid_argument, "max_weights_bytes out of range");
   return r;
+}
+
+Result<training::Weights> round_weights(const json& input, std::uint64_t max_bytes) {
+  for (const auto& f : field_or(input, "files", json::array())) {
+    if (string_or(f, "path") != kRoundWeightsIn) continue;
+    auto bytes = base64_decode(string_or(f, "data"));
+    if (!bytes) return bytes.error();
+    return training::parse_weights(*bytes, max_bytes);
+  }
+  return fail(errc::malformed, "a train round without its weights");
 }
 
 std::string shard_folder(std::int64_t shard) { return "data/shard-" + std::to_string(shard); }
