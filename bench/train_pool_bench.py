@@ -60,10 +60,12 @@ class Pool:
                               capture_output=True, text=True).stdout
 
     def stop(self):
-        for p in self.procs:
+        for p in self.procs[1:]:  # the workers first: the coordinator logs their sessions' bytes
             p.terminate()
         for p in self.procs[1:]:
             p.wait()
+        time.sleep(0.5)
+        self.coord.terminate()
         rest = self.coord.stdout.read()
         self.coord.wait()
         return [json.loads(l) for l in rest.splitlines() if l.startswith("{")]
@@ -84,8 +86,8 @@ def by_hand(work, data, init, rounds, steps):
 
 
 def on_pool(binary, work, data, init, rounds, steps, workers):
-    pool = Pool(binary, os.path.join(work, "pool%d" % workers), list(range(workers)))
-    out = os.path.join(work, "run%d" % workers)
+    pool = Pool(binary, os.path.join(work, "pool%d-%d" % (workers, rounds)), list(range(workers)))
+    out = os.path.join(work, "run%d-%d" % (workers, rounds))
     start = time.monotonic()
     done = subprocess.run([binary, "pool", "submit", pool.ready["submit"], "train", "--script",
                            os.path.join(EXAMPLES, "fashion_mnist_cnn.py"), "--init", init, "--data", data,

@@ -85,6 +85,26 @@ void print_devices(const json& devices, std::ostream& out) {
   }
 }
 
+// Your trainings (pool/trainer.hpp): one line each, the last round's loss and accuracy.
+void print_trainings(const json& trainings, std::ostream& out) {
+  if (!trainings.is_array() || trainings.empty()) return;
+  out << "\n" << column("TRAINING", 14) << column("STATE", 11) << column("ROUNDS", 9) << column("LOSS", 9)
+      << column("ACCURACY", 10) << "CREDITS\n";
+  for (const auto& t : trainings) {
+    const json& metrics = t.contains("metrics") && t["metrics"].is_array() ? t["metrics"] : json::array();
+    const json last = metrics.empty() ? json::object() : metrics.back();
+    const std::string rounds = std::to_string(int_or(t, "rounds_done", 0)) + "/" +
+                               std::to_string(t.contains("spec") ? int_or(t["spec"], "rounds", 0) : 0);
+    out << column(text_of(t, "training"), 14) << column(text_of(t, "state"), 11) << column(rounds, 9)
+        << column(last.contains("loss") && last["loss"].is_number() ? number(last["loss"].get<double>(), "%.4g") : "-", 9)
+        << column(last.contains("accuracy") && last["accuracy"].is_number() ? number(last["accuracy"].get<double>(), "%.3f")
+                                                                            : "-",
+                  10)
+        << text_of(t, "credits_spent") << "\n";
+    if (!text_of(t, "reason").empty()) out << "  " << text_of(t, "reason") << "\n";
+  }
+}
+
 void print_credits(const json& r, std::ostream& out) {
   out << "balance: " << text_of(r, "balance") << " credits (peer " << text_of(r, "peer") << ")\n";
   const json& entries = r.contains("entries") ? r["entries"] : json::array();
@@ -113,8 +133,10 @@ void print_pool_reply(std::string_view op, const json& reply, std::string_view j
     print_devices(reply.value("devices", json::array()), out);
     out << "\n";
     print_jobs(reply.value("jobs", json::array()), out);
+    print_trainings(reply.value("trainings", json::array()), out);
   } else if (op == "jobs") {
     print_jobs(reply.value("jobs", json::array()), out);
+    print_trainings(reply.value("trainings", json::array()), out);
   } else {
     out << reply.dump(2) << "\n";
   }

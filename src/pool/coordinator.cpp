@@ -74,7 +74,7 @@ asio::awaitable<void> Coordinator::run_maintenance() {
     else if (*n > 0) on_event_({{"event", "leases_expired"}, {"count", *n}});
     ops_.replication().tick(now.wall_ms(), {});  // shards no independent device can check any more
     if (ticks_ % 4 == 0) give_up_stuck_jobs(now);  // every ~1 s
-    if (ticks_ % 4 == 2) trainer_.tick(now.wall_ms());  // rounds that ended: averaged, the next started
+    trainer_.tick(now.wall_ms());  // rounds that ended: averaged, the next started (a round waits at most a tick)
   }
 }
 
@@ -182,6 +182,12 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
     json answer = answer_or_refuse("worker message", [&] { return ops_.handle(session, now, *req); });
     session.frames.clear();  // up to kMaxFrameBytes: not held while the worker is idle
     auto w = co_await write_stream_message(*stream, answer);
+    for (std::size_t i = 0; w && i < session.reply_frames.size(); ++i) {
+      const std::string header = frame_header(session.reply_frames[i].size());
+      w = co_await stream->write(asio::buffer(header));
+      if (w) w = co_await stream->write(asio::buffer(session.reply_frames[i]));
+    }
+    session.reply_frames.clear();
     if (!w) {
       why = w.error().what();
       break;

@@ -33,7 +33,9 @@ json Coordinator::linked_worker_request(const json& req, const ServiceContext& c
   WorkerSession& s = session_of(worker, context);
   const auto now = Moment::read();  // once per message, as serve_worker
   try {
-    return ops_.handle(s, now, req);
+    json answer = ops_.handle(s, now, req);
+    s.reply_frames.clear();  // a WebSocket carries no frames: a browser that asks for them gets none
+    return answer;
   } catch (const json::exception& e) {  // a bug of ours: the peer gets a refusal, not a closed socket
     spdlog::error("pool: browser worker message: {}", e.what());
     return refusal("malformed message");

@@ -169,6 +169,13 @@ void Trainer::tick(std::int64_t now_ms) {
 }
 
 void Trainer::advance(const std::string& id, std::int64_t now_ms) {
+  // Called every tick: while its round runs, a look at the row and the job, not the weights.
+  auto glance = store_.training(id, false);
+  if (!glance || !*glance) return;
+  if ((*glance)->round_job) {
+    auto running = store_.job_status(*(*glance)->round_job);
+    if (running && running->state == "running") return;
+  }
   auto row = store_.training(id, true);
   if (!row || !*row) return;
   const TrainingRow& t = **row;

@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <cmath>
 #include <fstream>
@@ -50,6 +51,28 @@ asio::awaitable<Result<json>> call(MuxStream& stream, const json& request) {
   if (!r->is_object() || !bool_or(*r, "ok", false))
     co_return fail(errc::refused, r->is_object() ? string_or(*r, "error", "refused") : "bad answer");
   co_return *r;
+}
+
+// A request whose answer may announce binary frames after it ("frames": n, wire.hpp): read
+// into `frames`, within the same bounds a coordinator keeps for a worker's.
+asio::awaitable<Result<json>> call_for_frames(MuxStream& stream, const json& request, std::vector<std::string>& frames) {
+  auto answer = co_await call(stream, request);
+  if (!answer) co_return answer.error();
+  const std::int64_t n = int_or(*answer, "frames", 0);
+  if (n < 0 || n > kMaxFramesPerResult) co_return fail(errc::malformed, "an answer announcing " + std::to_string(n) + " frames");
+  std::size_t budget = kMaxFrameBytes;
+  frames.clear();
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::array<std::uint8_t, kFrameHeaderBytes> header{};
+    auto got = co_await stream.read_exact(asio::buffer(header));
+    auto length = got ? frame_length(header, budget) : Result<std::uint32_t>(got.error());
+    if (!length) co_return length.error();
+    budget -= *length;
+    std::string bytes;
+    if (auto r = co_await stream.read_growing(*length, bytes); !r) co_return r.error();
+    frames.push_back(std::move(bytes));
+  }
+  co_return answer;
 }
 
 // The same, with binary frames after the request (wire.hpp).
@@ -147,14 +170,19 @@ struct Worker {
 
 // The job's input files into `dir`: each from the message, or from the kept inputs when the
 // coordinator sent its digest only. False when a kept one is missing (ask again for all of it).
-bool place_input(Worker& w, const json& input, const fs::path& dir) {
+bool place_input(Worker& w, const json& input, std::vector<std::string>& frames, const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   for (const auto& f : field_or(input, "files", json::array())) {
     const std::string rel = string_or(f, "path"), digest = string_or(f, "sha256");
     if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) continue;
     std::optional<std::string> data;
-    if (f.contains("data")) {
+    if (f.contains("frame")) {
+      const std::int64_t i = int_or(f, "frame", -1);
+      if (i < 0 || static_cast<std::size_t>(i) >= frames.size()) return false;
+      data = std::move(frames[static_cast<std::size_t>(i)]);
+      if (!digest.empty() && runsnack::fs::sha256_hex(data->data(), data->size()) == digest) w.kept.keep(digest, *data);
+    } else if (f.contains("data")) {
       auto decoded = base64_decode(string_or(f, "data"));
       if (!decoded) continue;
       data = std::move(*decoded);
@@ -193,7 +221,9 @@ void poison_update(TaskOutput& out, const std::string& how, const fs::path& inpu
   auto reference = training::parse_weights(*reference_bytes);
   for (auto& f : out.files) {
     if (!reference || string_or(f, "path") != kRoundWeightsOut) continue;
-    auto data = base64_decode(string_or(f, "data"));
+    const std::int64_t frame = int_or(f, "frame", -1);
+    const bool framed = frame >= 0 && static_cast<std::size_t>(frame) < out.frames.size();
+    auto data = framed ? Result<std::string>(out.frames[static_cast<std::size_t>(frame)]) : base64_decode(string_or(f, "data"));
     auto update = data ? training::parse_weights(*data) : Result<training::Weights>(data.error());
     if (!update) continue;
     std::mt19937 rng(7);
@@ -214,7 +244,10 @@ void poison_update(TaskOutput& out, const std::string& how, const fs::path& inpu
       for (auto& [name, t] : update->tensors)
         for (std::size_t i = 0; i < t.values.size(); ++i)
           t.values[i] = reference->tensors.at(name).values[i] + t.values[i] * static_cast<float>(norm / std::sqrt(random_norm));
-    if (auto encoded = training::encode_weights(*update)) f["data"] = base64_encode(*encoded);
+    if (auto encoded = training::encode_weights(*update)) {
+      if (framed) out.frames[static_cast<std::size_t>(frame)] = std::move(*encoded);
+      else f["data"] = base64_encode(*encoded);
+    }
   }
 }
 
@@ -369,10 +402,12 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
       // should one have gone meanwhile, the input comes again whole.
       bool placed = false;
       for (int whole = 0; whole < 2 && !placed; ++whole) {
-        const json input_request = {{"op", "input"}, {"job", job}, {"have", whole ? json::array() : w.kept.digests()}};
-        auto in = co_await call(stream, input_request);
+        const json input_request = {{"op", "input"}, {"job", job}, {"frames", true},
+                                    {"have", whole ? json::array() : w.kept.digests()}};
+        std::vector<std::string> frames;
+        auto in = co_await call_for_frames(stream, input_request, frames);
         if (!in) co_return std::optional<int>{};
-        placed = place_input(w, (*in)["input"], input_dir);
+        placed = place_input(w, (*in)["input"], frames, input_dir);
       }
       if (!placed) co_return std::optional<int>{};
       w.inputs.insert(job);

@@ -49,7 +49,7 @@ json WorkerOps::handle(WorkerSession& s, const Moment& now, const json& req) {
   if (op == "heartbeat") return {{"ok", true}};
   if (op == "claim") return claim(s, now, req);
   if (op == "results") return results(s, now, req);
-  if (op == "input") return input(req);
+  if (op == "input") return input(s, req);
   if (op == "failed") return failed(s, now, req);
   if (op == "abandon") return abandon(s, now, req);
   if (op == "result") return result(s, now, req);
@@ -276,7 +276,7 @@ json WorkerOps::results(WorkerSession& s, const Moment& now, const json& req) {
   return {{"ok", true}, {"answers", answers}};
 }
 
-json WorkerOps::input(const json& req) {
+json WorkerOps::input(WorkerSession& s, const json& req) {
   auto input = store_.job_input(string_or(req, "job"));
   if (!input) return refuse(input.error());
   // Each file with its digest; the worker's kept files (a training's data, round after round: it
@@ -285,15 +285,29 @@ json WorkerOps::input(const json& req) {
   for (const auto& h : field_or(req, "have", json::array()))
     if (h.is_string() && h.get_ref<const std::string&>().size() == 64 && have.size() < kMaxKeptInputsNamed)
       have.insert(h.get<std::string>());
+  // A worker that reads frames after an answer gets the files raw (a third fewer bytes than base64).
+  const bool raw = bool_or(req, "frames", false);
+  std::size_t raw_bytes = 0;
+  s.reply_frames.clear();
   if (input->is_object() && input->contains("files") && (*input)["files"].is_array())
     for (auto& f : (*input)["files"]) {
       auto data = base64_decode(string_or(f, "data"));
       if (!data) continue;
       const std::string digest = fs::sha256_hex(data->data(), data->size());
-      if (have.count(digest)) f.erase("data");
       f["sha256"] = digest;
+      if (have.count(digest)) {
+        f.erase("data");
+      } else if (raw && raw_bytes + data->size() <= kMaxFrameBytes &&
+                 s.reply_frames.size() < static_cast<std::size_t>(kMaxFramesPerResult)) {
+        raw_bytes += data->size();
+        f.erase("data");
+        f["frame"] = s.reply_frames.size();
+        s.reply_frames.push_back(std::move(*data));
+      }
     }
-  return {{"ok", true}, {"input", *input}};
+  json answer = {{"ok", true}, {"input", *input}};
+  if (!s.reply_frames.empty()) answer["frames"] = s.reply_frames.size();
+  return answer;
 }
 
 json WorkerOps::failed(WorkerSession& s, const Moment& now, const json& req) {

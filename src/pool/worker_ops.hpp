@@ -81,6 +81,9 @@ struct WorkerSession {
   // results in order (wire.hpp).
   std::vector<std::string> frames;
   std::size_t next_frame = 0;
+  // Binary frames to follow the answer to the current message ("input" with "frames": a
+  // worker that reads them gets its files raw, not as base64: wire.hpp).
+  std::vector<std::string> reply_frames;
   std::chrono::steady_clock::time_point last_renewal{};
 };
 
@@ -101,7 +104,7 @@ class WorkerOps {
   nlohmann::json register_worker(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json calibrated(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json claim(WorkerSession& s, const Moment& now, const nlohmann::json& req);
-  nlohmann::json input(const nlohmann::json& req);
+  nlohmann::json input(WorkerSession& s, const nlohmann::json& req);
   nlohmann::json failed(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   // A capped device hands back a task that ran past its cap: the task is
   // pending again with its try unspent, nobody's record moves, and the

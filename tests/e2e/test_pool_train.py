@@ -127,6 +127,8 @@ class PoolTrainTest(TrainBase):
         rounds = [l["round"] for l in lines if l["event"] == "round"]
         self.assertEqual(rounds, list(range(6)))  # every round once, in order
         self.assertEqual(lines[-1]["state"], "done")
+        table = self.ok(alice, "pool", "jobs", self.ready["submit"]).stdout
+        self.assertRegex(table, training + r" +done +6/6 ")
         self.assertLess(self.distance(os.path.join(out, "weights.safetensors")), 1.5)
 
     def test_bad_input_is_refused_with_what_to_do(self):

@@ -106,7 +106,17 @@ class TrainRoundWorkload final : public Workload {
     req.limits = work.limits;
     req.timeout = work.limits.timeout;
     auto running = run_exec_task(std::move(req), work.tick);
-    co_return co_await std::move(running);
+    auto out = co_await std::move(running);
+    // The weights go back raw in a binary frame (wire.hpp), not as base64: a third fewer bytes a round.
+    if (out)
+      for (auto& f : out->files)
+        if (string_or(f, "path") == kRoundWeightsOut && f.contains("data"))
+          if (auto raw = base64_decode(string_or(f, "data"))) {
+            f.erase("data");
+            f["frame"] = out->frames.size();
+            out->frames.push_back(std::move(*raw));
+          }
+    co_return out;
   }
 
   Result<std::unique_ptr<ResultChecker>> checker(const json& spec, const json& input) const override {
