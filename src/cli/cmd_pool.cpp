@@ -380,7 +380,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
                          "exec: re-run at least this share of results on another peer (all of an unproven device's)");
   submit_cmd->add_option("--rounds", o.rounds, "matmul: Freivalds rounds per tile; a wrong tile passes with probability <= 2^-K; "
                                                "train: rounds of local training (default 10)");
-  submit_cmd->add_option("--script", su->train.script, "train: the training script (runsnack_train.py beside it goes too)");
+  submit_cmd->add_option("--script", su->train.script, "train: the training script (the .py files beside it go too: runsnack_train.py, your modules)");
   submit_cmd->add_option("--init", su->train.init, "train: the initial weights, a safetensors file of float32 tensors");
   submit_cmd->add_option("--data", su->train.data, "train: the data folder, split into one shard per worker");
   submit_cmd->add_option("--workers", su->train.workers, "train: shards, and tasks a round")->check(CLI::Range(1, 64));
@@ -392,6 +392,9 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
                          "train: least share of updates re-run on a device of another network and compared within 5% "
                          "(all of a new device's); 0: none, e.g. on one machine where no copy is independent (default 0.1)")
       ->check(CLI::Range(0.0, 1.0));
+  submit_cmd->add_option("--round-timeout", su->train.round_timeout_s,
+                         "train: seconds a round may run; then it closes with the updates that came (default 600)")
+      ->check(CLI::Range(1, 7 * 86400));
   submit_cmd->add_option("--resume", su->train.resume, "train: wait for this training again (with --wait)");
   submit_cmd->add_option("--tolerance", o.tolerance, "matmul: relative tolerance of the check (default 1e-5)");
   submit_cmd->add_option("command", o.command, "exec: -- CMD ARGS ({shard} and {shards} substituted)");

@@ -108,18 +108,25 @@ Result<json> data_shards(const fs::path& dir, std::int64_t workers) {
   return out;
 }
 
-// The script, and runsnack_train.py when it is beside it (the helper the examples import).
+// The script, and the other .py files beside it (the modules it imports: runsnack_train.py, a
+// model.py), in name order; the data's bound holds for them all.
 Result<json> script_files(const fs::path& script) {
   json out = json::array();
   auto body = pool::read_file(script, pool::kMaxTrainDataBytes);
   if (!body) return fail(errc::invalid_argument, "--script: cannot read " + script.string() + ": " + body.error().what());
   out.push_back(file_entry(script.filename().string(), *body));
-  const fs::path helper = script.parent_path().empty() ? fs::path("runsnack_train.py") : script.parent_path() / "runsnack_train.py";
+  const fs::path folder = script.parent_path().empty() ? fs::path(".") : script.parent_path();
+  std::vector<fs::path> beside;
   std::error_code ec;
-  if (script.filename() != "runsnack_train.py" && fs::is_regular_file(helper, ec)) {
-    auto data = pool::read_file(helper, pool::kMaxTrainDataBytes);
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.is_regular_file() && e.path().extension() == ".py" && e.path().filename() != script.filename() &&
+        !e.path().filename().string().starts_with("."))
+      beside.push_back(e.path());
+  std::sort(beside.begin(), beside.end());
+  for (const auto& f : beside) {
+    auto data = pool::read_file(f, pool::kMaxTrainDataBytes);
     if (!data) return data.error();
-    out.push_back(file_entry("runsnack_train.py", *data));
+    out.push_back(file_entry(f.filename().string(), *data));
   }
   return out;
 }
@@ -136,7 +143,8 @@ std::string round_line(const json& m, std::int64_t rounds) {
   std::ostringstream line;
   line << "round " << int_or(m, "round", 0) + 1 << "/" << rounds << ": loss " << number_text(m["loss"], "%.4f")
        << ", accuracy " << number_text(m["accuracy"], "%.3f") << ", " << int_or(m, "updates", 0) << " updates ("
-       << int_or(m, "rejected", 0) << " rejected, " << int_or(m, "failed_shards", 0) << " shards failed), "
+       << int_or(m, "rejected", 0) << " rejected, " << int_or(m, "failed_shards", 0) << " shards failed"
+       << (bool_or(m, "closed_by_deadline", false) ? ", closed at its deadline" : "") << "), "
        << number_text(m["seconds"], "%.1f") << " s, " << printable(string_or(m, "credits_spent", "0")) << " credits";
   return line.str();
 }
@@ -192,7 +200,8 @@ asio::awaitable<int> train_body(TrainArgs args, Session& session) {
                        {"seed", args.seed},
                        {"outer_lr", args.outer_lr},
                        {"outer_momentum", args.outer_momentum},
-                       {"check_fraction", args.check_fraction}};
+                       {"check_fraction", args.check_fraction},
+                       {"round_timeout_s", args.round_timeout_s}};
     request = {{"op", "train"}, {"spec", spec}, {"input", {{"files", *files}}},
                {"weights", pool::base64_encode(*weights)}, {"budget", *budget}};
   }

@@ -16,7 +16,7 @@ namespace runsnack::cli {
 
 struct TrainArgs {
   std::string script, init, data, resume, budget = "0", out;
-  std::int64_t workers = 0, rounds = 10, local_steps = 50, seed = 1;
+  std::int64_t workers = 0, rounds = 10, local_steps = 50, seed = 1, round_timeout_s = 600;
   double outer_lr = 0.7, outer_momentum = 0.9, check_fraction = 0.1;
   bool wait = false, json = false;
   // Set once submitted: a reconnect after a lost session carries on waiting for it.

@@ -37,7 +37,12 @@ json answer_or_refuse(const char* what, Handler&& handle) {
 
 Coordinator::Coordinator(asio::any_io_executor ex, PoolStore& store, std::function<void(const json&)> on_event)
     : ex_(ex), store_(store), on_event_(std::move(on_event)), ops_(store, on_event_, std::random_device{}()),
-      trainer_(store, on_event_), client_ops_(store, ops_, trainer_, on_event_),
+      trainer_(store, on_event_,
+               [this](const std::string& job) {
+                 ops_.replication().forget_job(job);
+                 ops_.forget_job_state(job);
+               }),
+      client_ops_(store, ops_, trainer_, on_event_),
       maintenance_timer_(ex), stalls_(std::chrono::milliseconds(store.policy().give_up_ms)) {}
 
 void Coordinator::add_services(ServiceRouter& router) {
@@ -180,6 +185,8 @@ asio::awaitable<void> Coordinator::serve_worker(std::shared_ptr<MuxStream> strea
     // The clock is read once per message: every op and the store see one time.
     const auto now = Moment::read();
     json answer = answer_or_refuse("worker message", [&] { return ops_.handle(session, now, *req); });
+    if (const std::string op = string_or(*req, "op"); op == "result" || op == "results")
+      trainer_.nudge(now.wall_ms());  // a round this ended: the next one starts before the worker's next claim
     session.frames.clear();  // up to kMaxFrameBytes: not held while the worker is idle
     auto w = co_await write_stream_message(*stream, answer);
     for (std::size_t i = 0; w && i < session.reply_frames.size(); ++i) {

@@ -93,6 +93,7 @@ Result<TrainingSpec> TrainingSpec::parse(const json& spec) {
   s.outer_momentum = number_or(spec, "outer_momentum", 0.9);
   s.nesterov = bool_or(spec, "nesterov", true);
   s.check_fraction = number_or(spec, "check_fraction", 0.1);
+  s.round_timeout_s = int_or(spec, "round_timeout_s", 600);
   if (!plain_script_name(s.script)) return fail(errc::invalid_argument, "--script must name a file (a plain name in the input)");
   if (s.workers < 1 || s.workers > kMaxTrainShards)
     return fail(errc::invalid_argument, "--workers must be 1.." + std::to_string(kMaxTrainShards));
@@ -103,17 +104,20 @@ Result<TrainingSpec> TrainingSpec::parse(const json& spec) {
   if (!(s.outer_lr > 0 && s.outer_lr <= 10)) return fail(errc::invalid_argument, "--outer-lr must be in (0, 10]");
   if (!(s.outer_momentum >= 0 && s.outer_momentum < 1)) return fail(errc::invalid_argument, "--outer-momentum must be in [0, 1)");
   if (!(s.check_fraction >= 0 && s.check_fraction <= 1)) return fail(errc::invalid_argument, "--check-fraction must be in [0, 1]");
+  if (s.round_timeout_s < 1 || s.round_timeout_s > 7 * 86400)
+    return fail(errc::invalid_argument, "--round-timeout must be 1 s .. 7 days");
   return s;
 }
 
 json TrainingSpec::to_json() const {
   return {{"script", script}, {"workers", workers}, {"rounds", rounds}, {"local_steps", local_steps}, {"seed", seed},
           {"outer_lr", outer_lr}, {"outer_momentum", outer_momentum}, {"nesterov", nesterov},
-          {"check_fraction", check_fraction}};
+          {"check_fraction", check_fraction}, {"round_timeout_s", round_timeout_s}};
 }
 
-Trainer::Trainer(PoolStore& store, std::function<void(const json&)> on_event)
-    : store_(store), on_event_(std::move(on_event)) {}
+Trainer::Trainer(PoolStore& store, std::function<void(const json&)> on_event,
+                 std::function<void(const std::string&)> forget_job)
+    : store_(store), on_event_(std::move(on_event)), forget_job_(std::move(forget_job)) {}
 
 json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& req) {
   auto spec = TrainingSpec::parse(field_or(req, "spec"));
@@ -155,6 +159,7 @@ json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& r
   if (!id) return refuse(id.error());
   on_event_({{"event", "training_submitted"}, {"training", *id}, {"owner", peer}, {"workers", spec->workers},
              {"rounds", spec->rounds}, {"budget", format_credits(budget)}});
+  any_running_ = true;
   tick(now_ms);  // its first round starts now
   return {{"ok", true}, {"training", *id}, {"free_only", budget <= 0}};
 }
@@ -165,6 +170,7 @@ void Trainer::tick(std::int64_t now_ms) {
     spdlog::warn("pool: trainings: {}", running.error().what());
     return;
   }
+  any_running_ = !running->empty();
   for (const auto& id : *running) advance(id, now_ms);
 }
 
@@ -174,7 +180,18 @@ void Trainer::advance(const std::string& id, std::int64_t now_ms) {
   if (!glance || !*glance) return;
   if ((*glance)->round_job) {
     auto running = store_.job_status(*(*glance)->round_job);
-    if (running && running->state == "running") return;
+    if (running && running->state == "running") {
+      auto spec = TrainingSpec::parse((*glance)->spec);
+      const std::int64_t started = int_or(running->info, "started_ms", now_ms);
+      if (!spec || now_ms - started < spec->round_timeout_s * 1000) return;
+      // Past its deadline: the round closes with what came; what is still out is not waited for, nor paid.
+      const std::string why = "round deadline (--round-timeout " + std::to_string(spec->round_timeout_s) +
+                              " s) passed with " + std::to_string(running->done) + " of " +
+                              std::to_string(running->tasks) + " updates in";
+      if (auto r = store_.give_up_job(running->id, why, now_ms); !r) return;
+      if (forget_job_) forget_job_(running->id);
+      on_event_({{"event", "training_round_deadline"}, {"training", id}, {"job", running->id}, {"reason", why}});
+    }
   }
   auto row = store_.training(id, true);
   if (!row || !*row) return;
@@ -291,6 +308,7 @@ Result<void> Trainer::close_round(const TrainingRow& t, const TrainingSpec& spec
                   {"updates", static_cast<std::int64_t>(kept.size())},
                   {"rejected", job.rejected + refused},
                   {"failed_shards", job.failed},
+                  {"closed_by_deadline", job.reason.starts_with("round deadline")},
                   {"median_norm", median},
                   {"seconds", static_cast<double>(std::max<std::int64_t>(0, now_ms - started)) / 1000.0},
                   {"credits_spent", format_credits(job.spent)},

@@ -13,9 +13,10 @@
 //   - applies the outer optimizer (Nesterov momentum, training/outer_optimizer.hpp);
 //   - stores the new weights, the momentum and the round's metrics, and starts the
 //     next round.
-// A shard whose script fails (crash, NaN, hang past the worker's --task-timeout) does
-// not stop the round: the round closes with the updates that came (their samples weigh
-// them). A round with none fails the training. Everything lives in the store: a
+// A shard whose script fails (crash, NaN) runs again elsewhere; one that fails everywhere,
+// hangs, or is still out when the round's --round-timeout passes does not stop the round: it
+// closes with the updates that came (their samples weigh them). A round with none fails the
+// training. Everything lives in the store: a
 // restarted coordinator resumes at the running round, or starts the next.
 //
 // Client ops ("pool-client", wire.hpp): train, train_status, train_result,
@@ -44,6 +45,9 @@ struct TrainingSpec {
   // Least share of updates re-run on another device and compared (all of a device the trust
   // policy does not trust yet: scheduling/trust_policy.hpp).
   double check_fraction = 0.1;
+  // A round still running this long after it started closes with the updates that came: a hung or
+  // lost shard does not hold the training (its lease would keep it until the worker's task timeout).
+  std::int64_t round_timeout_s = 600;
 
   static Result<TrainingSpec> parse(const nlohmann::json& spec);
   nlohmann::json to_json() const;
@@ -54,7 +58,10 @@ inline constexpr std::int64_t kMaxTrainingsListed = 100;
 
 class Trainer {
  public:
-  Trainer(PoolStore& store, std::function<void(const nlohmann::json&)> on_event);
+  // `forget_job`: what the coordinator keeps in memory of a job the trainer ended (a round closed
+  // at its deadline: held copies, checkers).
+  Trainer(PoolStore& store, std::function<void(const nlohmann::json&)> on_event,
+          std::function<void(const std::string&)> forget_job = {});
 
   // "train": spec (TrainingSpec), input {"files":[{"path","data"}]} (the script, any .py
   // beside it, data/shard-<i>/... for every shard), weights (base64 safetensors), budget?
@@ -68,6 +75,11 @@ class Trainer {
 
   // Moves each running training on: starts its round's job, closes a finished round.
   void tick(std::int64_t now_ms);
+  // The same right after a worker's result (the round it ended starts the next at once), when a
+  // training may be running: a pool without any pays nothing for it.
+  void nudge(std::int64_t now_ms) {
+    if (any_running_) tick(now_ms);
+  }
 
  private:
   void advance(const std::string& id, std::int64_t now_ms);
@@ -77,6 +89,8 @@ class Trainer {
 
   PoolStore& store_;
   std::function<void(const nlohmann::json&)> on_event_;
+  std::function<void(const std::string&)> forget_job_;
+  bool any_running_ = true;  // as the last tick found (unknown at start)
 };
 
 }  // namespace runsnack::pool

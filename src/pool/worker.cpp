@@ -26,6 +26,7 @@
 #include <fstream>
 #include <random>
 #include <iostream>
+#include <limits>
 #include <set>
 
 namespace runsnack::pool {
@@ -212,9 +213,10 @@ void flip_bits(TaskOutput& out) {
     if (frame.size() >= 4) flip(frame);
 }
 
-// RUNSNACK_POOL_FAULT=poison-scale|poison-flip|poison-random: a training worker that returns a
-// poisoned update (training/update_check.hpp) under a valid signature: its delta x100, its delta
-// negated, or random values of the delta's norm, against the round's weights in `input_dir`.
+// RUNSNACK_POOL_FAULT=poison-scale|poison-flip|poison-random|poison-nan: a training worker that
+// returns a poisoned update (training/update_check.hpp) under a valid signature: its delta x100,
+// its delta negated, random values of the delta's norm, or a NaN, against the round's weights in
+// `input_dir`.
 void poison_update(TaskOutput& out, const std::string& how, const fs::path& input_dir) {
   auto reference_bytes = read_file(input_dir / kRoundWeightsIn, kMaxRoundWeightsBytes);
   if (!reference_bytes) return;
@@ -239,6 +241,7 @@ void poison_update(TaskOutput& out, const std::string& how, const fs::path& inpu
         if (how == "poison-flip") t.values[i] = r[i] - delta;
         if (how == "poison-random") t.values[i] = normal(rng), random_norm += double(t.values[i]) * t.values[i];
       }
+      if (how == "poison-nan" && !t.values.empty()) t.values.back() = std::numeric_limits<float>::quiet_NaN();
     }
     if (how == "poison-random")  // random directions, the honest delta's size
       for (auto& [name, t] : update->tensors)

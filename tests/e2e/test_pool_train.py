@@ -4,6 +4,7 @@ script (linear regression in NumPy, tests/e2e/train/linear_train.py) run in the 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -12,6 +13,7 @@ import unittest
 from harness import READY_DEADLINE, free_port
 from pool_netns import NetnsMixin
 from test_pool import PoolBase
+from test_pool_pg import PostgresMixin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEBIAN_PYTHON = "/usr/bin/python3"  # the workers' sandbox runs it too: NumPy from python3-numpy
@@ -35,12 +37,12 @@ class TrainBase(PoolBase):
     # On loopback every worker is on one network: no re-run could be independent (PoolTrainRerunTest has them).
     CHECK_FRACTION = "0"
 
-    def train(self, home, root, *extra, timeout=300):
+    def train(self, home, root, *extra, timeout=300, script="linear_train.py"):
         out = os.path.join(self.tmp, "run-" + os.path.basename(home))
         if "--resume" not in extra:
             extra = ("--check-fraction", self.CHECK_FRACTION) + extra
         cp = self.run_cli(home, "pool", "submit", self.ready["submit"], "train",
-                          "--script", os.path.join(root, "script", "linear_train.py"),
+                          "--script", os.path.join(root, "script", script),
                           "--init", os.path.join(root, "init.safetensors"), "--data", os.path.join(root, "data"),
                           "--budget", "20", "--out", out, *extra, timeout=timeout)
         return cp, [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")], out
@@ -86,23 +88,33 @@ class PoolTrainTest(TrainBase):
         self.assertTrue(all(b < 1.5 * data_bytes for b in sent), (sent, data_bytes))  # 4 rounds: 4x without
 
     def test_a_worker_returning_garbage_is_refused_unpaid_and_the_training_goes_on(self):
+        """A worker whose every update holds a NaN, alone first (so that it surely gets shards), then two
+        honest ones: its updates are refused and unpaid, their shards run again on the honest ones."""
         self.start_pool()
+        cheat = self.start_worker("cheat", env_extra={"RUNSNACK_POOL_FAULT": "poison-nan"})
+        root, alice = self.make_training(), self.user("alice")
+        out = os.path.join(self.tmp, "run-cheated")
+        submit = self.start(alice, "pool", "submit", self.ready["submit"], "train", "--script",
+                            os.path.join(root, "script", "linear_train.py"), "--init",
+                            os.path.join(root, "init.safetensors"), "--data", os.path.join(root, "data"),
+                            "--workers", "3", "--rounds", "3", "--local-steps", "10", "--budget", "20",
+                            "--check-fraction", "0", "--wait", "--json", "--out", out, name="submit")
+        cheat.wait_for(lambda e: e.get("event") == "result_refused", 60, "the cheat's first refused update")
         for name in ("w1", "w2"):
             self.start_worker(name, trusted=True)
-        cheat = self.start_worker("cheat", env_extra={"RUNSNACK_POOL_FAULT": "flip-bits"})
-        root, alice = self.make_training(), self.user("alice")
-        cp, lines, out = self.train(alice, root, "--workers", "3", "--rounds", "3", "--local-steps", "10",
-                                    "--wait", "--json")
-        self.assertEqual(cp.returncode, 0, cp.stderr)
-        rounds = [l for l in lines if l["event"] == "round"]
+        done = submit.wait_for(lambda e: e.get("event") == "done", 240, "the training")
+        self.assertEqual(done["state"], "done", done)
+        rounds = [e for e in submit.events() if e.get("event") == "round"]
         self.assertEqual(len(rounds), 3)
-        self.assertGreater(sum(r["rejected"] for r in rounds), 0, rounds)  # the cheat's files were caught
+        self.assertGreater(sum(r["rejected"] for r in rounds), 0, rounds)  # the cheat's NaNs were caught
         self.assertTrue(all(r["updates"] == 3 for r in rounds), rounds)     # its shards ran again elsewhere
         self.assertLess(self.distance(os.path.join(out, "weights.safetensors")), 2.5)  # from 4.3
+        refused = [e["why"] for e in cheat.events() if e.get("event") == "result_refused"]
+        self.assertTrue(all("not finite" in why or "NaN" in why or "nan" in why for why in refused), refused)
         status = self.pool_status(alice)
         cheat_devices = [d for d in status["devices"] if d["invalid"] > 0]
-        self.assertTrue(cheat_devices, status["devices"])
-        self.assertTrue(all(d["tasks_done"] == 0 for d in cheat_devices), cheat_devices)  # never paid
+        self.assertEqual(len(cheat_devices), 1, status["devices"])
+        self.assertEqual(cheat_devices[0]["tasks_done"], 0, cheat_devices)  # never paid
         cheat.stop()
         self.audit_ok()
 
@@ -120,7 +132,8 @@ class PoolTrainTest(TrainBase):
         self.coord.signal(signal.SIGKILL)
         self.coord.wait(15)
         # Same home, database and port: the links still work.
-        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, name="coordinator-again")
+        self.coord = self.start(self.chome, "pool", "serve", "--json", "--listen", listen, *self.db_args(),
+                                name="coordinator-again")
         self.coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready after restart")
         cp, lines, out = self.train(alice, root, "--resume", training, "--wait", "--json")
         self.assertEqual(cp.returncode, 0, cp.stderr)
@@ -130,6 +143,22 @@ class PoolTrainTest(TrainBase):
         table = self.ok(alice, "pool", "jobs", self.ready["submit"]).stdout
         self.assertRegex(table, training + r" +done +6/6 ")
         self.assertLess(self.distance(os.path.join(out, "weights.safetensors")), 1.5)
+
+    def test_a_hung_shard_does_not_hold_the_round(self):
+        """One shard's script hangs in round 1: the round closes at its --round-timeout with the other
+        updates, unpaid for the hung one, and the training goes on."""
+        self.start_pool()
+        for name in ("w1", "w2", "w3"):
+            self.start_worker(name, trusted=True)
+        root, alice = self.make_training(), self.user("alice")
+        shutil.copy(os.path.join(HERE, "train", "hanging_train.py"), os.path.join(root, "script"))
+        cp, lines, out = self.train(alice, root, "--workers", "3", "--rounds", "3", "--local-steps", "10",
+                                    "--round-timeout", "10", "--wait", "--json", script="hanging_train.py")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        rounds = [l for l in lines if l["event"] == "round"]
+        self.assertEqual([(r["updates"], r["closed_by_deadline"]) for r in rounds], [(3, False), (2, True), (3, False)])
+        self.assertEqual(lines[-1]["state"], "done")
+        self.audit_ok()
 
     def test_bad_input_is_refused_with_what_to_do(self):
         self.start_pool()
@@ -151,6 +180,13 @@ class PoolTrainTest(TrainBase):
                           "--data", os.path.join(root, "data"), "--workers", "1")
         self.assertIn("--init", cp.stderr)
         self.assertNotEqual(cp.returncode, 0)
+
+
+@unittest.skipUnless(has_numpy(), "needs Debian's python3-numpy (scripts/install-deps)")
+class PoolTrainPostgresTest(PostgresMixin, TrainBase):
+    """The trainings table and its rounds on a PostgreSQL server of the test's own, across a restart."""
+    test_the_training_resumes_after_the_coordinator_restarts = \
+        PoolTrainTest.test_the_training_resumes_after_the_coordinator_restarts
 
 
 @unittest.skipUnless(has_numpy(), "needs Debian's python3-numpy (scripts/install-deps)")
