@@ -81,9 +81,25 @@ Result<json> PoolSnapshot::build(std::int64_t now_ms) {
     }
     js.push_back(std::move(job));
   }
+  // Trainings with their curves: loss and accuracy a round (the newest rounds, bounded).
+  auto trainings = store_.trainings(std::nullopt, limits_.jobs);
+  if (!trainings) return trainings.error();
+  json ts = json::array();
+  for (const auto& t : *trainings) {
+    json curve = json::array();
+    const std::size_t from = t.metrics.size() > kCurveRounds ? t.metrics.size() - kCurveRounds : 0;
+    for (std::size_t i = from; i < t.metrics.size(); ++i) {
+      const json& m = t.metrics[i];
+      curve.push_back({{"round", m.value("round", json())}, {"loss", m.value("loss", json())},
+                       {"accuracy", m.value("accuracy", json())}});
+    }
+    ts.push_back({{"training", t.id}, {"owner", t.owner}, {"state", t.state}, {"reason", t.reason},
+                  {"rounds_done", t.round}, {"rounds", t.spec.is_object() ? t.spec.value("rounds", json(0)) : json(0)},
+                  {"workers", t.spec.is_object() ? t.spec.value("workers", json(0)) : json(0)}, {"curve", curve}});
+  }
   auto ledger = ledger_json(now_ms);
   if (!ledger) return ledger.error();
-  return json{{"time", now_ms}, {"devices", devs}, {"jobs", js}, {"ledger", *ledger}};
+  return json{{"time", now_ms}, {"devices", devs}, {"jobs", js}, {"trainings", ts}, {"ledger", *ledger}};
 }
 
 }  // namespace runsnack::pool

@@ -6,6 +6,8 @@
 //                 "earnings":"1.5","reliability":0.97|null}],
 //    "jobs":    [{"job","owner","state","reason","workload","tasks","pending","running",
 //                 "done","failed","budget","credits_spent"[, "image":{"width","height"}]}],
+//    "trainings": [{"training","owner","state","reason","rounds_done","rounds","workers",
+//                   "curve":[{"round","loss","accuracy"}] (the newest kCurveRounds rounds)}],
 //    "ledger":  {"audit_ok","audit_problems":[..],"transactions","entries",
 //                "totals":{"minted","escrowed","paid","refunded","held"},
 //                "recent":[{"txn","time","account","amount","kind","task","job"}]}}
@@ -27,6 +29,9 @@
 #include <optional>
 
 namespace runsnack::pool {
+
+// Rounds of a training's curves a snapshot carries (the newest).
+inline constexpr std::size_t kCurveRounds = 500;
 
 struct SnapshotLimits {
   std::int64_t jobs = 20;            // the newest

@@ -31,6 +31,10 @@
 //   result      job, shard                      -> result {exit_code, stdout (base64), files} | null
 //   cancel      job                             -> (the job stops; its unspent escrow returns)
 //   credits                                     -> peer, balance, entries
+//   train       spec, input, weights, budget?   -> training, free_only (pool/trainer.hpp)
+//   train_status  training?                     -> trainings [{state, rounds_done, metrics, ...}]
+//   train_result  training                      -> its status and weights (base64 safetensors)
+//   train_cancel  training                      -> (it stops; its weights so far stay readable)
 
 #include "core/error.hpp"
 

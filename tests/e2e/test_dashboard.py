@@ -20,6 +20,7 @@ from harness import E2ETestCase, READY_DEADLINE, REPO, free_port
 from test_pool_pg import PostgresServer, pg_bin_dir
 
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
+HERE = os.path.dirname(os.path.abspath(__file__))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SHARDS = 24          # each sleeps SHARD_SECONDS, two workers: the job runs for several seconds
 SHARD_SECONDS = "0.6"
@@ -185,6 +186,55 @@ class DashboardBrowserTest(E2ETestCase):
         if keep:
             shutil.copyfile(screenshot, keep)
             shutil.copyfile(screenshot.replace(".png", "-preview.png"), keep.replace(".png", "-render.png"))
+
+
+class DashboardTrainingTest(E2ETestCase):
+    """A training's rounds on the dashboard (issue 38): its row and its loss curve, a point a round."""
+
+    def setUp(self):
+        super().setUp()
+        why = browser_missing()
+        if why:
+            self.skipTest(why)
+        if subprocess.run(["/usr/bin/python3", "-c", "import numpy"], capture_output=True).returncode != 0:
+            self.skipTest("needs Debian's python3-numpy (scripts/install-deps)")
+
+    def test_training_curves(self):
+        port = free_port()
+        chome = self.new_home("coordinator")
+        coord = self.start(chome, "pool", "serve", "--json", "--listen", "127.0.0.1:0", "--http",
+                           "127.0.0.1:%d" % port, name="coordinator")
+        ready = coord.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "ready")
+        for name in ("worker-a", "worker-b"):
+            w = self.start(self.new_home(name), "pool", "join", ready["join"], "--cpu", name=name)
+            w.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of " + name)
+        user = self.new_home("user")
+        self.ok(chome, "pool", "grant", self.peer_id(user), "100")
+        root = os.path.join(self.tmp, "training")
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "train", "fixture.py"), "make", root, "600"], check=True)
+        cp = self.ok(user, "pool", "submit", ready["submit"], "train", "--script",
+                     os.path.join(root, "script", "linear_train.py"), "--init", os.path.join(root, "init.safetensors"),
+                     "--data", os.path.join(root, "data"), "--workers", "2", "--rounds", "3", "--local-steps", "10",
+                     "--budget", "10", "--check-fraction", "0", "--wait", "--json", "--out",
+                     os.path.join(self.tmp, "run"), timeout=240)
+        training = json.loads(cp.stdout.splitlines()[0])["training"]
+        with urllib.request.urlopen("http://127.0.0.1:%d/api/snapshot" % port, timeout=10) as r:
+            snap = [t for t in json.loads(r.read())["trainings"] if t["training"] == training]
+        self.assertEqual(len(snap), 1)
+        self.assertEqual([c["round"] for c in snap[0]["curve"]], [0, 1, 2])
+        browser = subprocess.run(["node", os.path.join(BROWSER_DIR, "training_check.mjs"),
+                                  "http://127.0.0.1:%d/" % port, training, "3"], cwd=BROWSER_DIR,
+                                 capture_output=True, text=True, timeout=120)
+        lines = [json.loads(l) for l in browser.stdout.splitlines() if l.startswith("{")]
+        self.assertTrue(lines, browser.stderr[-2000:])
+        result = lines[-1]
+        self.assertNotIn("error", result, result)
+        self.assertTrue(result["section_visible"])
+        self.assertEqual((result["rows"], result["rounds"], result["state"]), (1, "3", "done"))
+        self.assertEqual(result["loss_points"], 3)
+        self.assertIsNone(result["accuracy_points"])  # the script reports no accuracy: no curve drawn for it
+        self.assertEqual(result["console_errors"], [])
+        self.assertEqual(result["page_errors"], [])
 
 
 class DashboardSnapshotPostgresTest(E2ETestCase):

@@ -100,6 +100,54 @@ function renderJobs(jobs) {
   for (const j of jobs) if (j.image) ensurePreview(j.job, j.image);
 }
 
+// --- trainings: a row each, with its loss (and accuracy, when the script reports it) by round -------
+
+const SVG = "http://www.w3.org/2000/svg";
+const CURVE_WIDTH = 240, CURVE_HEIGHT = 48;
+
+function polyline(values, cls, lo, hi) {
+  const n = values.length;
+  const points = values.map((v, i) => {
+    const x = n === 1 ? CURVE_WIDTH / 2 : (i * CURVE_WIDTH) / (n - 1);
+    const y = hi > lo ? CURVE_HEIGHT - 2 - ((v - lo) * (CURVE_HEIGHT - 4)) / (hi - lo) : CURVE_HEIGHT / 2;
+    return x.toFixed(1) + "," + y.toFixed(1);
+  });
+  const line = document.createElementNS(SVG, "polyline");
+  line.setAttribute("class", cls);
+  line.setAttribute("points", points.join(" "));
+  line.setAttribute("data-points", String(n));
+  return line;
+}
+
+function curves(curve) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", String(CURVE_WIDTH));
+  svg.setAttribute("height", String(CURVE_HEIGHT));
+  svg.setAttribute("class", "curves");
+  const losses = curve.map((c) => c.loss).filter((v) => typeof v === "number" && isFinite(v));
+  if (losses.length) svg.append(polyline(losses, "loss", Math.min(...losses), Math.max(...losses)));
+  const accuracies = curve.map((c) => c.accuracy).filter((v) => typeof v === "number" && isFinite(v));
+  if (accuracies.length) svg.append(polyline(accuracies, "accuracy", 0, 1));
+  return svg;
+}
+
+function renderTrainings(trainings) {
+  document.getElementById("trainings-section").hidden = trainings.length === 0;
+  const rows = trainings.map((t) => {
+    const curve = Array.isArray(t.curve) ? t.curve : [];
+    const last = curve.length ? curve[curve.length - 1] : {};
+    const fixed = (v, digits) => (typeof v === "number" ? v.toFixed(digits) : "–");
+    return el("tr", { "data-training": t.training, "data-rounds": String(t.rounds_done ?? 0), class: "state-" + t.state },
+      el("td", { class: "mono", title: t.training }, shortId(t.training)),
+      el("td", { class: "state", title: t.reason || "" }, t.state ?? ""),
+      el("td", { class: "num" }, `${t.rounds_done ?? 0} / ${t.rounds ?? 0}`),
+      el("td", { class: "num" }, fixed(last.loss, 4)),
+      el("td", { class: "num" }, fixed(last.accuracy, 3)),
+      el("td", {}, curves(curve)));
+  });
+  document.querySelector("#trainings tbody").replaceChildren(...rows);
+}
+
 function renderLedger(ledger) {
   if (!ledger) return;
   const audit = document.getElementById("audit");
@@ -129,6 +177,7 @@ function renderSnapshot(snap) {
   const jobs = snap.jobs || [];
   renderDevices(devices);
   renderJobs(jobs);
+  renderTrainings(Array.isArray(snap.trainings) ? snap.trainings : []);
   renderLedger(snap.ledger);
   const online = devices.filter((d) => d.online).length;
   const running = jobs.filter((j) => j.state === "running").length;
