@@ -438,7 +438,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   };
   add_client("status", "Devices, jobs and progress", "status", false);
   add_client("jobs", "Your jobs", "jobs", false);
-  add_client("cancel", "Cancel one of your jobs", "cancel", true);
+  add_client("cancel", "Cancel one of your jobs, or stop one of your trainings (its id)", "cancel", true);
   add_client("credits", "Your balance and ledger entries", "credits", false);
 
   add_pool_bank_commands(*pool, status);

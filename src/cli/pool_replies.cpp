@@ -125,7 +125,10 @@ void print_credits(const json& r, std::ostream& out) {
 }  // namespace
 
 void print_pool_reply(std::string_view op, const json& reply, std::string_view job, std::ostream& out) {
-  if (op == "cancel") {
+  if (op == "cancel" && job.starts_with("t")) {
+    out << "stopped training " << printable(job) << ": its running round stops, its weights so far stay "
+        << "(pool submit LINK train --resume " << printable(job) << " --wait --out DIR fetches them)\n";
+  } else if (op == "cancel") {
     out << "cancelled job " << printable(job) << ": its tasks stop and the unspent budget is back in your balance\n";
   } else if (op == "credits") {
     print_credits(reply, out);

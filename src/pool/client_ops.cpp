@@ -167,6 +167,9 @@ json ClientOps::result(const std::string& peer, const json& req) {
 }
 
 json ClientOps::cancel(const std::string& peer, const Moment& now, const json& req) {
+  // `pool cancel LINK ID` stops a training too (its ids begin with "t", jobs' with "j").
+  if (const std::string id = string_or(req, "job"); id.starts_with("t"))
+    return trainer_.cancel(peer, now.wall_ms(), {{"training", id}});
   auto r = store_.cancel_job(string_or(req, "job"), peer, now.wall_ms());
   if (!r) return refuse(r.error());
   return {{"ok", true}};

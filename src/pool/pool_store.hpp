@@ -325,7 +325,9 @@ class PoolStore {
   // Nothing when there is no such training; weights and momentum only when asked for.
   Result<std::optional<TrainingRow>> training(const std::string& id, bool with_weights);
   Result<std::vector<TrainingRow>> trainings(const std::optional<std::string>& owner, std::int64_t limit);
-  Result<std::vector<std::string>> running_trainings(std::int64_t limit);
+  // Running trainings in id order, those after `after` ("" from the first).
+  Result<std::vector<std::string>> running_trainings(const std::string& after, std::int64_t limit);
+  Result<std::int64_t> running_trainings_of(const std::string& owner);
   Result<void> set_round_job(const std::string& id, const std::string& job);
   // Round `round` (counted from 0) finished: its weights and momentum, its metrics, what its job
   // spent. Only once: errc::refused when the training is past it (another coordinator did it).

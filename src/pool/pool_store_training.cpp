@@ -85,10 +85,19 @@ Result<std::vector<TrainingRow>> PoolStore::trainings(const std::optional<std::s
   return out;
 }
 
-Result<std::vector<std::string>> PoolStore::running_trainings(std::int64_t limit) {
-  auto st = db_.prepare("SELECT id FROM trainings WHERE state = 'running' ORDER BY created LIMIT ?");
+Result<std::int64_t> PoolStore::running_trainings_of(const std::string& owner) {
+  auto st = db_.prepare("SELECT COUNT(*) FROM trainings WHERE state = 'running' AND owner = ?");
   if (!st) return st.error();
-  st->bind(1, limit);
+  st->bind(1, std::string_view(owner));
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->column_int64(0) : 0;
+}
+
+Result<std::vector<std::string>> PoolStore::running_trainings(const std::string& after, std::int64_t limit) {
+  auto st = db_.prepare("SELECT id FROM trainings WHERE state = 'running' AND id > ? ORDER BY id LIMIT ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(after)).bind(2, limit);
   std::vector<std::string> out;
   while (true) {
     auto row = st->step();

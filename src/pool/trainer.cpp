@@ -116,8 +116,8 @@ json TrainingSpec::to_json() const {
 }
 
 Trainer::Trainer(PoolStore& store, std::function<void(const json&)> on_event,
-                 std::function<void(const std::string&)> forget_job)
-    : store_(store), on_event_(std::move(on_event)), forget_job_(std::move(forget_job)) {}
+                 std::function<void(const std::string&)> forget_job, TrainerLimits limits)
+    : store_(store), on_event_(std::move(on_event)), forget_job_(std::move(forget_job)), limits_(limits) {}
 
 json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& req) {
   auto spec = TrainingSpec::parse(field_or(req, "spec"));
@@ -155,22 +155,36 @@ json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& r
   if (weights->tensors.empty()) return refusal("--init holds no tensors");
   const Micro budget = req.contains("budget") && req["budget"].is_number_integer() ? req["budget"].get<Micro>() : 0;
   if (budget < 0) return refusal("a negative budget");
+  auto mine = store_.running_trainings_of(peer);
+  if (!mine) return refuse(mine.error());
+  if (*mine >= limits_.running_per_owner)
+    return refusal("you have " + std::to_string(*mine) + " trainings running on this pool, its most for one submitter: "
+                   "wait for one to end, or stop one (runsnack pool cancel LINK TRAINING)");
   auto id = store_.create_training(peer, spec->to_json(), {{"files", files}}, *weights_bytes, budget, now_ms);
   if (!id) return refuse(id.error());
   on_event_({{"event", "training_submitted"}, {"training", *id}, {"owner", peer}, {"workers", spec->workers},
              {"rounds", spec->rounds}, {"budget", format_credits(budget)}});
   any_running_ = true;
-  tick(now_ms);  // its first round starts now
+  advance(*id, now_ms);  // its first round starts now
   return {{"ok", true}, {"training", *id}, {"free_only", budget <= 0}};
 }
 
 void Trainer::tick(std::int64_t now_ms) {
-  auto running = store_.running_trainings(kMaxTrainingsListed);
+  // In turn: those after the last one looked at, then from the first again, so that however many
+  // run, none waits more than a few ticks.
+  auto running = store_.running_trainings(next_after_, limits_.per_tick);
+  if (running && static_cast<std::int64_t>(running->size()) < limits_.per_tick && !next_after_.empty()) {
+    auto wrapped = store_.running_trainings("", limits_.per_tick - static_cast<std::int64_t>(running->size()));
+    if (wrapped)
+      for (auto& id : *wrapped)
+        if (id <= next_after_) running->push_back(std::move(id));
+  }
   if (!running) {
     spdlog::warn("pool: trainings: {}", running.error().what());
     return;
   }
   any_running_ = !running->empty();
+  next_after_ = running->empty() ? std::string() : running->back();
   for (const auto& id : *running) advance(id, now_ms);
 }
 

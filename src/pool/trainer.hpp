@@ -53,15 +53,21 @@ struct TrainingSpec {
   nlohmann::json to_json() const;
 };
 
-// Trainings a status lists and ticks look at, at most.
+// Trainings a status lists, at most.
 inline constexpr std::int64_t kMaxTrainingsListed = 100;
+
+// What one submitter, and one tick, may make the trainer hold or look at.
+struct TrainerLimits {
+  std::int64_t per_tick = 100;          // trainings a tick looks at, in turn (the next tick goes on from there)
+  std::int64_t running_per_owner = 4;   // trainings one submitter may have running at once
+};
 
 class Trainer {
  public:
   // `forget_job`: what the coordinator keeps in memory of a job the trainer ended (a round closed
   // at its deadline: held copies, checkers).
   Trainer(PoolStore& store, std::function<void(const nlohmann::json&)> on_event,
-          std::function<void(const std::string&)> forget_job = {});
+          std::function<void(const std::string&)> forget_job = {}, TrainerLimits limits = {});
 
   // "train": spec (TrainingSpec), input {"files":[{"path","data"}]} (the script, any .py
   // beside it, data/shard-<i>/... for every shard), weights (base64 safetensors), budget?
@@ -73,7 +79,8 @@ class Trainer {
   // "train_cancel": stops it (and its running round); its weights so far stay readable.
   nlohmann::json cancel(const std::string& peer, std::int64_t now_ms, const nlohmann::json& req);
 
-  // Moves each running training on: starts its round's job, closes a finished round.
+  // Moves running trainings on (at most limits.per_tick, in turn): starts a round's job, closes a
+  // finished round.
   void tick(std::int64_t now_ms);
   // The same right after a worker's result (the round it ended starts the next at once), when a
   // training may be running: a pool without any pays nothing for it.
@@ -90,6 +97,8 @@ class Trainer {
   PoolStore& store_;
   std::function<void(const nlohmann::json&)> on_event_;
   std::function<void(const std::string&)> forget_job_;
+  TrainerLimits limits_;
+  std::string next_after_;   // the last training a tick looked at: the next goes on after it
   bool any_running_ = true;  // as the last tick found (unknown at start)
 };
 

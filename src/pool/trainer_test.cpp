@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 namespace runsnack::pool {
 namespace {
 
@@ -88,7 +91,7 @@ TEST_F(TrainerTest, SubmitRefusesWhatCannotTrain) {
   json budget = request();
   budget["budget"] = 5 * kMicroPerCredit;
   EXPECT_NE(refusal_of(trainer->submit("carol", kT0, budget)).find("not enough credit"), std::string::npos);
-  EXPECT_TRUE(store->running_trainings(10).value().empty());
+  EXPECT_TRUE(store->running_trainings("", 10).value().empty());
 }
 
 TEST_F(TrainerTest, CancelStopsTheTrainingAndItsRound) {
@@ -100,6 +103,39 @@ TEST_F(TrainerTest, CancelStopsTheTrainingAndItsRound) {
   EXPECT_EQ(store->job_status(job).value().state, "cancelled");
   auto result = trainer->result("carol", {{"training", id}});
   EXPECT_EQ(base64_decode(result["weights"].get<std::string>()).value(), weights_file(1));  // what it had
+}
+
+TEST_F(TrainerTest, OneSubmitterRunsAtMostItsShare) {
+  for (int i = 0; i < TrainerLimits{}.running_per_owner; ++i)
+    ASSERT_TRUE(trainer->submit("carol", kT0, request()).value("ok", false)) << i;
+  EXPECT_NE(refusal_of(trainer->submit("carol", kT0, request())).find("trainings running"), std::string::npos);
+  EXPECT_TRUE(trainer->submit("dave", kT0, request()).value("ok", false));  // others are not held back
+  // One stopped (`pool cancel LINK TRAINING`): room for another.
+  const std::string first = store->running_trainings("", 1).value().front();
+  EXPECT_TRUE(trainer->cancel(store->training(first, false).value()->owner, kT0, {{"training", first}}).value("ok", false));
+}
+
+TEST(TrainerTicks, EveryTrainingGetsItsTurnHoweverManyRun) {
+  auto store = PoolStore::open(":memory:", PoolPolicy{}).value();
+  Trainer trainer(store, [](const json&) {}, {}, TrainerLimits{1, 4});
+  const json files = json::array({file("train.py", "x"), file("data/shard-0/x", "a")});
+  std::vector<std::string> ids;
+  for (const char* owner : {"a", "b", "c"}) {
+    const json spec = {{"script", "train.py"}, {"workers", 1}, {"rounds", 2}, {"local_steps", 1}};
+    auto answer = trainer.submit(owner, kT0, {{"spec", spec}, {"input", {{"files", files}}},
+                                              {"weights", base64_encode(weights_file(1))}});
+    ASSERT_TRUE(answer.value("ok", false)) << answer.dump();
+    ids.push_back(answer["training"]);
+  }
+  // The first training's round still runs; the others' jobs ended (given up: no worker, so their
+  // trainings fail when looked at). A tick looks at one training: in turn, not always the first.
+  std::sort(ids.begin(), ids.end());
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    store.give_up_job(*store.training(ids[i], false).value()->round_job, "test", kT0).value();
+  for (int tick = 0; tick < 3; ++tick) trainer.tick(kT0 + 1);
+  EXPECT_EQ(store.training(ids[0], false).value()->state, "running");
+  EXPECT_EQ(store.training(ids[1], false).value()->state, "failed");
+  EXPECT_EQ(store.training(ids[2], false).value()->state, "failed");
 }
 
 TEST(TrainRoundSpec, RefusesWhatAWorkerMustNotRun) {

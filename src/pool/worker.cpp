@@ -182,16 +182,17 @@ bool place_input(Worker& w, const json& input, std::vector<std::string>& frames,
       const std::int64_t i = int_or(f, "frame", -1);
       if (i < 0 || static_cast<std::size_t>(i) >= frames.size()) return false;
       data = std::move(frames[static_cast<std::size_t>(i)]);
-      if (!digest.empty() && runsnack::fs::sha256_hex(data->data(), data->size()) == digest) w.kept.keep(digest, *data);
     } else if (f.contains("data")) {
       auto decoded = base64_decode(string_or(f, "data"));
       if (!decoded) continue;
       data = std::move(*decoded);
-      if (!digest.empty() && runsnack::fs::sha256_hex(data->data(), data->size()) == digest) w.kept.keep(digest, *data);
     } else {
       data = w.kept.read(digest);
       if (!data) return false;
     }
+    // Sent whole: kept for the jobs to come, when it is what its digest says.
+    const bool sent = f.contains("data") || f.contains("frame");
+    if (sent && !digest.empty() && runsnack::fs::sha256_hex(data->data(), data->size()) == digest) w.kept.keep(digest, *data);
     fs::create_directories((dir / rel).parent_path(), ec);
     std::ofstream(dir / rel, std::ios::binary) << *data;
   }

@@ -173,6 +173,17 @@ Result<void> ensure_owned(const sfs::path& dir, const SandboxUser& user) {
 
 std::string quota_full_text(std::uint64_t bytes) { return "the workspace is full: " + size_text(bytes) + " quota"; }
 
+namespace {
+
+// A folder that could not be made for want of room: with a quota, the link's image is full.
+Error folder_not_made(const Workspace& ws, const sfs::path& dir, const std::error_code& ec) {
+  if (ec == std::errc::no_space_on_device && ws.quota_bytes)  // others on the link may have filled it
+    return Error(errc::exhausted, quota_full_text(*ws.quota_bytes) + ", which everyone who uses this link shares");
+  return Error(errc::io_error, "cannot create " + dir.string() + ": " + ec.message());
+}
+
+}  // namespace
+
 std::string quota_notice(const Workspace& ws) {
   if (!ws.quota_bytes) return "";
   if (ws.quota_mode.starts_with("ext4 image")) {
@@ -262,9 +273,7 @@ Result<Workspace> prepare_consumer_folder(const PeerId& consumer, std::string_vi
   }
   if (!make && !sfs::is_directory(ws.consumer_dir, ec)) return ws;
   sfs::create_directories(ws.consumer_dir, ec);
-  if (ec == std::errc::no_space_on_device && ws.quota_bytes)  // others on the link filled it
-    return fail(errc::exhausted, quota_full_text(*ws.quota_bytes) + ", which everyone who uses this link shares");
-  if (ec) return fail(errc::io_error, "cannot create " + ws.consumer_dir.string() + ": " + ec.message());
+  if (ec) return folder_not_made(ws, ws.consumer_dir, ec);
   if (auto r = adopt_workspaces_folder(ws.consumer_dir); !r) return r.error();
   if (auto r = ensure_owned(ws.consumer_dir, ws.user); !r) return r.error();
   ::chmod(ws.consumer_dir.c_str(), 0700);  // the next consumer's sandbox has no business here
@@ -296,9 +305,7 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, std::string_view lin
                                        " workspaces on this provider, its most: remove one (runsnack workspaces LINK "
                                        "--remove NAME) or choose one with --workspace NAME");
     sfs::create_directory(ws.path, ec);
-    if (ec == std::errc::no_space_on_device && ws.quota_bytes)
-      return fail(errc::exhausted, quota_full_text(*ws.quota_bytes) + ", which everyone who uses this link shares");
-    if (ec) return fail(errc::io_error, "cannot create " + ws.path.string() + ": " + ec.message());
+    if (ec) return folder_not_made(ws, ws.path, ec);
   }
   if (auto r = ensure_owned(ws.path, ws.user); !r) return r.error();
   ::chmod(ws.path.c_str(), 0700);

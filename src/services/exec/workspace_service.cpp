@@ -21,7 +21,7 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
   if (mode == "remove") {
     auto name = checked_workspace_name(string_or(args, "name"));
     if (!name) co_return co_await refuse(*stream, name.error());
-    auto removed = co_await fs::offload([&]() -> Result<void> {
+    auto removed = co_await fs::offload(stream->peer_name(), [&]() -> Result<void> {
       if (!has_consumer_folder(ctx.consumer, ctx.grant.id, terms))
         return fail(errc::not_found, "there is no workspace '" + *name + "' (runsnack workspaces LINK lists them)");
       // Its quota image mounted and an earlier version's files adopted, as for any use.
@@ -43,16 +43,17 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
     std::vector<WorkspaceSummary> workspaces;
     std::uint64_t quota_used = 0;  // by everyone under the link's quota
   };
-  auto listed = co_await fs::offload([&]() -> Result<Listed> {
+  // Walks of the consumer's folder and the link's: this consumer's work, in turn with others' (offload_queue.hpp).
+  auto listed = co_await fs::offload(stream->peer_name(), [&]() -> Result<Listed> {
     if (!has_consumer_folder(ctx.consumer, ctx.grant.id, terms)) return Listed{};
     auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms, false);
     if (!folder) return folder.error();
     std::error_code ec;
-    std::vector<WorkspaceSummary> none;
-    const bool has_folder = std::filesystem::is_directory(folder->consumer_dir, ec);
+    Listed out;
+    if (std::filesystem::is_directory(folder->consumer_dir, ec)) out.workspaces = summarize_workspaces(folder->consumer_dir);
     // The quota's use is a walk bounded by the quota; a folder with no quota is not measured.
-    return Listed{has_folder ? summarize_workspaces(folder->consumer_dir) : none,
-                  terms.disk_quota_bytes ? allocated_bytes(folder->quota_dir) : 0};
+    if (terms.disk_quota_bytes) out.quota_used = allocated_bytes(folder->quota_dir);
+    return out;
   });
   if (!listed) co_return co_await refuse(*stream, listed.error());
   nlohmann::json list = nlohmann::json::array();
@@ -61,11 +62,10 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
                     {"last_used", rfc3339(from_unix(w.last_used_unix))}, {"in_use", w.in_use}});
   // The quota is the link's: what everyone who uses it has filled, not only this consumer.
   nlohmann::json answer = {{"type", "workspaces"}, {"workspaces", list}, {"quota_bytes", nullptr},
-                           {"quota_used_bytes", nullptr}, {"quota_for", nullptr}};
+                           {"quota_used_bytes", nullptr}};
   if (terms.disk_quota_bytes) {
     answer["quota_bytes"] = *terms.disk_quota_bytes;
     answer["quota_used_bytes"] = listed->quota_used;
-    answer["quota_for"] = "link";
   }
   (void)co_await fs::write_control(*stream, answer);
   (void)co_await stream->close_write();
