@@ -11,6 +11,7 @@
 #include "store/session_store.hpp"
 #include "link/link.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <iomanip>
 #include <iostream>
@@ -51,19 +52,30 @@ int list_links(bool json, bool all) {
     std::cout << "no " << (all ? "" : "active ") << "links (make one with `runsnack share`)" << std::endl;
     return 0;
   }
-  std::cout << std::left << std::setw(12) << "ID" << std::setw(9) << "STATE" << std::setw(13) << "USES"
-            << std::setw(10) << "SESSIONS" << std::setw(22) << "EXPIRES" << column("LABEL", 24) << "SERVICES"
-            << std::endl;
+  // CONSUMERS: the people (keys) that used the link, of --max-uses; LEFT: how many more it takes.
+  // One word per cell, as wide as the widest (--max-uses goes up to 7 digits).
+  auto consumers_text = [](const nlohmann::json& g) {
+    return std::to_string(g["uses"].get<std::int64_t>()) + "/" +
+           (g["max_uses"].is_null() ? std::string("unlim.") : or_dash(g["max_uses"]));
+  };
+  std::size_t consumers_width = std::string("CONSUMERS").size() + 2, left_width = std::string("LEFT").size() + 2;
   for (const auto& g : out) {
-    std::string uses = std::to_string(g["uses"].get<std::int64_t>()) + "/" +
-                       (g["max_uses"].is_null() ? std::string("unlim.") : or_dash(g["max_uses"]));
+    consumers_width = std::max(consumers_width, consumers_text(g).size() + 2);
+    left_width = std::max(left_width, or_dash(g["uses_left"]).size() + 2);
+  }
+  std::cout << std::left << std::setw(12) << "ID" << std::setw(9) << "STATE" << std::setw(consumers_width) << "CONSUMERS"
+            << std::setw(left_width) << "LEFT" << std::setw(8) << "CONNS" << std::setw(10) << "SESSIONS"
+            << std::setw(22) << "EXPIRES" << column("LABEL", 24) << "SERVICES" << std::endl;
+  for (const auto& g : out) {
     std::string live_text = std::to_string(g["live_sessions"].get<std::int64_t>());
     if (!g["max_sessions"].is_null()) live_text += "/" + or_dash(g["max_sessions"]);
     std::string services;
     for (const auto& s : g["services"]) services += (services.empty() ? "" : ",") + s.get<std::string>();
     std::string label = g["label"].get<std::string>();
     std::cout << std::setw(12) << g["id"].get<std::string>() << std::setw(9) << g["state"].get<std::string>()
-              << std::setw(13) << uses << std::setw(10) << live_text << std::setw(22)
+              << std::setw(consumers_width) << consumers_text(g) << std::setw(left_width) << or_dash(g["uses_left"])
+              << std::setw(8) << or_dash(g["connections"])
+              << std::setw(10) << live_text << std::setw(22)
               << (g["expires"].is_null() ? std::string("never") : g["expires"].get<std::string>())
               << column(label.empty() ? "-" : printable(label), 24) << services << std::endl;
   }
@@ -201,9 +213,14 @@ int show_log(bool json, const std::string& since, std::size_t limit) {
 void add_grant_commands(CLI::App& app, ExitStatus& status) {
   struct LinksArgs { bool json = false, all = false; };
   auto la = std::make_shared<LinksArgs>();
-  auto* links = app.add_subcommand("links", "List the links this machine has shared: uses, live sessions, expiry, label");
-  links->add_flag("--json", la->json, "One JSON array of grants");
-  links->add_flag("--all", la->all, "Include revoked, expired and used-up links");
+  auto* links = app.add_subcommand(
+      "links", "List the links this machine has shared: consumers and how many more it takes, connections, live "
+               "sessions, expiry, label");
+  links->add_flag("--json", la->json,
+                  "One JSON array of grants (uses: consumers so far, of max_uses; uses_left; connections)");
+  links->add_flag("--all", la->all, "Include revoked and expired links");
+  links->footer("CONSUMERS: the people (counted by their key) who have used the link, of `share --max-uses`;\n"
+                "LEFT: how many more it takes (a full link still lets its consumers in). CONNS: connections so far.");
   links->callback([&status, la] { run_command(status, [&] { return list_links(la->json, la->all); }); });
 
   struct RevokeArgs { std::vector<std::string> ids; bool all = false, json = false; };

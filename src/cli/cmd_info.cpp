@@ -69,8 +69,10 @@ void print_info(const nlohmann::json& info) {
     auto v = field_or(g, key, nullptr);
     return v.is_number_integer() ? std::to_string(v.get<std::int64_t>()) : std::string(none);
   };
-  std::cout << "link      " << text(g, "id") << " | expires " << text(g, "expires", "never") << " | uses "
-            << int_or(g, "uses", 0) << "/" << opt("max_uses", "unlimited") << " | sessions at once "
+  std::string left = opt("uses_left", "");
+  std::cout << "link      " << text(g, "id") << " | expires " << text(g, "expires", "never") << " | consumers "
+            << int_or(g, "uses", 0) << "/" << opt("max_uses", "unlimited") << (left.empty() ? "" : " (" + left + " left)")
+            << " | sessions at once "
             << opt("max_sessions", "unlimited") << " | allows " << services << std::endl;
   if (auto label = string_or(g, "label"); !label.empty()) std::cout << "label     " << printable(label) << std::endl;
   std::snprintf(buf, sizeof buf, "%s via %s | setup %.1f ms | rtt %.2f ms | bandwidth %.0f Mbit/s",

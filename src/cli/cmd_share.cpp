@@ -259,7 +259,8 @@ int share(const ShareArgs& args) {
     announce_link(args, *made, text, ready);
     if (!args.json) {
       std::cerr << "Sharing as " << identity->peer_id().str() << " on port " << port
-                << " (link " << made->grant.id << ", " << expiry_note(args, made->grant) << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
+                << " (link " << made->grant.id << ", " << expiry_note(args, made->grant) << ", "
+                << uses_note(made->grant) << "). Give the link above to the consumer; Ctrl-C stops sharing." << std::endl;
       for (const auto& t : made->forward.targets)
         std::cerr << "Exposing " << t.name << " -> " << t.address() << (t.host_header ? " (Host header rewritten)" : "")
                   << "; the consumer runs `runsnack forward LINK " << t.name << "`" << std::endl;
@@ -297,13 +298,29 @@ int share(const ShareArgs& args) {
 
 }  // namespace
 
+// --max-uses: a whole number of consumers, 1 to kMaxUsesLimit. Said in words,
+// where a number CLI11 would read otherwise ("1e3", or one past int64) is refused too.
+const CLI::Validator kMaxUsesRange(
+    [](std::string& text) -> std::string {
+      const std::string range = "must be a whole number from 1 to " + std::to_string(kMaxUsesLimit) +
+                                " (consumers: people, counted by their key)";
+      if (text.empty() || text.size() > 7 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return range;
+      const std::int64_t n = std::stoll(text);
+      return n >= 1 && n <= kMaxUsesLimit ? "" : range;
+    },
+    "1-" + std::to_string(kMaxUsesLimit), "CONSUMERS");
+
 void add_share_command(CLI::App& app, ExitStatus& status) {
   auto args = std::make_shared<ShareArgs>();
   auto* cmd = app.add_subcommand("share", "Share this machine: print a link and serve it until Ctrl-C");
   cmd->add_option("--gpu", args->gpus, "GPUs the link may use: 0 or 0,1 (default: all)");
   cmd->add_option("--expires", args->expires, "The link dies after this long: 30m, 2h, 1d, or never (default: 24h)");
-  cmd->add_option("--max-uses", args->max_uses, "Connections the link allows in total (default: unlimited)")
-      ->check(kPositiveNumber);
+  cmd->add_option("--max-uses", args->max_uses,
+                  "Consumers (people, counted by their key) the link is for: the first N who use it may use it "
+                  "again and again until it expires; the next is refused (1 to " + std::to_string(kMaxUsesLimit) +
+                      "; default: any number). `runsnack links` shows how many are left")
+      ->check(kMaxUsesRange);
   cmd->add_option("--max-sessions", args->max_sessions, "Sessions open at once (default: unlimited)")
       ->check(kPositiveNumber);
   cmd->add_option("--total-sessions", args->total_sessions,

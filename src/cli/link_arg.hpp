@@ -22,7 +22,9 @@ inline constexpr const char* kRequiredLinkHelp =
     "stdin";
 
 Result<Link> resolve_link(const std::string& arg);
-// Reads one line from stdin (at most 4 KiB), trimmed.
+// Reads a link from stdin: one line, and the next ones (at most 8 in all) while
+// it lacks its secret, as when a chat client wrapped it (link_is_unfinished();
+// at a terminal, asking for the rest); at most 4 KiB, trimmed.
 Result<std::string> read_link_from_stdin();
 
 }  // namespace runsnack::cli

@@ -142,11 +142,19 @@ std::string expiry_note(const ShareArgs& args, const Grant& grant) {
   return note;
 }
 
+std::string uses_note(const Grant& grant) {
+  if (!grant.max_uses) return "for any number of consumers";
+  if (*grant.max_uses == 1) return "for the first consumer (one person, counted by their key), as often as they like";
+  return "for the first " + std::to_string(*grant.max_uses) +
+         " consumers (people, counted by their key), each as often as they like";
+}
+
 // The link on stdout (and its QR code on a terminal), or its fields in `ready` for --json.
 void announce_link(const ShareArgs& args, const NewGrant& made, const std::string& text, nlohmann::json& ready) {
   ready["link"] = text;
   ready["grant"] = made.grant.id;
   ready["expires"] = made.grant.expires ? nlohmann::json(rfc3339(*made.grant.expires)) : nlohmann::json(nullptr);
+  ready["max_uses"] = made.grant.max_uses ? nlohmann::json(*made.grant.max_uses) : nlohmann::json(nullptr);
   if (!made.forward.targets.empty()) ready["expose"] = made.grant.terms.at(kServiceForward)["targets"];
   if (args.json) return;
   std::cout << text << std::endl;
@@ -179,7 +187,8 @@ int share_through_service(const ShareArgs& args, const std::vector<int>& gpus) {
     announce_link(args, *made, mint_link(service.rendezvous, service.candidates, service.peer, made->grant.id, made->secret),
                   ready);
     if (!args.json)
-      std::cerr << "Link " << made->grant.id << " (" << expiry_note(args, made->grant) << ")"
+      std::cerr << "Link " << made->grant.id << " (" << expiry_note(args, made->grant) << ", "
+                << uses_note(made->grant) << ")"
                 << " is served by runsnack-share.service (pid " << service.pid << ") as " << service.peer.str()
                 << "; `runsnack revoke " << made->grant.id << "` ends it." << std::endl;
   } else if (!args.json) {

@@ -25,7 +25,7 @@ namespace runsnack::cli {
 struct ShareArgs {
   std::string gpus;
   std::string expires;
-  std::int64_t max_uses = 0;
+  std::int64_t max_uses = 0;  // consumers (link/grant.hpp); 0: any number
   std::int64_t max_sessions = 0;
   // This provider's sessions at once, over all links (provider/admission.hpp SessionLimits).
   std::int64_t total_sessions = SessionLimits{}.total;
@@ -74,6 +74,10 @@ Result<NewGrant> create_grant(const ShareArgs& args, const std::vector<int>& gpu
 
 // "expires TIME" (saying when it is the default lifetime) or "never expires", for share's human output.
 std::string expiry_note(const ShareArgs& args, const Grant& grant);
+
+// What --max-uses counts, for share's human output: "for the first 3 consumers (people, counted by their
+// key), each as often as they like", or "for any number of consumers".
+std::string uses_note(const Grant& grant);
 
 // The link on stdout (and its QR code on a terminal); its fields go into `ready` for --json.
 void announce_link(const ShareArgs& args, const NewGrant& made, const std::string& text, nlohmann::json& ready);

@@ -3,8 +3,14 @@
 // stores it (store/GrantStore); the secret itself is never stored, only the
 // key derived from it, against which consumers prove possession.
 //
-// check_grant() is the whole admission policy, as a pure function of the
-// grant, the time and the live-session count, so it is tested without I/O.
+// check_grant() and check_new_consumer() are the whole admission policy, as
+// pure functions of the grant, the time and the live-session count, so they
+// are tested without I/O.
+//
+// --max-uses counts consumers (issue 39): the identities (PeerIds) that have
+// proven the secret. The first max_uses of them may use the link as often as
+// they like until it expires or is revoked; one more is refused. Connections
+// are counted too (`connections`), limited by nothing.
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -20,6 +26,11 @@
 
 namespace runsnack {
 
+// --max-uses: 1 to this. Bounded so that what a link can make the provider
+// keep (a row per consumer) is bounded, and so that the number fits where
+// `links` prints it; a million people is more than any link is for.
+inline constexpr std::int64_t kMaxUsesLimit = 1'000'000;
+
 // Services a grant can allow. Every grant allows "info"; `share --allow` adds others.
 inline constexpr const char* kServiceInfo = "info";
 inline constexpr const char* kKnownServices[] = {"info", "run", "shell", "cp", "forward", "cuda"};
@@ -32,8 +43,9 @@ struct Grant {
   std::array<std::uint8_t, 32> key{};      // HKDF-SHA256 of the link secret
   TimePoint created{};
   std::optional<TimePoint> expires;        // none: until revoked
-  std::optional<std::int64_t> max_uses;    // successful authentications allowed
-  std::int64_t uses = 0;
+  std::optional<std::int64_t> max_uses;    // consumers (identities) allowed, each as often as it likes
+  std::int64_t consumers = 0;              // identities that have used it (at most kMaxUsesLimit are counted)
+  std::int64_t connections = 0;            // successful authentications, all consumers together
   std::optional<std::int64_t> max_sessions;  // concurrent sessions
   std::optional<std::int64_t> bandwidth_bytes_per_s;
   std::set<std::string> services{kServiceInfo};
@@ -53,10 +65,20 @@ struct GrantDecision {
   std::string reason;       // why not, for the audit log and the consumer
 };
 
-// Whether `consumer` may open a new session now. Does not count the use;
-// the caller records it once the proof has been verified.
+// Whether `consumer` may open a new session now: not revoked, not expired,
+// max_sessions, binding. Whether it may be one of the grant's consumers is
+// check_new_consumer()'s question, asked only of one the grant has not seen
+// (GrantStore::record_use() decides which, atomically). Does not count the
+// use; the caller records it once the proof has been verified.
 GrantDecision check_grant(const Grant& grant, TimePoint now, std::int64_t live_sessions,
                           const std::string& consumer_peer);
+
+// Whether a consumer the grant has not seen yet may become one: refused, with
+// what to do next, once `max_uses` consumers have used it.
+GrantDecision check_new_consumer(const Grant& grant);
+
+// Consumers the grant still takes, or none when it takes any number.
+std::optional<std::int64_t> uses_left(const Grant& grant);
 
 // Whether a live session on this grant must end now (revoked or expired).
 std::optional<GrantDecision> check_live_session(const Grant& grant, TimePoint now);
@@ -65,8 +87,11 @@ bool grant_allows_service(const Grant& grant, const std::string& service);
 
 // The grant's public terms (never the key), as `runsnack links` and the info
 // service show them: id, label, created, expires (RFC 3339 or null),
-// max_uses, uses, max_sessions, bandwidth_bytes_per_s, services, gpus,
-// bind_first, bound_peer, revoked, terms, state ("active"|"expired"|"used up"|"revoked").
+// max_uses, uses (consumers so far: what max_uses counts), uses_left (null
+// when unlimited), connections, max_sessions, bandwidth_bytes_per_s,
+// services, gpus, bind_first, bound_peer, revoked, terms, state
+// ("active"|"full"|"expired"|"revoked"; "full": its consumers may still use
+// it, nobody else).
 nlohmann::json grant_terms(const Grant& grant, TimePoint now);
 
 }  // namespace runsnack

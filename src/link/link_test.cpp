@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 namespace runsnack {
 namespace {
 
 const std::string kPeer = "eh7ddx5bksrgcytl7bkai36se4nxx3kl";
 const std::string kSecret = "mfrggzdfmztwq2lknnwg23tpoa";
-const std::string kDirect = "runsnack:///g/abcdefghij?peer=" + kPeer + "&c=192.0.2.7:7000#k=" + kSecret;
+// The path spelling format_link writes, and the first spelling, still read.
+const std::string kDirect = "runsnack:///g/abcdefghij/p/" + kPeer + "/c/192.0.2.7:7000/k/" + kSecret;
+const std::string kQueryDirect = "runsnack:///g/abcdefghij?peer=" + kPeer + "&c=192.0.2.7:7000#k=" + kSecret;
 
 std::string error_of(std::string_view text) {
   auto r = parse_link(text);
@@ -26,8 +30,8 @@ Link sample() {
 
 TEST(Link, FormatsTheDocumentedExampleAndStaysShort) {
   std::string text = format_link(sample());
-  EXPECT_EQ(text, "runsnack://rdv.example.org:7443/g/abcdefghij?peer=" + kPeer + "&c=192.0.2.7:7000#k=" + kSecret);
-  EXPECT_LT(text.size(), 160u);
+  EXPECT_EQ(text, "runsnack://rdv.example.org:7443/g/abcdefghij/p/" + kPeer + "/c/192.0.2.7:7000/k/" + kSecret);
+  EXPECT_EQ(text.size(), 125u);  // as link.hpp says
   auto back = parse_link(text);
   ASSERT_TRUE(back) << back.error().what();
   EXPECT_EQ(*back, sample());
@@ -42,7 +46,18 @@ TEST(Link, DirectOnlyWithIpv6AndNames) {
   ASSERT_EQ(link->candidates.size(), 3u);
   EXPECT_EQ(link->candidates[1], (Endpoint{"2001:db8::1", 7000}));
   EXPECT_EQ(link->candidates[2], (Endpoint{"gpu.lan", 7001}));
-  EXPECT_EQ(format_link(*link), text);  // brackets stay unescaped
+  // Written in the path spelling, IPv6 without brackets; read back the same.
+  const std::string path = "runsnack:///g/abcdefghij/p/" + kPeer + "/c/192.0.2.7:7000,2001:db8::1:7000,gpu.lan:7001/k/" +
+                           kSecret;
+  EXPECT_EQ(format_link(*link), path);
+  auto again = parse_link(path);
+  ASSERT_TRUE(again) << again.error().what();
+  EXPECT_EQ(*again, *link);
+  // Brackets typed by hand in the path spelling mean the same.
+  auto bracketed = parse_link("runsnack:///g/abcdefghij/p/" + kPeer +
+                              "/c/192.0.2.7:7000,[2001:db8::1]:7000,gpu.lan:7001/k/" + kSecret);
+  ASSERT_TRUE(bracketed) << bracketed.error().what();
+  EXPECT_EQ(*bracketed, *link);
   // The RFC 3986 spelling means the same.
   auto escaped = parse_link("runsnack:///g/abcdefghij?peer=" + kPeer +
                             "&c=192.0.2.7:7000,%5B2001:db8::1%5D:7000,gpu.lan:7001#k=" + kSecret);
@@ -55,7 +70,7 @@ TEST(Link, Ipv6Rendezvous) {
   link.rendezvous = Endpoint{"2001:db8::7", 7443};
   link.candidates.clear();
   std::string text = format_link(link);
-  EXPECT_EQ(text.rfind("runsnack://[2001:db8::7]:7443/g/", 0), 0u);
+  EXPECT_EQ(text.rfind("runsnack://2001:db8::7:7443/g/", 0), 0u);
   auto back = parse_link(text);
   ASSERT_TRUE(back) << back.error().what();
   EXPECT_EQ(*back, link);
@@ -76,11 +91,44 @@ TEST(Link, RoundTripsFreshValues) {
   EXPECT_NE(new_grant_id(), new_grant_id());
 }
 
-TEST(Link, TrimsSurroundingWhitespaceOnly) {
+TEST(Link, RemovesWhitespaceAnywhere) {
+  // Around it (copy-paste), and inside it: a chat client that wrapped it, with an indent or invisible marks.
   EXPECT_TRUE(parse_link("  \t" + kDirect + "\r\n"));
-  EXPECT_NE(error_of("runsnack:///g/abcdefghij?peer=" + kPeer + " &c=192.0.2.7:7000#k=" + kSecret)
-                .find("invalid character ' ' at position"),
-            std::string::npos);
+  for (std::string_view mark : {"\n", "\r\n    ", " ", "\t", "\xc2\xa0", "\xe2\x80\x8b", "\xc2\xad"}) {
+    for (std::size_t cut : {std::size_t{3}, std::size_t{20}, kDirect.size() / 2, kDirect.size() - 5}) {
+      for (const std::string& text : {kDirect, kQueryDirect}) {
+        std::string wrapped = text.substr(0, cut) + std::string(mark) + text.substr(cut);
+        auto link = parse_link(wrapped);
+        ASSERT_TRUE(link) << wrapped << ": " << link.error().what();
+        EXPECT_EQ(format_link(*link), kDirect);
+      }
+    }
+  }
+  EXPECT_NE(error_of(kDirect + "\xc2").find("invalid character '0xc2'"), std::string::npos);
+}
+
+TEST(Link, WrittenLinksAreShellSafe) {
+  // Nothing bash, zsh or fish would expand, glob, split, redirect or comment out (issue 39).
+  constexpr std::string_view kShellSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:/,";
+  Link link = sample();
+  link.candidates = {{"192.0.2.7", 7000}, {"2001:db8::1", 7001}, {"::ffff:192.0.2.9", 7002}, {"gpu.lan", 7003}};
+  for (const auto& rdv : {std::optional<Endpoint>{}, std::optional<Endpoint>{Endpoint{"2001:db8::7", 7443}}}) {
+    link.rendezvous = rdv;
+    std::string text = format_link(link);
+    EXPECT_EQ(text.find_first_not_of(kShellSafe), std::string::npos) << text;
+    auto back = parse_link(text);
+    ASSERT_TRUE(back) << back.error().what();
+    EXPECT_EQ(*back, link);
+  }
+}
+
+TEST(Link, ReadsTheFirstSpelling) {
+  auto link = parse_link(kQueryDirect);
+  ASSERT_TRUE(link) << link.error().what();
+  EXPECT_EQ(format_link(*link), kDirect);
+  auto path = parse_link(kDirect);
+  ASSERT_TRUE(path) << path.error().what();
+  EXPECT_EQ(*path, *link);
 }
 
 TEST(Link, ForwardCompatibleQueryAndFragment) {
@@ -90,15 +138,42 @@ TEST(Link, ForwardCompatibleQueryAndFragment) {
   EXPECT_EQ(format_link(*link), kDirect);
 }
 
+TEST(Link, ForwardCompatiblePathKeys) {
+  // Unknown keys anywhere after /g/ID are a later version's: ignored, in any order, with a trailing '/'.
+  auto link = parse_link("runsnack:///g/abcdefghij/r/r.example:1/k/" + kSecret + "/c/192.0.2.7:7000/p/" + kPeer +
+                         "/future/1/");
+  ASSERT_TRUE(link) << link.error().what();
+  EXPECT_EQ(format_link(*link), kDirect);
+}
+
 TEST(Link, CaseOfBase32FieldsIsCanonicalised) {
   std::string upper = "RUNSNACK:///g/ABCDEFGHIJ?peer=EH7DDX5BKSRGCYTL7BKAI36SE4NXX3KL&c=192.0.2.7:7000#k=MFRGGZDFMZTWQ2LKNNWG23TPOA";
   auto link = parse_link(upper);
   ASSERT_TRUE(link) << link.error().what();
   EXPECT_EQ(format_link(*link), kDirect);
+  std::string all_upper = kDirect;
+  for (char& c : all_upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto path = parse_link(all_upper);
+  ASSERT_TRUE(path) << path.error().what();
+  EXPECT_EQ(format_link(*path), kDirect);
+}
+
+TEST(Link, UnfinishedIsALinkWithoutItsWholeSecret) {
+  // What a reader of stdin reads on for: the first line of a wrapped link.
+  for (const std::string& text : {kDirect, kQueryDirect}) {
+    EXPECT_FALSE(link_is_unfinished(text));
+    for (std::size_t n = 1; n < text.size(); ++n) EXPECT_TRUE(link_is_unfinished(text.substr(0, n))) << text.substr(0, n);
+  }
+  EXPECT_FALSE(link_is_unfinished(""));
+  EXPECT_FALSE(link_is_unfinished("gpubox"));
+  EXPECT_FALSE(link_is_unfinished("https://example.org/"));
+  EXPECT_FALSE(link_is_unfinished(kDirect.substr(0, kDirect.size() - 1) + "1"));  // a whole secret, damaged
+  EXPECT_FALSE(link_is_unfinished(kDirect + "a"));                                // too long: nothing will fix it
 }
 
 TEST(Link, ErrorsNameWhatIsWrong) {
   const std::string base = "runsnack:///g/abcdefghij?peer=" + kPeer;
+  const std::string path = "runsnack:///g/abcdefghij/p/" + kPeer;
   struct Case {
     std::string text;
     std::string fragment;
@@ -109,7 +184,7 @@ TEST(Link, ErrorsNameWhatIsWrong) {
       {"https://example.org/g/abcdefghij", "link: not a runsnack link (scheme must be runsnack://)"},
       {"runsnack:/g/abcdefghij", "scheme must be runsnack://"},
       {"runsnack://", "the link was probably cut off"},
-      {base + "&c=192.0.2.7:7000", "link: missing secret (#k=...): the link was probably cut off when copied"},
+      {base + "&c=192.0.2.7:7000", "link: missing secret (#k=...): the link was cut off when copied, or by a shell"},
       {base + "&c=192.0.2.7:7000#", "link: missing secret"},
       {base + "&c=192.0.2.7:7000#k=", "link: missing secret"},
       {base + "&c=192.0.2.7:7000#x=1", "link: missing secret"},
@@ -146,6 +221,37 @@ TEST(Link, ErrorsNameWhatIsWrong) {
       {base + "&c=192.0.2.7:7000#k=" + kSecret + "\xc3\xa9", "link: invalid character '0xc3' at position"},
       {base + "&c=%0a:1#k=" + kSecret, "link: bad candidate address '?:1'"},
       {"runsnack://" + std::string(3000, 'a'), "link: too long (3011 characters, at most 2048)"},
+      {std::string(9000, ' '), "link: too long (9000 characters, at most 2048)"},
+      // The path spelling.
+      {path + "/c/192.0.2.7:7000", "link: missing secret (/k/...): the link was probably cut off when copied"},
+      {path + "/c/192.0.2.7:7000/k", "link: missing secret"},
+      {path + "/c/192.0.2.7:7000/k/", "link: missing secret"},
+      {"runsnack://rdv.example.org:7443", "the link was probably cut off"},
+      {path.substr(0, path.size() - 1) + "/c/192.0.2.7:7000/k/" + kSecret,
+       "link: peer id must be 32 base32 characters (got 31)"},
+      {"runsnack:///g/abcdefghij/c/192.0.2.7:7000/k/" + kSecret, "link: missing provider id (/p/...)"},
+      {"runsnack:///g/abcdefghij/p//c/192.0.2.7:7000/k/" + kSecret, "link: missing provider id (/p/...)"},
+      {path + "/p/" + kPeer + "/c/192.0.2.7:7000/k/" + kSecret, "link: p/ appears twice"},
+      {path + "/c/192.0.2.7:7000/c/192.0.2.8:7000/k/" + kSecret, "link: c/ appears twice"},
+      {path + "/c//k/" + kSecret, "link: c/ is empty"},
+      {path + "/c/192.0.2.7:7000/k/" + kSecret + "/x", "link: path must be KEY/VALUE pairs ('x' has no value)"},
+      {path + "//c/192.0.2.7:7000/k/" + kSecret, "link: empty path segment"},
+      {path + "/c/1.2.3.4:99999/k/" + kSecret, "link: bad candidate address '1.2.3.4:99999' (port must be 1-65535)"},
+      {path + "/c/192.0.2.7/k/" + kSecret, "link: bad candidate address '192.0.2.7' (missing port)"},
+      {path + "/c/2001:db8::1/k/" + kSecret, "link: bad candidate address"},
+      {path + "/k/" + kSecret, "link: no way to reach the provider (needs a rendezvous address or /c/HOST:PORT)"},
+      {"runsnack://rdv.example.org/g/abcdefghij/p/" + kPeer + "/k/" + kSecret, "(missing port)"},
+      {"runsnack:///h/abcdefghij/p/" + kPeer + "/k/" + kSecret,
+       "link: this link needs a newer runsnack (unknown link type '/h/')"},
+      {"runsnack://g/abcdefghij/p/" + kPeer + "/k/" + kSecret, "link: path must be /g/<grant id>/p/<provider id>/"},
+      {"runsnack:///g/abcdefghi/p/" + kPeer + "/c/192.0.2.7:7000/k/" + kSecret,
+       "link: grant id must be 10 base32 characters (got 9)"},
+      {path + "/c/192.0.2.7:7000/k/" + kSecret.substr(1), "link: secret must be 26 base32 characters (got 25)"},
+      {path + "/c/192.0.2.7:7000/k/" + kSecret.substr(0, 25) + "b", "link: secret is not valid base32"},
+      {path + "/c/192.0.2.7:7000/k/" + kSecret + "/k/" + kSecret, "link: k/ appears twice"},
+      {path + "/c/192.0.2.7:7000/k/" + kSecret + "*", "link: invalid character '*' at position"},
+      {path + "/c/%5B::1%5D:1/k/" + kSecret, "link: invalid character '%'"},
+      {"runsnack://user@rdv.example.org:7443/g/abcdefghij/p/" + kPeer + "/k/" + kSecret, "link: invalid character '@'"},
   };
   for (const Case& c : cases) {
     std::string got = error_of(c.text);
@@ -176,13 +282,17 @@ TEST(Link, AtMostSixteenCandidates) {
   auto ok = parse_link(sixteen);
   ASSERT_TRUE(ok) << ok.error().what();
   EXPECT_EQ(ok->candidates.size(), 16u);
+  auto path = parse_link("runsnack:///g/abcdefghij/p/" + kPeer + "/c/" + list + "/k/" + kSecret);
+  ASSERT_FALSE(path);
+  EXPECT_TRUE(path.error().is(errc::too_large));
 }
 
 TEST(Link, EveryTruncationFailsCleanly) {
-  std::string text = format_link(sample());
-  for (std::size_t n = 0; n < text.size(); ++n) {
-    auto r = parse_link(std::string_view(text).substr(0, n));
-    EXPECT_FALSE(r) << n;
+  for (const std::string& text : {format_link(sample()), kQueryDirect}) {
+    for (std::size_t n = 0; n < text.size(); ++n) {
+      auto r = parse_link(std::string_view(text).substr(0, n));
+      EXPECT_FALSE(r) << n;
+    }
   }
 }
 

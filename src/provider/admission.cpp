@@ -47,10 +47,13 @@ Admission Admitter::admit(const AdmissionRequest& request, const std::string& ne
   auto counted = grants_.record_use(grant.id, request.consumer.str(), clock_.now());
   if (!counted) return refuse(request, errc::internal, "provider database error");
   if (!*counted) {
-    // Lost a race with another connection or a `runsnack revoke`: re-read for the reason.
+    // Full for a new consumer (the store knows who is new), or a race lost to
+    // another connection or a `runsnack revoke`: re-read for the reason.
     auto again = grants_.find(grant.id);
     if (again && *again) {
       auto d = check_grant(**again, clock_.now(), 0, request.consumer.str());
+      if (!d.accepted) return refuse(request, d.code, d.reason);
+      d = check_new_consumer(**again);
       if (!d.accepted) return refuse(request, d.code, d.reason);
     }
     return refuse(request, errc::exhausted, "link no longer usable");
@@ -66,7 +69,7 @@ Admission Admitter::admit(const AdmissionRequest& request, const std::string& ne
   ev.peer = request.consumer.str();
   ev.address = request.address;
   ev.decision = "accept";
-  ev.detail = {{"session", new_session_id}, {"uses", out.grant->uses}};
+  ev.detail = {{"session", new_session_id}, {"consumers", out.grant->consumers}, {"connections", out.grant->connections}};
   if (auto r = audit_.append(ev); !r) spdlog::error("audit log: {}", r.error().what());
   out.reply = AuthReply{true, errc::ok, "", new_session_id};
   return out;

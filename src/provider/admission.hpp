@@ -4,7 +4,7 @@
 // decision to the audit log, accepted or refused, with the reason.
 //
 // The proof is checked before the policy so that only a holder of the
-// secret learns whether a link is expired, used up or revoked. Refusals
+// secret learns whether a link is expired, full or revoked. Refusals
 // before the proof holds (unknown link, wrong secret) are the work of anyone
 // with a TCP connection: with an `unproven` sink they go there (the provider
 // aggregates them per address, admission_audit.hpp) instead of the log.

@@ -57,7 +57,8 @@ TEST_F(AdmissionTest, AcceptsTheRightProofAndCountsTheUse) {
   auto a = admitter.admit(request(secret, alice), "s1");
   ASSERT_TRUE(a.reply.ok) << a.reply.reason;
   EXPECT_EQ(a.reply.session_id, "s1");
-  EXPECT_EQ(a.grant->uses, 1);
+  EXPECT_EQ(a.grant->connections, 1);
+  EXPECT_EQ(a.grant->consumers, 1);
   auto events = audit_events();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].decision, "accept");
@@ -68,7 +69,7 @@ TEST_F(AdmissionTest, WrongSecretIsRefusedAndNotCounted) {
   auto a = admitter.admit(request(new_secret(), alice), "s1");
   EXPECT_FALSE(a.reply.ok);
   EXPECT_EQ(a.reply.code, errc::auth_failed);
-  EXPECT_EQ(grants.find(grant.id).value()->uses, 0);
+  EXPECT_EQ(grants.find(grant.id).value()->connections, 0);
   EXPECT_EQ(audit_events().at(0).decision, "refuse");
 }
 
@@ -126,6 +127,41 @@ TEST_F(AdmissionTest, Expiry) {
   EXPECT_EQ(admitter.admit(r, "s2").reply.code, errc::expired);
 }
 
+TEST_F(AdmissionTest, MaxUsesCountsConsumersAndTellsTheNextWhatToDo) {
+  Grant g;
+  g.id = new_grant_id();
+  g.key = derive_grant_key(secret);
+  g.created = clock.now();
+  g.max_uses = 2;
+  ASSERT_TRUE(grants.create(g));
+  PeerId carol = Identity::generate().value().peer_id();
+  auto on_g = [&](const PeerId& who) {
+    auto r = request(secret, who);
+    r.hello.grant_id = g.id;
+    return admitter.admit(r, "s");
+  };
+  for (int i = 0; i < 5; ++i) {  // info, run, reconnects: as often as they like
+    ASSERT_TRUE(on_g(alice).reply.ok);
+    ASSERT_TRUE(on_g(bob).reply.ok);
+  }
+  auto refused = on_g(carol);
+  EXPECT_FALSE(refused.reply.ok);
+  EXPECT_EQ(refused.reply.code, errc::exhausted);
+  EXPECT_EQ(refused.reply.reason,
+            "this link is for 2 consumers (2 keys) and 2 others have used it: ask the provider for a new link");
+  auto again = on_g(alice);
+  ASSERT_TRUE(again.reply.ok);
+  EXPECT_EQ(again.grant->consumers, 2);
+  EXPECT_EQ(again.grant->connections, 11);
+  auto events = audit_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().detail.value("connections", 0), 11);
+  EXPECT_EQ(events.back().detail.value("consumers", 0), 2);
+  std::size_t refusals = 0;
+  for (const auto& e : events) refusals += e.decision == "refuse" && e.peer == carol.str() ? 1 : 0;
+  EXPECT_EQ(refusals, 1u);
+}
+
 TEST_F(AdmissionTest, ProviderWideAndPerAddressSessionLimits) {
   // Another link's sessions from this address use up the address's 3; the use is not counted.
   elsewhere = {0, 3, 3};
@@ -133,7 +169,7 @@ TEST_F(AdmissionTest, ProviderWideAndPerAddressSessionLimits) {
   EXPECT_FALSE(a.reply.ok);
   EXPECT_EQ(a.reply.code, errc::exhausted);
   EXPECT_NE(a.reply.reason.find("your address already has 3 sessions"), std::string::npos) << a.reply.reason;
-  EXPECT_EQ(grants.find(grant.id).value()->uses, 0);
+  EXPECT_EQ(grants.find(grant.id).value()->connections, 0);
 
   elsewhere = {0, 2, 2};  // room again
   EXPECT_TRUE(admitter.admit(request(secret, alice), "s2").reply.ok);

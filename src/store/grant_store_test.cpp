@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
+#include "store/migrate.hpp"
 #include "store/schema.hpp"
 #include "store/temp_dir_for_test.hpp"
 
@@ -27,7 +29,8 @@ Grant full_grant(std::string id) {
   for (std::size_t i = 0; i < g.key.size(); ++i) g.key[i] = static_cast<std::uint8_t>(i * 7);
   g.expires = kT0 + 3600s;
   g.max_uses = 5;
-  g.uses = 2;
+  g.consumers = 1;
+  g.connections = 2;
   g.max_sessions = 3;
   g.bandwidth_bytes_per_s = 1'000'000;
   g.services = {"info", "run", "forward:11434"};
@@ -46,7 +49,8 @@ void expect_same(const Grant& a, const Grant& b) {
   EXPECT_EQ(a.created, b.created);
   EXPECT_EQ(a.expires, b.expires);
   EXPECT_EQ(a.max_uses, b.max_uses);
-  EXPECT_EQ(a.uses, b.uses);
+  EXPECT_EQ(a.consumers, b.consumers);
+  EXPECT_EQ(a.connections, b.connections);
   EXPECT_EQ(a.max_sessions, b.max_sessions);
   EXPECT_EQ(a.bandwidth_bytes_per_s, b.bandwidth_bytes_per_s);
   EXPECT_EQ(a.services, b.services);
@@ -104,28 +108,29 @@ TEST_F(GrantStoreTest, ListLeavesOutDeadUnlessAsked) {
   Grant expired = minimal_grant("EXPIRED000");
   expired.created = kT0 + 2s;
   expired.expires = kT0 + 10s;
-  Grant used_up = minimal_grant("USEDUP0000");
-  used_up.created = kT0 + 3s;
-  used_up.max_uses = 1;
-  for (const auto& g : {live, revoked, expired, used_up}) ASSERT_TRUE(store->create(g));
+  Grant full = minimal_grant("FULL000000");
+  full.created = kT0 + 3s;
+  full.max_uses = 1;
+  for (const auto& g : {live, revoked, expired, full}) ASSERT_TRUE(store->create(g));
   ASSERT_TRUE(*store->revoke("REVOKED000"));
 
   auto all = store->list(true);
   ASSERT_TRUE(all);
   ASSERT_EQ(all->size(), 4u);
   EXPECT_EQ((*all)[0].id, "LIVE000000");  // oldest first
-  EXPECT_EQ((*all)[3].id, "USEDUP0000");
+  EXPECT_EQ((*all)[3].id, "FULL000000");
 
   auto alive = store->list(false);
   ASSERT_TRUE(alive);
   EXPECT_EQ(alive->size(), 3u);  // expired one not yet: the clock is before its expiry
 
-  ASSERT_TRUE(*store->record_use("USEDUP0000", "P", clock.now()));
+  ASSERT_TRUE(*store->record_use("FULL000000", "P", clock.now()));
   clock.advance(10s);
   alive = store->list(false);
   ASSERT_TRUE(alive);
-  ASSERT_EQ(alive->size(), 1u);
+  ASSERT_EQ(alive->size(), 2u);  // a full link lives on for its consumers
   EXPECT_EQ((*alive)[0].id, "LIVE000000");
+  EXPECT_EQ((*alive)[1].id, "FULL000000");
 }
 
 TEST_F(GrantStoreTest, Revoke) {
@@ -139,21 +144,46 @@ TEST_F(GrantStoreTest, Revoke) {
   EXPECT_FALSE(*store->record_use("AAAAAAAAAA", "P", clock.now()));
 }
 
-TEST_F(GrantStoreTest, RecordUseHonoursMaxUses) {
+TEST_F(GrantStoreTest, MaxUsesCountsConsumers) {
   Grant g = minimal_grant("AAAAAAAAAA");
   g.max_uses = 2;
   ASSERT_TRUE(store->create(g));
-  EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P1", clock.now()));
-  EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P2", clock.now()));
+  for (int i = 0; i < 5; ++i) {  // each as often as it likes
+    EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P1", clock.now()));
+    EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P2", clock.now()));
+  }
   EXPECT_FALSE(*store->record_use("AAAAAAAAAA", "P3", clock.now()));
-  EXPECT_EQ((*store->find("AAAAAAAAAA"))->uses, 2);
-  EXPECT_FALSE((*store->find("AAAAAAAAAA"))->bound_peer);  // not bind_first
+  EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P1", clock.now()));  // after the refusal too
+  auto got = *store->find("AAAAAAAAAA");
+  EXPECT_EQ(got->consumers, 2);
+  EXPECT_EQ(got->connections, 11);
+  EXPECT_FALSE(got->bound_peer);  // not bind_first
+  // first_seen is the first use's time.
+  auto first = db->prepare("SELECT peer_id, first_seen FROM grant_consumers WHERE grant_id = 'AAAAAAAAAA' ORDER BY peer_id");
+  ASSERT_TRUE(first);
+  auto rows = read_rows(*first, [](Statement& r) { return std::pair{r.column_text(0), r.column_int64(1)}; });
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(*rows, (std::vector<std::pair<std::string, std::int64_t>>{{"P1", to_unix(kT0)}, {"P2", to_unix(kT0)}}));
+}
+
+TEST_F(GrantStoreTest, ARefusedUseCountsNothing) {
+  Grant g = minimal_grant("AAAAAAAAAA");
+  g.bind_first = true;
+  g.max_uses = 5;
+  ASSERT_TRUE(store->create(g));
+  EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "FIRST", clock.now()));
+  EXPECT_FALSE(*store->record_use("AAAAAAAAAA", "OTHER", clock.now()));
+  ASSERT_TRUE(*store->revoke("AAAAAAAAAA"));
+  EXPECT_FALSE(*store->record_use("AAAAAAAAAA", "THIRD", clock.now()));
+  auto got = *store->find("AAAAAAAAAA");
+  EXPECT_EQ((std::pair{got->consumers, got->connections}), (std::pair<std::int64_t, std::int64_t>{1, 1}));
 }
 
 TEST_F(GrantStoreTest, RecordUseUnlimitedAndUnknown) {
   ASSERT_TRUE(store->create(minimal_grant("AAAAAAAAAA")));
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P", clock.now()));
-  EXPECT_EQ((*store->find("AAAAAAAAAA"))->uses, 10);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "P" + std::to_string(i % 4), clock.now()));
+  EXPECT_EQ((*store->find("AAAAAAAAAA"))->connections, 10);
+  EXPECT_EQ((*store->find("AAAAAAAAAA"))->consumers, 4);
   EXPECT_FALSE(*store->record_use("NOSUCHGRNT", "P", clock.now()));
 }
 
@@ -173,7 +203,8 @@ TEST_F(GrantStoreTest, RecordUseBindsFirstPeer) {
   EXPECT_EQ((*store->find("AAAAAAAAAA"))->bound_peer, "FIRST");
   EXPECT_FALSE(*store->record_use("AAAAAAAAAA", "SECOND", clock.now()));
   EXPECT_TRUE(*store->record_use("AAAAAAAAAA", "FIRST", clock.now()));
-  EXPECT_EQ((*store->find("AAAAAAAAAA"))->uses, 2);
+  EXPECT_EQ((*store->find("AAAAAAAAAA"))->connections, 2);
+  EXPECT_EQ((*store->find("AAAAAAAAAA"))->consumers, 1);
 }
 
 TEST_F(GrantStoreTest, MalformedRowIsAnError) {
@@ -199,11 +230,12 @@ TEST(GrantStoreShared, TwoConnectionsShareUsesAndBinding) {
   ASSERT_TRUE(a.create(limited));
   int won = 0;
   for (int i = 0; i < 5; ++i) {
-    won += *a.record_use("LIMITED000", "P", kT0) ? 1 : 0;
-    won += *b.record_use("LIMITED000", "P", kT0) ? 1 : 0;
+    won += *a.record_use("LIMITED000", "A" + std::to_string(i), kT0) ? 1 : 0;
+    won += *b.record_use("LIMITED000", "B" + std::to_string(i), kT0) ? 1 : 0;
   }
   EXPECT_EQ(won, 3);
-  EXPECT_EQ((*b.find("LIMITED000"))->uses, 3);
+  EXPECT_EQ((*b.find("LIMITED000"))->consumers, 3);
+  EXPECT_TRUE(*b.record_use("LIMITED000", "A0", kT0));  // one of the three, through the other connection
 
   Grant bound = minimal_grant("BOUND00000");
   bound.bind_first = true;
@@ -215,6 +247,40 @@ TEST(GrantStoreShared, TwoConnectionsShareUsesAndBinding) {
   // `runsnack revoke` from another process is seen at once.
   EXPECT_TRUE(*b.revoke("LIMITED000"));
   EXPECT_TRUE((*a.find("LIMITED000"))->revoked);
+}
+
+// New consumers racing for the last places from two processes (here: threads
+// with a connection each): exactly max_uses of them win.
+TEST(GrantStoreShared, RacingNewConsumersTakeExactlyMaxUses) {
+  testing::TempDir dir;
+  auto path = dir.path() / kStoreFileName;
+  {
+    auto db = Database::open(path);
+    ASSERT_TRUE(db);
+    Grant g = minimal_grant("RACE000000");
+    g.max_uses = 7;
+    ASSERT_TRUE(GrantStore(*db).create(g));
+  }
+  std::atomic<int> won{0};
+  auto racer = [&](const std::string& side) {
+    auto db = Database::open(path);
+    ASSERT_TRUE(db);
+    GrantStore store(*db);
+    for (int i = 0; i < 20; ++i) {
+      auto used = store.record_use("RACE000000", side + std::to_string(i), kT0);
+      ASSERT_TRUE(used) << used.error().what();
+      won += *used ? 1 : 0;
+    }
+  };
+  std::thread a(racer, "A"), b(racer, "B");
+  a.join();
+  b.join();
+  EXPECT_EQ(won.load(), 7);
+  auto db = Database::open(path);
+  ASSERT_TRUE(db);
+  auto got = *GrantStore(*db).find("RACE000000");
+  EXPECT_EQ(got->consumers, 7);
+  EXPECT_EQ(got->connections, 7);
 }
 
 // A writer that holds the lock makes the other wait (busy timeout), not fail.
@@ -258,9 +324,55 @@ TEST(GrantStoreShared, SurvivesReopen) {
   GrantStore store(*db);
   auto got = store.find("AAAAAAAAAA");
   ASSERT_TRUE(got && *got);
-  EXPECT_EQ((*got)->uses, g.uses + 1);
+  EXPECT_EQ((*got)->connections, g.connections + 1);
+  EXPECT_EQ((*got)->consumers, g.consumers + 1);
   EXPECT_EQ((*got)->bound_peer, "FIRST");
   EXPECT_EQ((*got)->services, g.services);
+}
+
+}  // namespace
+}  // namespace runsnack
+
+namespace runsnack {
+namespace {
+
+// Issue 39's migration: --max-uses counted connections in `uses`; now it
+// counts consumers, found for existing grants in the audit log's accepts.
+TEST(GrantStoreMigration, ConsumersOfExistingGrantsComeFromTheAuditLog) {
+  testing::TempDir dir;
+  auto path = dir.path() / kStoreFileName;
+  {
+    auto db = Database::open_unmigrated(path);
+    ASSERT_TRUE(db);
+    auto before = store_migrations().first(4);  // the schema runsnack 0.1 wrote
+    ASSERT_EQ(before.back().version, 4);
+    ASSERT_TRUE(migrate(*db, before));
+    ASSERT_TRUE(db->exec(
+        "INSERT INTO grants (id, key, created, max_uses, uses, services, gpus, bind_first, bound_peer) VALUES"
+        " ('USEDUP0000', zeroblob(32), 100, 3, 3, '[\"info\"]', '[]', 0, NULL),"
+        " ('BOUND00000', zeroblob(32), 100, NULL, 1, '[\"info\"]', '[]', 1, 'PB');"
+        "INSERT INTO audit (time, kind, grant_id, peer, address, decision, reason, detail) VALUES"
+        " (200, 'auth', 'USEDUP0000', 'PA', '', 'accept', '', '{}'),"
+        " (150, 'auth', 'USEDUP0000', 'PA', '', 'accept', '', '{}'),"
+        " (300, 'auth', 'USEDUP0000', 'PC', '', 'accept', '', '{}'),"
+        " (400, 'auth', 'USEDUP0000', 'PD', '', 'refuse', 'link used up', '{}'),"
+        " (400, 'service', 'USEDUP0000', 'PE', '', 'accept', '', '{}'),"
+        " (500, 'auth', 'GONE000000', 'PF', '', 'accept', '', '{}');"));
+  }
+  auto db = Database::open(path);  // migrates
+  ASSERT_TRUE(db) << db.error().what();
+  GrantStore store(*db);
+  auto used_up = *store.find("USEDUP0000");
+  EXPECT_EQ(used_up->consumers, 2);    // PA and PC
+  EXPECT_EQ(used_up->connections, 3);  // the old count, kept
+  EXPECT_EQ((*store.find("BOUND00000"))->consumers, 1);  // the bound peer, with no accept left in the log
+  // The old count had used the link up; its consumers still get in, and one more person.
+  EXPECT_TRUE(*store.record_use("USEDUP0000", "PA", kT0));
+  EXPECT_TRUE(*store.record_use("USEDUP0000", "PD", kT0));
+  EXPECT_FALSE(*store.record_use("USEDUP0000", "PE", kT0));
+  auto first = db->prepare("SELECT first_seen FROM grant_consumers WHERE grant_id = 'USEDUP0000' AND peer_id = 'PA'");
+  ASSERT_TRUE(first && *first->step());
+  EXPECT_EQ(first->column_int64(0), 150);
 }
 
 }  // namespace

@@ -78,6 +78,29 @@ CREATE TABLE session_commands (
 CREATE INDEX session_commands_by_session ON session_commands (session_id);
 ALTER TABLE sessions ADD COLUMN unlisted_commands INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // --max-uses counts consumers, not connections (issue 39; link/grant.hpp):
+    // the identities that used each grant (store/grant_store.hpp), and their
+    // number beside the grant. What `uses` counted (successful authentications)
+    // is kept as `connections`. Existing grants learn their consumers from the
+    // audit log's accepted proofs (and their bound peer), so a link the old
+    // count had used up keeps working for those who used it.
+    {5, R"sql(
+CREATE TABLE grant_consumers (
+  grant_id    TEXT NOT NULL,
+  peer_id     TEXT NOT NULL,
+  first_seen  INTEGER NOT NULL,  -- unix seconds
+  PRIMARY KEY (grant_id, peer_id)
+) STRICT, WITHOUT ROWID;
+INSERT INTO grant_consumers (grant_id, peer_id, first_seen)
+  SELECT grant_id, peer, MIN(time) FROM audit
+  WHERE kind = 'auth' AND decision = 'accept' AND peer <> '' AND grant_id IN (SELECT id FROM grants)
+  GROUP BY grant_id, peer;
+INSERT OR IGNORE INTO grant_consumers (grant_id, peer_id, first_seen)
+  SELECT id, bound_peer, created FROM grants WHERE bound_peer IS NOT NULL;
+ALTER TABLE grants RENAME COLUMN uses TO connections;
+ALTER TABLE grants ADD COLUMN consumers INTEGER NOT NULL DEFAULT 0;
+UPDATE grants SET consumers = (SELECT COUNT(*) FROM grant_consumers WHERE grant_id = grants.id);
+)sql"},
 };
 
 }  // namespace

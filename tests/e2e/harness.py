@@ -50,13 +50,55 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The characters a link may hold that no common shell (bash, zsh, fish) treats specially.
+SHELL_SAFE_LINK_RE = re.compile(r"^[A-Za-z0-9:/.,_-]+$")
+
+
+def split_link(link):
+    """A link's fields from either spelling (link/link.hpp), whitespace removed: {"rdv", "grant", "peer", "c", "k"},
+    None where absent.
+      runsnack://RDV/g/GRANT/p/PEER/c/HOST:PORT,.../k/SECRET          (written since issue 39)
+      runsnack://RDV/g/GRANT?peer=PEER&c=HOST:PORT,...#k=SECRET       (the first spelling, still read)"""
+    link = "".join(link.split())
+    m = re.match(r"(?i)^runsnack://([^/?#]*)/(.*)$", link)
+    if not m:
+        raise ValueError("not a runsnack link: %r" % link)
+    rdv, rest = m.group(1), m.group(2)
+    if "?" in rest or "#" in rest:
+        path, _, fragment = rest.partition("#")
+        path, _, query = path.partition("?")
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+        secret = dict(p.partition("=")[::2] for p in fragment.split("&") if p).get("k")
+        segments = path.split("/")
+        return {"rdv": rdv, "grant": segments[1] if len(segments) > 1 else None, "peer": params.get("peer"),
+                "c": params.get("c"), "k": secret}
+    segments = rest.rstrip("/").split("/")
+    pairs = dict(zip(segments[0::2], segments[1::2]))
+    return {"rdv": rdv, "grant": pairs.get("g"), "peer": pairs.get("p"), "c": pairs.get("c"), "k": pairs.get("k")}
+
+
+def join_link(fields, legacy=False):
+    """The link of split_link()'s fields; `legacy`: in the first spelling (?peer=...&c=...#k=...)."""
+    if legacy:
+        return "runsnack://%s/g/%s?peer=%s%s#k=%s" % (fields["rdv"] or "", fields["grant"], fields["peer"],
+                                                     "&c=" + fields["c"] if fields["c"] else "", fields["k"])
+    return "runsnack://%s/g/%s/p/%s%s/k/%s" % (fields["rdv"] or "", fields["grant"], fields["peer"],
+                                              "/c/" + fields["c"] if fields["c"] else "", fields["k"])
+
+
 def replace_query_param(link, key, value):
-    return re.sub(r"([?&])" + re.escape(key) + r"=[^&#]*", lambda m: m.group(1) + key + "=" + value, link, count=1)
+    """`link` with one field replaced ("peer", "c", "k", "grant"), in the spelling it came in."""
+    fields = split_link(link)
+    fields[key] = value
+    return join_link(fields, legacy="?" in link or "#" in link)
 
 
 def replace_secret(link, secret):
-    head, _, _ = link.partition("#k=")
-    return head + "#k=" + secret
+    return replace_query_param(link, "k", secret)
+
+
+def link_secret(link):
+    return split_link(link)["k"]
 
 
 def read_terminal(master, proc, until=None, deadline=60.0):

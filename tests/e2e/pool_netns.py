@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import harness
-from harness import replace_query_param
+from harness import replace_query_param, split_link
 
 NETWORKS = 8  # 127.0.2.1 .. 127.0.9.1
 
@@ -40,7 +40,7 @@ class NetnsMixin:
 
     def link_on(self, link, network):
         """`link` rewritten to reach the coordinator at 127.0.N.1 (N = network + 2): its workers are on 127.0.N.0/24."""
-        port = int(link.split("c=")[1].split(",")[0].split("#")[0].rsplit(":", 1)[1])
+        port = int(split_link(link)["c"].split(",")[0].rsplit(":", 1)[1])
         return replace_query_param(link, "c", "127.0.%d.1:%d" % (network + 2, port))
 
     def start_worker_on(self, name, network, *extra, env_extra=None, trusted=False):

@@ -3,16 +3,20 @@
 import json
 import os
 import re
+import shlex
+import shutil
 import stat
 import subprocess
 import unittest
 
-from harness import BIN, CMD_TIMEOUT, READY_DEADLINE, E2ETestCase, BASE32_RE, read_terminal
+from harness import (BIN, CMD_TIMEOUT, READY_DEADLINE, E2ETestCase, BASE32_RE, SHELL_SAFE_LINK_RE, join_link,
+                     link_secret, read_terminal, split_link)
 
 GRANT = "abcdefgh23"
 PEER = "xklk6juawrgi4pv3was2enxliwpcgcce"
 SECRET = "w7mgdzgcjbqenmh5ear35wghqa"
-GOOD = "runsnack:///g/%s?peer=%s&c=127.0.0.1:9#k=%s" % (GRANT, PEER, SECRET)
+GOOD = "runsnack:///g/%s?peer=%s&c=127.0.0.1:9#k=%s" % (GRANT, PEER, SECRET)  # the first spelling, still read
+NEW = "runsnack:///g/%s/p/%s/c/127.0.0.1:9/k/%s" % (GRANT, PEER, SECRET)      # the one written since issue 39
 
 
 class MalformedLinks(E2ETestCase):
@@ -32,9 +36,22 @@ class MalformedLinks(E2ETestCase):
         ("short grant id", GOOD.replace(GRANT, GRANT[:6]), ["grant id"]),
         ("secret last character changed", GOOD[:-1] + "b", ["secret"]),
         ("no address at all", GOOD.replace("&c=127.0.0.1:9", ""), ["no way to reach"]),
-        ("a space inside", GOOD.replace("&c=", "&c= "), ["invalid character"]),
+        ("a tab inside is removed, a quote is not", GOOD.replace("&c=", "&c=\t\""), ["invalid character"]),
         ("too long", GOOD + "x" * 3000, ["too long"]),
         ("unknown link type", GOOD.replace("/g/", "/zz/"), ["newer runsnack"]),
+        # The same mistakes in the path spelling.
+        ("path: cut in the middle of the secret", NEW[:-13], ["secret", "26"]),
+        ("path: no /k/", NEW.split("/k/")[0], ["missing secret", "cut off"]),
+        ("path: no secret after /k/", NEW.split("/k/")[0] + "/k/", ["missing secret"]),
+        ("path: port out of range", NEW.replace(":9/", ":99999/"), ["candidate", "port"]),
+        ("path: port missing", NEW.replace(":9/", "/"), ["candidate", "missing port"]),
+        ("path: short peer id", NEW.replace(PEER, PEER[:-1]), ["peer id", "32"]),
+        ("path: no peer id", NEW.replace("/p/" + PEER, ""), ["provider id"]),
+        ("path: short grant id", NEW.replace(GRANT, GRANT[:6]), ["grant id"]),
+        ("path: no address at all", NEW.replace("/c/127.0.0.1:9", ""), ["no way to reach"]),
+        ("path: a field twice", NEW.replace("/k/", "/p/" + PEER + "/k/"), ["twice"]),
+        ("path: a shell character", NEW.replace("/c/", "/c/*"), ["invalid character '*'"]),
+        ("path: unknown link type", NEW.replace("/g/", "/zz/"), ["newer runsnack"]),
     ]
 
     def test_malformed_links_fail_clearly(self):
@@ -79,7 +96,11 @@ class MalformedLinks(E2ETestCase):
         home = self.new_home("consumer")
         for desc, link in [("upper-case scheme", GOOD.replace("runsnack://", "RUNSNACK://")),
                            ("leading space", " " + GOOD),
-                           ("trailing newline", GOOD + "\n")]:
+                           ("trailing newline", GOOD + "\n"),
+                           ("a space inside", GOOD.replace("&c=", "&c= ")),
+                           ("path spelling", NEW),
+                           ("path spelling in capitals", NEW.upper()),
+                           ("path spelling wrapped", NEW[:30] + "\n  " + NEW[30:])]:
             with self.subTest(desc):
                 self.fails(home, "info", "--timeout", "3", "-", input=link + "\n", contains="cannot reach the provider")
                 self.fails(home, "info", "--timeout", "3", env_extra={"RUNSNACK_LINK": link},
@@ -87,11 +108,80 @@ class MalformedLinks(E2ETestCase):
                 self.fails(home, "info", "--timeout", "3", link, contains="cannot reach the provider")
 
 
+class ShellSafeLinks(E2ETestCase):
+    """Issue 39: a link pasted without quotes into bash, zsh or fish works (it holds no character a shell treats
+    specially), and so does one a chat client wrapped over two lines; links of the first spelling still work."""
+
+    SHELLS = ("bash", "zsh", "fish")  # scripts/install-deps installs all three
+
+    def shell(self, name, home, script, input=None):
+        """Runs `script` in shell `name` as a person would type it, with $HOME a folder of the test's own."""
+        env = self.env(home, {"HOME": self.new_home(), "XDG_CONFIG_HOME": self.new_home(), "XDG_DATA_HOME": self.new_home()})
+        cp = subprocess.run([name, "-c", script], input=input or "", capture_output=True, text=True, errors="replace",
+                            env=env, timeout=CMD_TIMEOUT)
+        self._stderrs.append(("%s -c %s" % (name, script), cp.stderr))
+        return cp
+
+    def test_link_pasted_without_quotes(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        # The link as a person copies it: share's first line on stdout.
+        human = self.start(phome, "share", "--listen", "127.0.0.1:0", "--no-qr", name="share")
+        self.poll_until(lambda: human.lines, READY_DEADLINE, "the link on stdout")
+        link = human.lines[0].strip()
+        self.assertRegex(link, SHELL_SAFE_LINK_RE, "share printed a link a shell would change")
+        grant = split_link(link)["grant"]
+        for shell in self.SHELLS:
+            if not shutil.which(shell):
+                print("\n%s not installed (scripts/install-deps installs it): not tried" % shell)
+                continue
+            with self.subTest(shell):
+                cp = self.shell(shell, chome, "%s info --json %s" % (shlex.quote(BIN), link))
+                self.assertEqual(cp.returncode, 0, "%s: stdout=%r stderr=%r" % (shell, cp.stdout, cp.stderr))
+                info = json.loads(cp.stdout.strip().splitlines()[-1])
+                self.assertEqual(info["grant"]["id"], grant)
+                # Saved under a name, unquoted too; the saved link is the same one.
+                cp = self.shell(shell, chome, "%s remote add box-%s %s" % (shlex.quote(BIN), shell, link))
+                self.assertEqual(cp.returncode, 0, "%s: %r" % (shell, cp.stderr))
+                self.assertEqual(self.info(chome, "box-" + shell)["grant"]["id"], grant)
+
+    def test_link_wrapped_by_a_chat_client(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        link = provider.link
+        for cut in (len("runsnack://") + 4, len(link) // 2, len(link) - 10):  # in the address, the middle, the secret
+            for desc, text in (("newline", link[:cut] + "\n" + link[cut:]),
+                               ("newline and indent", link[:cut] + "\r\n    " + link[cut:]),
+                               ("space", link[:cut] + " " + link[cut:])):
+                with self.subTest("%s at %d" % (desc, cut)):
+                    # Quoted on the command line, as pasted between the quotes in a shell.
+                    cp = self.shell("bash", chome, "%s info --json '%s'" % (shlex.quote(BIN), text))
+                    self.assertEqual(cp.returncode, 0, cp.stderr)
+                    self.assertEqual(json.loads(cp.stdout.strip().splitlines()[-1])["grant"]["id"], provider.grant)
+                    # Pasted at the prompt of `info -` (two lines: the second is read too), and in RUNSNACK_LINK.
+                    self.assertEqual(self.info(chome, "-", input=text + "\n")["grant"]["id"], provider.grant)
+                    cp = self.ok(chome, "info", "--json", env_extra={"RUNSNACK_LINK": text})
+                    self.assertEqual(json.loads(cp.stdout)["grant"]["id"], provider.grant)
+        # `remote add NAME -` keeps the whole link, not its first line.
+        self.ok(chome, "remote", "add", "wrapped", "-", input=link[:40] + "\n" + link[40:] + "\n")
+        self.assertEqual(self.info(chome, "wrapped")["grant"]["id"], provider.grant)
+
+    def test_links_of_the_first_spelling_still_work(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        old = join_link(split_link(provider.link), legacy=True)
+        self.assertIn("?peer=", old)
+        self.assertEqual(self.info(chome, old)["grant"]["id"], provider.grant)
+        self.ok(chome, "remote", "add", "old", "-", input=old + "\n")
+        self.assertEqual(self.info(chome, "old")["grant"]["id"], provider.grant)
+        # Cut by a shell at its '&' (pasted without quotes): the error says so.
+        self.fails(chome, "info", "--json", old.split("&")[0], contains=["missing secret", "quotes"])
+
+
 class Remotes(E2ETestCase):
     def test_remote_lifecycle(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome)
-        secret = provider.link.split("#k=")[1]
+        secret = link_secret(provider.link)
 
         cp = self.ok(chome, "remote", "add", "gpubox", "-", input=provider.link + "\n")
         self.assertIn(provider.peer, cp.stdout)
@@ -102,10 +192,10 @@ class Remotes(E2ETestCase):
 
         info = self.info(chome, "gpubox")
         self.assertEqual(info["grant"]["id"], provider.grant)
-        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertEqual(info["grant"]["connections"], 1)
         # No LINK argument: RUNSNACK_LINK.
         cp = self.ok(chome, "info", "--json", env_extra={"RUNSNACK_LINK": provider.link})
-        self.assertEqual(json.loads(cp.stdout)["grant"]["uses"], 2)
+        self.assertEqual(json.loads(cp.stdout)["grant"]["connections"], 2)
 
         listed = self.ok(chome, "remote", "list", "--json")
         self.assertNotIn(secret, listed.stdout)
@@ -127,7 +217,7 @@ class Remotes(E2ETestCase):
     def test_remote_add_at_a_terminal_prompts_and_hides_the_link(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome)
-        secret = provider.link.split("#k=")[1]
+        secret = link_secret(provider.link)
         # stdin and stderr on a terminal: what the terminal shows is all the master side reads.
         master, slave = os.openpty()
         proc = subprocess.Popen([BIN, "remote", "add", "gpubox", "-"], stdin=slave, stdout=subprocess.PIPE,
@@ -254,7 +344,9 @@ class Manners(E2ETestCase):
 
     def test_numeric_errors_in_words(self):
         home = self.new_home()
-        for args, words in ((("share", "--max-uses", "0"), "1 or more"), (("share", "--max-sessions", "-3"), "1 or more"),
+        # (Values that an older runsnack took, and then served, are in test_grants.Terms.test_max_uses_range.)
+        for args, words in ((("share", "--max-uses", "0"), "1 to 1000000"), (("share", "--max-uses", "2.5"), "1 to 1000000"),
+                            (("share", "--max-sessions", "-3"), "1 or more"),
                             (("share", "--cpu-hours", "-1"), "0 or more"), (("log", "--prune", "--keep", "-5"), "0 or more")):
             with self.subTest(" ".join(args)):
                 cp = self.run_cli(home, *args)

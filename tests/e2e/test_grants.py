@@ -8,7 +8,8 @@ import sqlite3
 import time
 import unittest
 
-from harness import (BIN, E2ETestCase, READY_DEADLINE, random_secret, replace_query_param, replace_secret)
+from harness import (BIN, E2ETestCase, READY_DEADLINE, link_secret, random_secret, replace_query_param, replace_secret,
+                     split_link)
 
 
 class ProviderKey(E2ETestCase):
@@ -18,7 +19,7 @@ class ProviderKey(E2ETestCase):
         provider = self.start_provider(phome)
         self.assertNotEqual(other_id, provider.peer)
         forged = replace_query_param(provider.link, "peer", other_id)
-        self.assertIn("peer=" + other_id, forged)
+        self.assertEqual(split_link(forged)["peer"], other_id)
 
         line = self.fails(chome, "info", "--json", forged, contains="does not match")
         self.assertIn(other_id, line)          # what the link says
@@ -40,7 +41,7 @@ class Secret(E2ETestCase):
         consumer_id = self.peer_id(chome)
         provider = self.start_provider(phome)
         self.info(chome, provider.link)  # one good use first
-        secret = provider.link.split("#k=")[1]
+        secret = link_secret(provider.link)
         wrong = random_secret()
         self.assertEqual(len(wrong), len(secret))
         self.assertNotEqual(wrong, secret)
@@ -131,16 +132,54 @@ class Terms(E2ETestCase):
         closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
         self.assertIn("expired", closed["reason"])
 
-    def test_max_uses(self):
-        phome, chome = self.new_home("provider"), self.new_home("consumer")
-        provider = self.start_provider(phome, "--max-uses", "1")
-        info = self.info(chome, provider.link)
-        self.assertEqual((info["grant"]["uses"], info["grant"]["max_uses"]), (1, 1))
-        self.fails(chome, "info", "--json", provider.link, contains="used up")
-        row = self.grant_row(phome, provider.grant, all=True)
-        self.assertEqual(row["state"], "used up")
-        self.assertEqual(row["uses"], 1)
-        self.assertEqual([g for g in self.links(phome) if g["id"] == provider.grant], [])
+    def test_max_uses_counts_people_not_connections(self):
+        """Issue 39: --max-uses 2 lets two consumers (identities) in, each as often as it likes (info, run,
+        reconnects); the third is refused and told what to do; `links` says what is counted and what is left."""
+        phome, a, b, c = (self.new_home(n) for n in ("provider", "a", "b", "c"))
+        provider = self.start_provider(phome, "--max-uses", "2", "--allow", "run")
+        for n, home in enumerate((a, b), start=1):
+            for _ in range(5):
+                info = self.info(home, provider.link)
+            cp = self.run_cli(home, "run", provider.link, "--no-sync", "--", "sh", "-c", "echo ran")
+            self.assertEqual((cp.returncode, cp.stdout.strip()), (0, "ran"), cp.stderr)
+            self.assertEqual((info["grant"]["uses"], info["grant"]["max_uses"], info["grant"]["uses_left"]),
+                             (n, 2, 2 - n))
+        line = self.fails(c, "info", "--json", provider.link, contains=["2", "ask the provider for a new link"])
+        self.assertNotIn("used up", line)
+        self.fails(c, "run", provider.link, "--no-sync", "--", "true", contains="ask the provider for a new link")
+        # The two who came first still get in, again and again.
+        for home in (a, b):
+            self.assertEqual(self.info(home, provider.link)["grant"]["uses"], 2)
+        row = self.grant_row(phome, provider.grant, all=False)  # still listed: it is not dead
+        self.assertEqual((row["uses"], row["max_uses"], row["uses_left"], row["state"]), (2, 2, 0, "full"))
+        self.assertEqual(row["connections"], 2 * (5 + 1) + 2)
+        table = self.ok(phome, "links").stdout.splitlines()
+        self.assertEqual(table[0].split()[:5], ["ID", "STATE", "CONSUMERS", "LEFT", "CONNS"])
+        self.assertEqual([l.split()[1:5] for l in table if l.startswith(provider.grant)], [["full", "2/2", "0", "14"]])
+        refused = [e for e in self.audit(phome) if e["kind"] == "auth" and e["decision"] == "refuse"]
+        self.assertEqual(len(refused), 2, refused)
+        self.assertEqual({e["peer"] for e in refused}, {self.peer_id(c)})
+
+    def test_max_uses_range(self):
+        """--max-uses takes 1 to 1000000: a huge number is refused with the range, not clamped."""
+        phome = self.new_home("provider")
+        for value in ("99999999999999999999", "1000001", "0", "-1", "1e3", "two"):
+            with self.subTest(value):
+                cp = self.run_cli(phome, "share", "--json", "--listen", "127.0.0.1:0", "--max-uses", value)
+                self.assertEqual(cp.returncode, 2, cp.stderr)
+                self.assertIn("--max-uses", cp.stderr)
+                self.assertIn("1 to 1000000", cp.stderr)
+        self.assertEqual(self.links(phome, all=True), [])
+        provider = self.start_provider(phome, "--max-uses", "1000000")
+        self.assertEqual(self.grant_row(phome, provider.grant)["max_uses"], 1000000)
+        table = self.ok(phome, "links").stdout.splitlines()
+        self.assertEqual([l.split()[1:5] for l in table if l.startswith(provider.grant)],
+                         [["active", "0/1000000", "1000000", "0"]])
+        # What is counted, in share's --help and in what share says when it makes the link.
+        self.assertRegex(self.ok(phome, "share", "--help").stdout, r"(?i)--max-uses[^\n]*\n?[^\n]*consumers")
+        human = self.start(phome, "share", "--listen", "127.0.0.1:0", "--no-qr", "--max-uses", "3", name="human")
+        self.poll_until(lambda: "consumers" in human.stderr(), READY_DEADLINE, "share's note on --max-uses")
+        self.assertIn("the first 3 consumers", human.stderr())
 
     def test_max_sessions(self):
         phome, a_home, b_home = self.new_home("provider"), self.new_home("a"), self.new_home("b")
@@ -170,7 +209,7 @@ class Terms(E2ETestCase):
         self.assertEqual(row["bound_peer"], a_id)
         self.fails(b_home, "info", "--json", provider.link, contains="bound to another consumer")
         info = self.info(a_home, provider.link)
-        self.assertEqual(info["grant"]["uses"], 2)
+        self.assertEqual((info["grant"]["uses"], info["grant"]["connections"]), (1, 2))
 
 
 class DefaultExpiry(E2ETestCase):
@@ -218,14 +257,14 @@ class LinksAndRevoke(E2ETestCase):
         self.assertIn("revoked " + a, cp.stdout)
         self.assertIn("revoked " + b, cp.stdout)
         # A pasted link: revoked by its id, and never printed back (it holds the secret).
-        secret = c_link.split("#k=")[1]
+        secret = link_secret(c_link)
         cp = self.ok(phome, "revoke", c_link)
         self.assertIn("revoked " + c, cp.stdout)
         self.assertNotIn(secret, cp.stdout + cp.stderr)
         self.assertNotIn("runsnack://", cp.stdout + cp.stderr)
         cp = self.ok(phome, "revoke", "-", input=c_link + "\n")  # from stdin too (idempotent)
         self.assertNotIn(secret, cp.stdout + cp.stderr)
-        damaged = c_link.replace("peer=", "peer=zz") + "X"
+        damaged = replace_query_param(c_link, "peer", "zz" + split_link(c_link)["peer"]) + "X"
         line = self.fails(phome, "revoke", damaged, contains="does not parse")
         self.assertNotIn(secret, line)
         self.assertEqual({g["id"]: g["state"] for g in self.links(phome, all=True)},
@@ -252,8 +291,8 @@ class LinksAndRevoke(E2ETestCase):
         mine = [l for l in lines if l.startswith(provider.grant)]
         self.assertEqual(len(mine), 1, lines)
         cols = mine[0].split()
-        self.assertEqual(cols[2], "1/9", mine[0])   # uses
-        self.assertEqual(cols[3], "1/5", mine[0])   # live sessions / the most at once
+        self.assertEqual(cols[2:5], ["1/9", "8", "1"], mine[0])   # consumers / --max-uses, left, connections
+        self.assertEqual(cols[5], "1/5", mine[0])   # live sessions / the most at once
         self.assertIn("for Ana", mine[0])
         watcher.stop()
         self.poll_until(lambda: self.grant_row(phome, provider.grant)["live_sessions"] == 0, 30,

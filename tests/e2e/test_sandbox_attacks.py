@@ -26,7 +26,7 @@ import threading
 import time
 import unittest
 
-from harness import E2ETestCase, BIN, REPO, workspace_name
+from harness import E2ETestCase, BIN, REPO, replace_query_param, split_link, workspace_name
 
 MB = 1000 * 1000
 MIB = 1024 * 1024
@@ -678,8 +678,7 @@ class AttackSuite:
         self.provider = self.start_provider(self.phome, "--allow", "run,cp,cuda", "--disk-quota", QUOTA,
                                             wrapper=self.wrapper, env_extra={"HOME": self.phome} if self.user else None)
         # The same link (the quota's image is the link's), at the address the new provider listens on.
-        here = re.search(r"[?&]c=([^&#]+)", self.provider.link).group(1)
-        self.link = re.sub(r"([?&]c=)[^&#]+", lambda m: m.group(1) + here, self.link)
+        self.link = replace_query_param(self.link, "c", split_link(self.provider.link)["c"])
         cp = self.run_cli(self.chome, "run", self.link, "--no-sync", "--", "cat", "made.txt", timeout=120)
         self.assertEqual((cp.returncode, cp.stdout), (0, "kept"), cp.stderr)
 

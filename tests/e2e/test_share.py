@@ -8,11 +8,12 @@ import struct
 import time
 import unittest
 
-from harness import E2ETestCase, READY_DEADLINE, free_port, random_secret, replace_query_param, replace_secret
+from harness import (E2ETestCase, READY_DEADLINE, SHELL_SAFE_LINK_RE, free_port, random_secret, replace_query_param,
+                     replace_secret, split_link)
 
 INFO_KEYS = {"host", "gpus", "gpu_note", "grant", "provider", "path", "address", "setup_ms", "rtt_ms",
              "bandwidth_mbps"}
-GRANT_KEYS = {"id", "uses", "max_uses", "max_sessions", "expires", "services", "state"}
+GRANT_KEYS = {"id", "uses", "max_uses", "uses_left", "connections", "max_sessions", "expires", "services", "state"}
 
 
 class HappyPath(E2ETestCase):
@@ -22,8 +23,9 @@ class HappyPath(E2ETestCase):
         provider = self.start_provider(phome)
         self.assertTrue(provider.link.startswith("runsnack://"), provider.link)
         self.assertEqual(provider.peer, self.peer_id(phome))
-        self.assertIn("peer=" + provider.peer, provider.link)
+        self.assertEqual(split_link(provider.link)["peer"], provider.peer)
         self.assertIn("/g/" + provider.grant, provider.link)
+        self.assertRegex(provider.link, SHELL_SAFE_LINK_RE)  # issue 39: safe to paste unquoted (test_cli.ShellSafeLinks)
         self.assertIsNotNone(provider.ready["expires"])  # 24 h by default (test_grants.DefaultExpiry)
 
         info = self.info(chome, provider.link)
@@ -33,9 +35,10 @@ class HappyPath(E2ETestCase):
         self.assertEqual(info["address"], provider.listen)
         self.assertEqual(info["provider"], provider.peer)
         self.assertEqual(info["grant"]["id"], provider.grant)
-        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertEqual((info["grant"]["uses"], info["grant"]["connections"]), (1, 1))
         self.assertEqual(info["grant"]["state"], "active")
         self.assertIsNone(info["grant"]["max_uses"])
+        self.assertIsNone(info["grant"]["uses_left"])
         self.assertIn("info", info["grant"]["services"])
         self.assertGreater(info["bandwidth_mbps"], 0)
         self.assertGreater(info["setup_ms"], 0)
@@ -80,7 +83,7 @@ class HappyPath(E2ETestCase):
         cp = self.ok(chome, "info", "-", input=provider.link + "\n")
         self.assertIn("provider  " + provider.peer, cp.stdout)
         self.assertIn("path      direct via " + provider.listen, cp.stdout)
-        self.assertIn("uses 1/unlimited", cp.stdout)
+        self.assertIn("consumers 1/unlimited", cp.stdout)
 
 
 class Restart(E2ETestCase):
@@ -92,7 +95,7 @@ class Restart(E2ETestCase):
         first = self.start_provider(phome, "--max-uses", "3", "--label", "restart-test", "--public-label", listen=listen, name="provider1")
         self.assertEqual(first.port, port)
         info = self.info(chome, first.link)
-        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertEqual((info["grant"]["uses"], info["grant"]["connections"]), (1, 1))
         self.assertEqual(info["grant"]["max_uses"], 3)
         first.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
         first.signal(signal.SIGTERM)
@@ -107,17 +110,17 @@ class Restart(E2ETestCase):
         self.assertEqual(second.port, port)
         info = self.info(chome, first.link)
         self.assertEqual(info["grant"]["id"], first.grant)
-        self.assertEqual(info["grant"]["uses"], 2)
+        self.assertEqual((info["grant"]["uses"], info["grant"]["connections"]), (1, 2))
         self.assertEqual(info["grant"]["label"], "restart-test")
 
         events = self.audit(phome)
         accepts = [e for e in events if e["kind"] == "auth" and e["decision"] == "accept" and e["peer"] == consumer_id]
-        self.assertEqual([e["detail"]["uses"] for e in accepts], [1, 2], events)
+        self.assertEqual([e["detail"]["connections"] for e in accepts], [1, 2], events)
         sessions = {e["detail"]["session"] for e in accepts}
         closes = [e for e in events if e["kind"] == "session_close"]
         self.assertTrue(any(e["detail"]["session"] in sessions for e in closes), events)
         links = self.links(phome)
-        self.assertEqual([g["uses"] for g in links if g["id"] == first.grant], [2])
+        self.assertEqual([(g["uses"], g["connections"]) for g in links if g["id"] == first.grant], [(1, 2)])
 
 
     def test_provider_stop_ends_live_session(self):
@@ -166,7 +169,7 @@ class HostileConnections(E2ETestCase):
 
         # While those are open a real consumer gets through.
         info = self.info(chome, provider.link)
-        self.assertEqual(info["grant"]["uses"], 1)
+        self.assertEqual(info["grant"]["connections"], 1)
         self.assertTrue(provider.alive(), provider.stderr())
 
         def garbage_refused():
@@ -181,7 +184,7 @@ class HostileConnections(E2ETestCase):
             s.close()
         # Still serving after the hostile peers left.
         info = self.info(chome, provider.link)
-        self.assertEqual(info["grant"]["uses"], 2)
+        self.assertEqual(info["grant"]["connections"], 2)
         self.assertTrue(provider.alive(), provider.stderr())
         self.assertEqual(provider.stop(), 0, provider.stderr())
 
@@ -210,9 +213,9 @@ class DialRaceLosers(E2ETestCase):
         # Four candidate addresses, all this provider (every 127/8 address is loopback): three lose each race.
         addresses = ",".join("127.0.0.%d:%d" % (i, provider.port) for i in (1, 2, 3, 4))
         link = replace_query_param(provider.link, "c", addresses)
-        self.assertIn("c=" + addresses, link)
+        self.assertEqual(split_link(link)["c"], addresses)
         for n in (1, 2, 3):
-            self.assertEqual(self.info(chome, link)["grant"]["uses"], n)
+            self.assertEqual(self.info(chome, link)["grant"]["connections"], n)
         self.fails(chome, "info", "--json", replace_secret(link, random_secret()), contains="wrong secret")
         provider.wait_for(lambda e: e.get("event") == "refused", READY_DEADLINE, "the wrong secret's refused event")
         self.assertEqual(provider.stop(), 0, provider.stderr())  # writes what is aggregated

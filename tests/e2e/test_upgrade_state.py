@@ -17,7 +17,7 @@ import shutil
 import sqlite3
 import unittest
 
-from harness import E2ETestCase, REPO, Provider, replace_query_param
+from harness import E2ETestCase, REPO, Provider, replace_query_param, split_link
 
 FIXTURE = os.path.join(REPO, "tests", "upgrade", "state-cc629d3")
 
@@ -62,12 +62,29 @@ class UpgradeState(E2ETestCase):
         links = self.links(self.homes["provider"])
         self.assertIn(self.expected["grant"], [l["id"] for l in links])
 
+    def test_an_old_max_uses_link_counts_its_consumers(self):
+        """Issue 39: the old version counted connections against --max-uses; this one counts consumers. A link the
+        old count had used up (2 connections of 2, both by one consumer) keeps working for that consumer (known
+        from the audit log) and lets one more in."""
+        db = sqlite3.connect(os.path.join(self.homes["provider"], "runsnack.db"))
+        with db:
+            db.execute("UPDATE grants SET max_uses = 2 WHERE id = ?", (self.expected["grant"],))
+        db.close()
+        provider = Provider(self, self.homes["provider"], ["--serve-only", "--no-qr", "--no-port-mapping"])
+        link = replace_query_param(self.expected["link"], "c", "127.0.0.1:%d" % provider.port)
+        info = self.info(self.homes["consumer"], link)
+        self.assertEqual((info["grant"]["uses"], info["grant"]["max_uses"], info["grant"]["connections"]), (1, 2, 3))
+        newcomer, late = self.new_home("newcomer"), self.new_home("late")
+        self.assertEqual(self.info(newcomer, link)["grant"]["uses"], 2)
+        self.fails(late, "info", "--json", link, contains="ask the provider for a new link")
+        self.assertEqual(self.info(self.homes["consumer"], link)["grant"]["uses"], 2)
+
     def test_the_pool_keeps_its_jobs_and_ledger(self):
         serve = self.start(self.homes["coordinator"], "pool", "serve", "--json", "--listen", "127.0.0.1:0",
                            name="coordinator")
         ready = serve.wait_for(lambda e: e.get("event") == "ready", 30, "the coordinator's ready event")
         # The submit link made by the old coordinator: its grant, at the port this one listens on now.
-        port = ready["submit"].split("&c=127.0.0.1:")[1].split("#")[0].split("&")[0]
+        port = [c for c in split_link(ready["submit"])["c"].split(",") if c.startswith("127.0.0.1:")][0].split(":")[1]
         submit = replace_query_param(self.expected["submit"], "c", "127.0.0.1:" + port)
         jobs = json.loads(self.ok(self.homes["consumer"], "pool", "jobs", "--json", submit).stdout)
         old_job = self.expected["jobs"]["jobs"][0]

@@ -245,7 +245,7 @@ class Scenario:
         r = self.runsnack(["share", "--json", "--allow", "run", "--label", "pkgtest"], user="alice")
         ready = json.loads(r.stdout.strip().splitlines()[-1])
         check(ready["served_by"] == notice["pid"] and "link" in ready, "share did not hand over: %s" % ready)
-        check("peer=" + self.service_peer in ready["link"], "the link must name the service's PeerId")
+        check("/p/" + self.service_peer + "/" in ready["link"], "the link must name the service's PeerId")
         self.link, self.grant = ready["link"], ready["grant"]
         # bob is not in group runsnack: his `links` is his own state, without alice's link.
         r = self.runsnack(["links", "--json"], user="bob")
