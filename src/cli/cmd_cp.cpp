@@ -111,8 +111,10 @@ asio::awaitable<int> cp_put(const CpArgs& args, Session& session) {
     if (!root) co_return report(root.error());
     fs::IgnoreRules rules;
     fs::HashCache scanned;  // this scan's hashes: the sender vouches for files unchanged since
-    auto entries = co_await scan_off_thread(root->get(), leaf, rules, &scanned);
+    fs::ScanReport left_out;
+    auto entries = co_await scan_off_thread(root->get(), leaf, rules, &scanned, &left_out);
     if (!entries) co_return report(entries.error());
+    print_skipped("cp", left_out);
     for (auto& e : *entries) e.path = name + e.path.substr(leaf.size());
     const nlohmann::json put_args = in_workspace({{"mode", "put"}, {"dest", dest_dir}}, args.workspace);
     std::vector<fs::PathRename> renames;

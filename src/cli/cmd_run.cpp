@@ -6,6 +6,7 @@
 #include "cli/command.hpp"
 #include "cli/command_words.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/run_input.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/transfers.hpp"
 #include "cli/workspace_arg.hpp"
@@ -57,11 +58,15 @@ struct RunArgs {
   std::string max_pull;
   std::vector<std::string> command;
   bool json = false;
+  bool no_stdin = false;
   std::string workspace;  // --workspace, then the one used (workspace_arg.hpp)
 };
 
+// The project defaults (.venv/, node_modules/, ...), then the folder's rule files, which may
+// send one of them again ("!.venv/").
 fs::IgnoreRules ignore_rules_for(const sfs::path& root) {
   fs::IgnoreRules rules;
+  rules.add_project_defaults();
   for (const char* name : fs::kIgnoreRuleFiles) {
     std::ifstream in(root / name);
     if (!in) continue;
@@ -88,11 +93,12 @@ struct SyncSource {
   fs::HashCache cache;
   sfs::path cache_file;
   fs::IgnoreRules rules;
+  fs::ScanReport report;  // what the scan left out, said once it is done
   ScanJob scan;  // not valid with --no-sync
 };
 
 // Ctrl-C: the first is SIGINT to the remote command, the second SIGKILL.
-asio::awaitable<void> forward_signals(std::shared_ptr<MuxStream> stream, std::shared_ptr<asio::signal_set> signals) {
+asio::awaitable<void> forward_signals(std::shared_ptr<RunInput> input, std::shared_ptr<asio::signal_set> signals) {
   int count = 0;
   for (;;) {
     auto [ec, sig] = co_await signals->async_wait(asio::as_tuple(asio::use_awaitable));
@@ -101,8 +107,7 @@ asio::awaitable<void> forward_signals(std::shared_ptr<MuxStream> stream, std::sh
     int remote = (count == 1 && sig == SIGINT) ? SIGINT : SIGKILL;
     std::fprintf(stderr, remote == SIGINT ? "\nrunsnack: interrupting the remote command (Ctrl-C again kills it)\n"
                                           : "\nrunsnack: killing the remote command\n");
-    const nlohmann::json msg = {{"type", "signal"}, {"signal", remote}};
-    if (!co_await fs::write_control(*stream, msg)) co_return;
+    input->signal(remote);
   }
 }
 
@@ -119,6 +124,9 @@ void write_all(int fd, const std::vector<std::uint8_t>& data) {
 struct AttachState {
   std::string token;
   std::uint64_t out_bytes = 0, err_bytes = 0;
+  // stdin, when it was forwarded: it does not follow a re-attach (the command reads its end there).
+  bool stdin_forwarded = false, stdin_ended = false;
+  std::uint64_t stdin_sent = 0;
 };
 
 asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachState& attach, Session& session) {
@@ -129,6 +137,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     if (!sync_stream) co_return report(Error(sync_stream.error().code, "sync failed: " + sync_stream.error().what()));
     auto entries = co_await scan_result(source.scan);
     if (!entries) co_return report(entries.error());
+    print_skipped("sync", source.report);
     source.cache.retain(*entries);
     source.cache.save(source.cache_file);
     const fs::Progress bar = progress_bar("sync");
@@ -139,6 +148,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
       std::cerr << "sync: " << stats->files_sent << " of " << stats->entries << " entries sent to workspace "
                 << args.workspace << ", " << human(stats->bytes) << " (" << human(stats->wire_bytes) << " on the wire)"
                 << std::endl;
+    if (stats->files_sent > 0) print_defaulted("sync", source.report);
     if (stats->deleted > 0)
       std::cerr << "sync: " << stats->deleted << " deleted in workspace " << args.workspace << std::endl;
     if (args.json) {
@@ -148,7 +158,11 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     }
   }
 
+  // stdin goes to the command unless it is a terminal (which stays the user's: Ctrl-C) or --no-stdin.
+  const bool reattach = !attach.token.empty();
+  const bool forward_stdin = !reattach && RunInput::stdin_wanted(args.no_stdin);
   nlohmann::json req = {{"type", "exec"}, {"argv", args.command}};
+  if (forward_stdin) req["stdin"] = true;
   nlohmann::json env = nlohmann::json::object();
   for (const auto& kv : args.env) {
     auto eq = kv.find('=');
@@ -164,7 +178,6 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   }
   // A session that went silent under a running command: the provider keeps the command for a
   // while (services/exec/detached_commands.hpp); a new session re-attaches to it.
-  const bool reattach = !attach.token.empty();
   const nlohmann::json exec_args = reattach ? nlohmann::json{{"mode", "attach"}, {"token", attach.token},
                                                              {"out", attach.out_bytes}, {"err", attach.err_bytes}}
                                             : in_workspace({{"mode", "exec"}}, args.workspace);
@@ -180,8 +193,19 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   if (!answer) co_return report(answer.error());
   if (!sent) co_return report(sent.error());
 
-  auto signals = std::make_shared<asio::signal_set>(co_await asio::this_coro::executor, SIGINT, SIGTERM);
-  asio::co_spawn(co_await asio::this_coro::executor, forward_signals(*stream, signals), asio::detached);
+  // This stream's one writer: signals and stdin (run_input.hpp); it ends with the command.
+  const auto executor = co_await asio::this_coro::executor;
+  auto input = RunInput::create(*stream, forward_stdin);
+  if (forward_stdin) attach.stdin_forwarded = true;
+  auto end_input = [&] {
+    input->stop();
+    if (!forward_stdin) return;
+    attach.stdin_sent = input->stdin_sent();
+    attach.stdin_ended = input->stdin_ended();
+  };
+  asio::co_spawn(executor, input->run(), asio::detached);
+  auto signals = std::make_shared<asio::signal_set>(executor, SIGINT, SIGTERM);
+  asio::co_spawn(executor, forward_signals(input, signals), asio::detached);
   int status = -1;
   std::string failure;
   for (;;) {
@@ -190,6 +214,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
       const auto why = session.mux().close_reason();
       if (why && why->is(errc::timeout) && !attach.token.empty()) {
         signals->cancel();
+        end_input();
         std::cerr << "runsnack: the session went silent (" << why->what()
                   << "); the remote command keeps running, re-attaching..." << std::endl;
         co_return kReconnect;
@@ -208,6 +233,15 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
       auto j = fs::decode_control(f->payload);
       if (!j) continue;
       if ((*j)["type"] == "started") attach.token = string_or(*j, "token");
+      if ((*j)["type"] == "stdin_window") input->grant(static_cast<std::uint64_t>(std::max<std::int64_t>(0, int_or(*j, "bytes", 0))));
+      if ((*j)["type"] == "stdin_closed") {
+        input->stdin_closed();
+        const auto received = static_cast<std::uint64_t>(std::max<std::int64_t>(0, int_or(*j, "received", 0)));
+        if (string_or(*j, "why") == "reattach" && attach.stdin_forwarded &&
+            (!attach.stdin_ended || received < attach.stdin_sent))
+          std::cerr << "runsnack: stdin does not follow a re-attach: the remote command read the end of its input "
+                    << "after " << received << " bytes" << std::endl;
+      }
       if ((*j)["type"] == "attached") {
         const auto lost = int_or(*j, "lost_out", 0) + int_or(*j, "lost_err", 0);
         std::cerr << "runsnack: re-attached to the remote command";
@@ -233,6 +267,7 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     }
   }
   signals->cancel();
+  end_input();
   (void)co_await (*stream)->close_write();
   if (status < 0) co_return report(failure);
 
@@ -280,7 +315,7 @@ int run(RunArgs& args) {
         source.cache_file = cache_file_for(source.path);
         source.cache.load(source.cache_file);
         source.rules = ignore_rules_for(source.path);
-        return fs::scan_tree(source.root.get(), "", source.rules, &source.cache);
+        return fs::scan_tree(source.root.get(), "", source.rules, &source.cache, std::nullopt, nullptr, &source.report);
       });
     };
   AttachState attach;
@@ -313,9 +348,19 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
                   "Refuse a pull that would write more file data than this here, e.g. 500M, 50G (default 10G; holes "
                   "of sparse files do not count)");
   cmd->add_flag("--json", args->json, "Also print the sync's counters as one JSON line on stderr (stdout is the command's)");
+  cmd->add_flag("--no-stdin,-n", args->no_stdin,
+                "Do not send stdin: the command reads an empty input (as ssh -n; for a run inside a loop that reads "
+                "the loop's input)");
   cmd->add_option("CMD", args->command, "The command and its arguments, after -- (all words after -- are CMD)");
   cmd->footer("Exits with the remote command's status (128+N when killed by signal N). Ctrl-C interrupts the\n"
-              "remote command; a second Ctrl-C kills it. .gitignore and .runsnackignore rules apply to the sync.\n"
+              "remote command; a second Ctrl-C kills it. stdin reaches the command when it is not a terminal\n"
+              "(echo x | runsnack run LINK -- cat prints x; its end is the command's end of input), as with ssh\n"
+              "and docker run -i; a terminal stays yours (the command reads an empty input), as does --no-stdin.\n"
+              ".gitignore and .runsnackignore rules apply to the sync; .venv/, venv/, __pycache__/ and\n"
+              "node_modules/ stay here by default (one line says so; a \"!.venv/\" line in .runsnackignore sends\n"
+              "one), and so does .git/. Symlinks travel as symlinks, also those that point outside the folder\n"
+              "(.venv/bin/python3 -> /usr/bin/python3 resolves in the sandbox); FIFOs, sockets, devices,\n"
+              "unreadable files and symlink loops are left out, named in one line (sync: skipped ...).\n"
               "The command runs in the provider's sandbox: an unprivileged user of its own, no capabilities, a\n"
               "seccomp filter, the workspace as its only writable folder besides /tmp and /dev/shm (both count\n"
               "against the provider's --memory). --timeout and the provider's --run-timeout stop it on time\n"

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <iostream>
+#include <map>
 #include <memory>
 
 namespace runsnack::cli {
@@ -94,9 +96,46 @@ asio::awaitable<Result<std::vector<fs::Entry>>> scan_result(ScanJob& job) {
 }
 
 asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
-                                                                fs::HashCache* cache) {
-  ScanJob job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache); });
+                                                                fs::HashCache* cache, fs::ScanReport* report) {
+  ScanJob job = std::async(std::launch::async, [&] { return fs::scan_tree(root, prefix, rules, cache, std::nullopt, nullptr, report); });
   co_return co_await scan_result(job);
+}
+
+void print_skipped(const char* label, const fs::ScanReport& report) {
+  if (report.skipped.empty()) return;
+  constexpr std::size_t kShown = 10;  // one line: the rest as a count
+  const std::size_t n = report.skipped.size();
+  std::string line = std::string(label) + ": skipped " + std::to_string(n) + (n == 1 ? " entry: " : " entries: ");
+  for (std::size_t i = 0; i < std::min(n, kShown); ++i)
+    line += (i ? ", " : "") + report.skipped[i].path + " (" + report.skipped[i].why + ")";
+  if (n > kShown) line += ", and " + std::to_string(n - kShown) + " more";
+  std::cerr << line << std::endl;
+}
+
+void print_defaulted(const char* label, const fs::ScanReport& report) {
+  if (report.defaulted.empty()) return;
+  // By name, in order: a project's many __pycache__ folders are one item.
+  struct Group {
+    std::string first_path;
+    const char* what;
+    std::size_t count = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Group> groups;
+  for (const auto& d : report.defaulted) {
+    const std::string name = d.path.substr(d.path.rfind('/') == std::string::npos ? 0 : d.path.rfind('/') + 1);
+    auto [it, fresh] = groups.try_emplace(name, Group{d.path, d.what});
+    if (fresh) order.push_back(name);
+    ++it->second.count;
+  }
+  std::string line = std::string(label) + ": not sent: ";
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Group& g = groups[order[i]];
+    line += (i ? ", " : "") + (g.count == 1 ? g.first_path : order[i]) + " (" + g.what;
+    line += g.count == 1 ? ")" : ", " + std::to_string(g.count) + " folders)";
+  }
+  line += "; a \"!" + order.front() + "/\" line in .runsnackignore sends it";
+  std::cerr << line << std::endl;
 }
 
 asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service, nlohmann::json args) {

@@ -5,6 +5,7 @@
 
 #include "fs/ignore_rules.hpp"
 #include "fs/transfer.hpp"
+#include "fs/tree_scan.hpp"
 #include "session/session.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -29,12 +30,21 @@ fs::Progress progress_bar(const char* what);
 // "out//" -> "out": what users type; a trailing slash only says "a folder".
 std::string without_trailing_slashes(std::string path);
 
+// On stderr, one line each, what a scan of the user's folder left out (nothing when nothing was):
+//   sync: skipped 2 entries: f (a FIFO), secret.txt (permission denied)
+//   sync: not sent: .venv (a virtualenv), pkg/__pycache__ (Python bytecode); a "!.venv/" line in
+//         .runsnackignore sends it
+// `label` starts the line ("sync", "cp").
+void print_skipped(const char* label, const fs::ScanReport& report);
+void print_defaulted(const char* label, const fs::ScanReport& report);
+
 using ScanJob = std::future<Result<std::vector<fs::Entry>>>;
 // Waits for a scan running on a thread of its own (hashing a large tree takes seconds, and the
 // session's keepalive must be answered meanwhile).
 boost::asio::awaitable<Result<std::vector<fs::Entry>>> scan_result(ScanJob& job);
 boost::asio::awaitable<Result<std::vector<fs::Entry>>> scan_off_thread(int root, std::string prefix, fs::IgnoreRules rules,
-                                                                       fs::HashCache* cache);
+                                                                       fs::HashCache* cache,
+                                                                       fs::ScanReport* report = nullptr);
 
 boost::asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_mode(Session& session, const char* service,
                                                                      nlohmann::json args);

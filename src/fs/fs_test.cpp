@@ -104,6 +104,23 @@ TEST(IgnoreRules, GitignoreSubset) {
   EXPECT_FALSE(r.ignored("docs/sub/a.pdf", false));
   EXPECT_TRUE(r.ignored(".git", true));
   EXPECT_FALSE(r.ignored("main.py", false));
+  EXPECT_FALSE(r.ignored(".venv", true)) << "project defaults only when asked for (run's sync)";
+}
+
+// run's sync: heavy folders stay by default, named for the user's line; a rule file's line sends one.
+TEST(IgnoreRules, ProjectDefaultsAreOverriddenByTheRuleFiles) {
+  IgnoreRules r;
+  r.add_project_defaults();
+  r.add_file_text("!node_modules/\n*.log\n");
+  EXPECT_STREQ(r.ignored_by_default(".venv", true), "a virtualenv");
+  EXPECT_STREQ(r.ignored_by_default("sub/venv", true), "a virtualenv");
+  EXPECT_STREQ(r.ignored_by_default("pkg/__pycache__", true), "Python bytecode");
+  EXPECT_FALSE(r.ignored(".venv", false)) << "a file named .venv is no folder";
+  EXPECT_FALSE(r.ignored("web/node_modules", true));
+  EXPECT_EQ(r.ignored_by_default("web/node_modules", true), nullptr);
+  EXPECT_TRUE(r.ignored("x.log", false));
+  EXPECT_EQ(r.ignored_by_default("x.log", false), nullptr) << "ignored by the user's rule, not a default";
+  EXPECT_EQ(r.ignored_by_default(".git", true), nullptr);
 }
 
 Entry file(const std::string& p, char h) { return {p, EntryType::file, 1, false, std::string(64, h), ""}; }
@@ -159,8 +176,16 @@ TEST(Manifest, RoundTripAndValidation) {
   EXPECT_FALSE(parse_manifest(wire_of({9}, "d", {})));
   EXPECT_FALSE(parse_manifest(wire_of({0x81}, "d", {})));
   EXPECT_TRUE(parse_manifest(wire_of({2}, "l", {0, 1, 'x'})));
-  EXPECT_FALSE(parse_manifest(wire_of({2}, "l", {0, 11, '/', 'e', 't', 'c', '/', 'p', 'a', 's', 's', 'w', 'd'})));
-  EXPECT_FALSE(parse_manifest(wire_of({2}, "l", {0, 7, '.', '.', '/', '.', '.', '/', 'x'})));
+  // Where a link points is the receiver's policy (transfer.hpp), not the format's.
+  EXPECT_TRUE(parse_manifest(wire_of({2}, "l", {0, 11, '/', 'e', 't', 'c', '/', 'p', 'a', 's', 's', 'w', 'd'})));
+  EXPECT_TRUE(parse_manifest(wire_of({2}, "l", {0, 7, '.', '.', '/', '.', '.', '/', 'x'})));
+  EXPECT_FALSE(parse_manifest(wire_of({2}, "l", {0, 0})));  // an empty target
+  EXPECT_FALSE(parse_manifest(wire_of({2}, "l", {0, 3, 'a', 0, 'b'})));  // NUL
+  std::vector<std::uint8_t> long_target = {0x10, 0x01};  // 4097 bytes: over kMaxPathBytes
+  long_target.resize(2 + 4097, 'a');
+  auto too_long = wire_of({2}, "l", {});
+  too_long.insert(too_long.end(), long_target.begin(), long_target.end());
+  EXPECT_FALSE(parse_manifest(too_long));
   std::vector<std::uint8_t> huge(8, 0xff);  // size over kMaxFileBytes
   huge.resize(40, 0);
   std::vector<std::uint8_t> tail(huge.begin(), huge.end());
@@ -319,6 +344,65 @@ TEST(SafeFs, ParallelScanKeepsManifestOrder) {
   ASSERT_EQ(sub->size(), 6u);
   EXPECT_EQ((*sub)[0].path, "b");
   EXPECT_EQ((*sub)[3].path, "b/a/deep/x.txt");
+}
+
+// A scan of the user's folder (a ScanReport) says what it left out and why, in path order: FIFOs,
+// sockets, symlink loops, folders a project default kept; symlinks that point outside travel.
+TEST(SafeFs, ScanReportNamesWhatWasLeftOut) {
+  TempDir dir;
+  dir.write("a.txt", "a");
+  dir.write(".venv/pyvenv.cfg", "home = /usr/bin");
+  dir.write("pkg/__pycache__/m.pyc", "x");
+  std::filesystem::create_symlink("/usr/bin/python3", dir.path / "python3");
+  std::filesystem::create_symlink("/nonexistent/runsnack", dir.path / "dangling");
+  std::filesystem::create_symlink("loop", dir.path / "loop");
+  std::filesystem::create_symlink("y", dir.path / "pkg/x");
+  std::filesystem::create_symlink("x", dir.path / "pkg/y");
+  ASSERT_EQ(::mkfifo((dir.path / "pkg/fifo").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((dir.path / "ignored.fifo").c_str(), 0600), 0);
+  auto root = open_root(dir.path, false);
+  ASSERT_TRUE(root);
+  IgnoreRules rules;
+  rules.add_project_defaults();
+  rules.add_file_text("*.fifo\n");
+  ScanReport report;
+  auto entries = scan_tree(root->get(), "", rules, nullptr, std::nullopt, nullptr, &report);
+  ASSERT_TRUE(entries);
+  std::vector<std::string> paths;
+  for (const auto& e : *entries) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"a.txt", "dangling", "pkg", "python3"}));
+  std::vector<std::string> skipped;
+  for (const auto& s : report.skipped) skipped.push_back(s.path + " (" + s.why + ")");
+  EXPECT_EQ(skipped, (std::vector<std::string>{"loop (a symlink loop)", "pkg/fifo (a FIFO)", "pkg/x (a symlink loop)",
+                                               "pkg/y (a symlink loop)"}));
+  ASSERT_EQ(report.defaulted.size(), 2u);
+  EXPECT_EQ(report.defaulted[0].path, ".venv");
+  EXPECT_STREQ(report.defaulted[0].what, "a virtualenv");
+  EXPECT_EQ(report.defaulted[1].path, "pkg/__pycache__");
+  // Without a report (a provider's scan for a pull) nothing is looked through: loops travel as links.
+  auto plain = scan_tree(root->get(), "", IgnoreRules(), nullptr);
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(std::any_of(plain->begin(), plain->end(), [](const Entry& e) { return e.path == "loop"; }));
+}
+
+// A symlink where the sender now has a folder is replaced by the folder, never followed.
+TEST(SafeFs, MakeDirReplacesASymlinkWithoutFollowingIt) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path / "outside");
+  std::filesystem::create_directories(dir.path / "ws");
+  std::filesystem::create_directory_symlink(dir.path / "outside", dir.path / "ws" / "data");
+  auto root = open_root(dir.path / "ws", false);
+  ASSERT_TRUE(root);
+  ASSERT_TRUE(make_dir(root->get(), "data"));
+  EXPECT_FALSE(std::filesystem::is_symlink(dir.path / "ws" / "data"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path / "ws" / "data"));
+  auto f = AtomicFile::create(root->get(), "data/x");
+  ASSERT_TRUE(f);
+  ASSERT_TRUE(f->commit(false));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path / "outside"));
+  dir.write("ws/file", "f");
+  EXPECT_TRUE(make_dir(root->get(), "file")) << "anything else stays as it is";
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir.path / "ws" / "file"));
 }
 
 // tree_unchanged checks slices of a large tree on several threads: a change in any slice counts.

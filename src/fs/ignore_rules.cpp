@@ -39,16 +39,33 @@ void IgnoreRules::add_pattern(std::string_view line) {
   rules_.push_back(std::move(rule));
 }
 
-bool IgnoreRules::ignored(std::string_view path, bool is_dir) const {
+void IgnoreRules::add_project_defaults() {
+  for (const auto& d : kProjectDefaults) {
+    add_pattern(d.pattern);
+    rules_.back().what = d.what;
+  }
+}
+
+const IgnoreRules::Rule* IgnoreRules::deciding(std::string_view path, bool is_dir) const {
   std::string full(path);
   std::string name(path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1));
-  bool result = false;
+  const Rule* last = nullptr;
   for (const auto& rule : rules_) {
     if (rule.dir_only && !is_dir) continue;
     const std::string& subject = rule.anchored ? full : name;
-    if (fnmatch(rule.glob.c_str(), subject.c_str(), rule.anchored ? FNM_PATHNAME : 0) == 0) result = !rule.negate;
+    if (fnmatch(rule.glob.c_str(), subject.c_str(), rule.anchored ? FNM_PATHNAME : 0) == 0) last = &rule;
   }
-  return result;
+  return last;
+}
+
+bool IgnoreRules::ignored(std::string_view path, bool is_dir) const {
+  const Rule* rule = deciding(path, is_dir);
+  return rule && !rule->negate;
+}
+
+const char* IgnoreRules::ignored_by_default(std::string_view path, bool is_dir) const {
+  const Rule* rule = deciding(path, is_dir);
+  return rule && !rule->negate ? rule->what : nullptr;
 }
 
 }  // namespace runsnack::fs

@@ -7,11 +7,12 @@
 //     u16 path_len    path bytes (path_rules.hpp)
 //     file:    u64 size, 32 bytes content digest (content_digest.hpp: SHA-256 for files up to
 //              256 KiB, chunked above, so that holes cost nothing)
-//     symlink: u16 target_len, target bytes
+//     symlink: u16 target_len (1 to kMaxPathBytes), target bytes (no NUL)
 //
 // parse_manifest() checks every path (path_rules.hpp), sizes, the count,
-// duplicates and trailing bytes; what fails is errc::malformed /
-// invalid_argument / too_large. manifest_digest() names a manifest (SHA-256
+// duplicates, link targets' bounds and trailing bytes; what fails is errc::malformed /
+// invalid_argument / too_large. Where a link may point is the receiver's policy
+// (transfer.hpp ReceiveLimits), not the format's. manifest_digest() names a manifest (SHA-256
 // of its wire form, hex). Pure: no filesystem access.
 
 #include "core/error.hpp"

@@ -269,8 +269,18 @@ Result<void> make_dir(DirCursor& cursor, const std::string& path) {
   std::string leaf;
   auto dir = cursor.parent_of(path, true, &leaf);
   if (!dir) return dir.error();
-  if (::mkdirat(*dir, leaf.c_str(), 0755) == 0) give(*dir, leaf.c_str(), cursor.owner());
-  else if (errno != EEXIST) return sys_error("mkdir " + path);
+  if (::mkdirat(*dir, leaf.c_str(), 0755) == 0) {
+    give(*dir, leaf.c_str(), cursor.owner());
+    return {};
+  }
+  if (errno != EEXIST) return sys_error("mkdir " + path);
+  // A symlink where the sender now has a folder (a link to a folder, replaced by the folder) is
+  // replaced, never followed; anything else there stays, and what is written into it says why not.
+  struct stat st{};
+  if (::fstatat(*dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(st.st_mode)) return {};
+  if (::unlinkat(*dir, leaf.c_str(), 0) != 0) return sys_error("replace " + path);
+  if (::mkdirat(*dir, leaf.c_str(), 0755) != 0) return sys_error("mkdir " + path);
+  give(*dir, leaf.c_str(), cursor.owner());
   return {};
 }
 

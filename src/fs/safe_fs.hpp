@@ -122,6 +122,7 @@ std::string resume_name(const std::string& leaf);
 // Gives the regular file at `path` the executable bits (0755) or takes them away, no symlink followed.
 Result<void> set_executable(DirCursor& cursor, const std::string& path, bool executable);
 
+// Makes the folder at `path` (replacing a symlink there, which is never followed); an existing folder is fine.
 Result<void> make_dir(int root, const std::string& path);
 Result<void> make_dir(DirCursor& cursor, const std::string& path);
 // Replaces what is at `path` (not a folder) with a symlink; the caller checked the target.

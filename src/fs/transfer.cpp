@@ -156,6 +156,7 @@ Result<std::vector<std::string>> chunk_hashes(int fd, std::uint64_t size, std::s
 // The ignore rules the sender scanned with, from the copies of its rule files the sync just wrote.
 IgnoreRules synced_ignore_rules(int root) {
   IgnoreRules rules;
+  rules.add_project_defaults();  // as run's sync scans (cli/cmd_run.cpp)
   for (const char* name : kIgnoreRuleFiles) {
     auto file = open_regular_file(root, name);
     if (!file) continue;
@@ -313,7 +314,8 @@ Result<std::unique_ptr<ReceivePlan>> plan_receive(int root, std::span<const std:
     if (auto extra = first_unasked(*entries, limits.asked))
       return fail(errc::refused, "refused '" + extra->substr(0, 200) + "': the sender sent a path that was not asked for");
   if (auto r = check_quota(*entries, limits); !r) return r.error();
-  if (auto r = check_links(root, *entries); !r) return r.error();
+  if (!limits.links_may_point_outside)
+    if (auto r = check_links(root, *entries); !r) return r.error();
   auto plan = std::make_unique<ReceivePlan>();
   plan->entries = std::move(*entries);
   DirCursor cursor(root, limits.write.owner);

@@ -31,7 +31,8 @@
 //
 // The receiver never trusts the sender with anything outside the tree: paths
 // and symlinks are checked (path_rules.hpp; a symlink must stay inside with
-// every symlink on its way followed, in the manifest and on disk), writes go through safe_fs.hpp (no
+// every symlink on its way followed, in the manifest and on disk, unless the
+// receiver lets links point anywhere: ReceiveLimits), writes go through safe_fs.hpp (no
 // symlink followed, temp file + rename), each file must match its declared
 // size, and the quota bounds single files and the whole tree. Content is
 // checked where it is read: the sender vouches that each file's bytes hash to
@@ -119,6 +120,11 @@ struct ReceiveLimits {
   // else (manifest.hpp first_unasked) is refused before anything is written.
   std::vector<std::string> asked;
   WriteLimits write;                         // receive_writer.hpp
+  // Symlinks may point anywhere: the run workspace, where they resolve in the sandbox (as in a
+  // docker build context or after rsync -a) and where our writes never follow one. Otherwise
+  // (this machine's folders: pulls, cp get) a symlink that resolves outside the tree, through
+  // other symlinks too, is refused.
+  bool links_may_point_outside = false;
 };
 
 // What a receiver remembers about its tree between syncs (one file per workspace).

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace runsnack::fs {
@@ -59,15 +60,16 @@ struct MuxPair {
 // Fails the test when the two have not both finished within a few seconds (a side waiting for
 // what the other never says).
 void exchange(MuxPair& pair, asio::io_context& io, int root, SyncState* state,
-              std::function<awaitable<void>(MuxStream&)> sender_side) {
+              std::function<awaitable<void>(MuxStream&)> sender_side, ReceiveLimits limits = {},
+              std::optional<Result<TransferStats>>* outcome = nullptr) {
   bool sent = false, received = false;
   asio::co_spawn(io, [&]() -> awaitable<void> {
     auto stream = co_await pair.receiver->accept_stream();
     if (!stream) co_return;
     // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
-    ReceiveLimits limits;
     Progress progress;
-    (void)co_await receive_tree(**stream, root, std::move(limits), state, progress);
+    auto got = co_await receive_tree(**stream, root, std::move(limits), state, progress);
+    if (outcome) outcome->emplace(std::move(got));
     received = true;
   }, asio::detached);
   asio::co_spawn(io, [&]() -> awaitable<void> {
@@ -138,6 +140,37 @@ TEST(ReceiveTree, AReceiverHoldingTheTreeStillAnswersItsOfferSyncedFirst) {
   });
   EXPECT_EQ(first.value("type", ""), "synced") << "an unchanged tree is answered at once, with no ask before it: "
                                                << first.dump();
+}
+
+// A symlink that points outside: the run workspace takes it as it is (it resolves in the sandbox);
+// any other receiver (a pull into the user's folder) refuses it.
+TEST(ReceiveTree, SymlinksPointingOutsideLandOnlyWhereTheReceiverAllowsThem) {
+  for (bool allowed : {true, false}) {
+    SCOPED_TRACE(allowed ? "workspace" : "pull");
+    asio::io_context io;
+    MuxPair pair(io);
+    Trees trees;
+    sfs::create_symlink("/usr/bin/python3", trees.from / "python3");
+    sfs::create_symlink("../../outside", trees.from / "up");
+    trees.entries = *scan_tree(trees.from_fd.get(), "", IgnoreRules{}, nullptr);
+    ReceiveLimits limits;
+    limits.links_may_point_outside = allowed;
+    std::optional<Result<TransferStats>> outcome;
+    exchange(pair, io, trees.to_fd.get(), nullptr, [&](MuxStream& s) -> awaitable<void> {
+      Progress progress;
+      (void)co_await send_tree(s, trees.from_fd.get(), trees.entries, progress);
+    }, limits, &outcome);
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(static_cast<bool>(*outcome), allowed);
+    EXPECT_EQ(sfs::is_symlink(trees.to / "python3"), allowed);
+    if (allowed) {
+      EXPECT_EQ(sfs::read_symlink(trees.to / "python3"), "/usr/bin/python3");
+      EXPECT_EQ(sfs::read_symlink(trees.to / "up"), "../../outside");
+      EXPECT_TRUE(sfs::exists(trees.to / "a.txt"));
+    } else {
+      EXPECT_NE(outcome->error().what().find("outside"), std::string::npos) << outcome->error().what();
+    }
+  }
 }
 
 TEST(SyncState, SavedInAFolderOfItsOwnAndLoadedBack) {

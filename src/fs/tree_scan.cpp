@@ -12,7 +12,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <string_view>
@@ -21,6 +24,23 @@
 namespace runsnack::fs {
 
 namespace {
+
+// Why an entry could not be sent, from the errno of what failed: words for the user's line.
+std::string why_not(int err) {
+  if (err == EACCES || err == EPERM) return "permission denied";
+  if (err == ELOOP) return "a symlink loop";
+  std::string text = std::strerror(err);
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+// What a scan never sends, named for the user's line.
+const char* kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a file, folder or symlink";
+}
 
 // With `bounds` (reading for a peer), why a file could not be hashed goes to `why`.
 std::optional<Entry> entry_at(int dirfd, const std::string& name, const std::string& rel, HashCache* cache,
@@ -79,6 +99,9 @@ struct Listed {
 struct Listing {
   std::string rel;  // path from the scan's root ("" for it)
   std::vector<Listed> items;
+  // For a ScanReport: what this folder held that is not sent, and why.
+  std::vector<ScanReport::Skipped> skipped;
+  std::vector<ScanReport::Defaulted> defaulted;
 };
 
 // Opens the folder `rel_below` (slash-separated, may be "") under `base` without following symlinks.
@@ -90,7 +113,9 @@ int open_below(int base, const std::string& rel_below) {
     if (slash == std::string::npos) slash = rel_below.size();
     const std::string name = rel_below.substr(at, slash - at);
     int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int err = errno;
     ::close(fd);
+    errno = err;  // why `sub` failed, for the caller
     fd = sub;
     at = slash + 1;
   }
@@ -98,8 +123,9 @@ int open_below(int base, const std::string& rel_below) {
 }
 
 // Reads one folder: names (sorted; temp names of transfers skipped), stat data of each, link targets;
-// what `rules` ignores is dropped here so that an ignored folder is never walked.
-Result<void> list_dir(int dirfd, Listing& listing, const IgnoreRules& rules) {
+// what `rules` ignores is dropped here so that an ignored folder is never walked. `reporting`: what
+// is not sent is noted in the listing, and symlinks are looked through for loops.
+Result<void> list_dir(int dirfd, Listing& listing, const IgnoreRules& rules, bool reporting) {
   int fd = ::dup(dirfd);
   if (fd < 0) return sys_error("dup");
   DIR* d = ::fdopendir(fd);
@@ -118,16 +144,36 @@ Result<void> list_dir(int dirfd, Listing& listing, const IgnoreRules& rules) {
   char buf[kMaxPathBytes + 1];
   for (auto& name : names) {
     Listed item;
-    if (::fstatat(dirfd, name.c_str(), &item.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const std::string path = listing.rel.empty() ? name : listing.rel + "/" + name;
+    if (::fstatat(dirfd, name.c_str(), &item.st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (reporting && errno != ENOENT) listing.skipped.push_back({path, why_not(errno)});  // ENOENT: gone meanwhile
+      continue;
+    }
     const bool dir = S_ISDIR(item.st.st_mode);
-    if (!dir && !S_ISREG(item.st.st_mode) && !S_ISLNK(item.st.st_mode)) continue;  // sockets, fifos, devices
+    if (rules.ignored(path, dir)) {
+      if (const char* what = reporting && dir ? rules.ignored_by_default(path, dir) : nullptr)
+        listing.defaulted.push_back({path, what});
+      continue;
+    }
+    if (!dir && !S_ISREG(item.st.st_mode) && !S_ISLNK(item.st.st_mode)) {  // sockets, fifos, devices
+      if (reporting) listing.skipped.push_back({path, kind_of(item.st.st_mode)});
+      continue;
+    }
     if (S_ISLNK(item.st.st_mode)) {
       ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf - 1);
-      if (n < 0) continue;
+      if (n < 0) {
+        if (reporting && errno != ENOENT) listing.skipped.push_back({path, why_not(errno)});
+        continue;
+      }
       item.target.assign(buf, static_cast<std::size_t>(n));
+      // A symlink that points outside travels as it is (rsync -a does the same), whether or not it
+      // resolves here; one that can never resolve anywhere is left out and said.
+      struct stat through{};
+      if (reporting && ::fstatat(dirfd, name.c_str(), &through, 0) != 0 && errno == ELOOP) {
+        listing.skipped.push_back({path, "a symlink loop"});
+        continue;
+      }
     }
-    const std::string path = listing.rel.empty() ? name : listing.rel + "/" + name;
-    if (rules.ignored(path, dir)) continue;
     item.name = std::move(name);
     listing.items.push_back(std::move(item));
   }
@@ -137,10 +183,11 @@ Result<void> list_dir(int dirfd, Listing& listing, const IgnoreRules& rules) {
 // Lists every folder under `base` (which is `base_rel` from the root), a level at a time, the
 // folders of a level on several threads: one fstatat per entry is the whole cost of a
 // no-change scan, and the kernel serves them in parallel. listings[0] is `base` itself.
-Result<std::vector<Listing>> list_tree(int base, const std::string& base_rel, const IgnoreRules& rules) {
+Result<std::vector<Listing>> list_tree(int base, const std::string& base_rel, const IgnoreRules& rules,
+                                       bool reporting) {
   std::vector<Listing> listings(1);
   listings[0].rel = base_rel;
-  if (auto r = list_dir(base, listings[0], rules); !r) return r.error();
+  if (auto r = list_dir(base, listings[0], rules, reporting); !r) return r.error();
   std::size_t total = listings[0].items.size();
   const std::size_t max_threads = std::min<std::size_t>(4, std::max(1u, std::thread::hardware_concurrency()));
   for (std::size_t level_begin = 0, level_end = 1; level_begin < level_end;) {
@@ -164,7 +211,15 @@ Result<std::vector<Listing>> list_tree(int base, const std::string& base_rel, co
         Listing& l = listings[i];
         const std::string below = base_rel.empty() ? l.rel : l.rel.substr(base_rel.size() + 1);
         UniqueFd fd(open_below(base, below));
-        if (!fd || !list_dir(fd.get(), l, rules)) continue;  // unreadable: listed without its contents, as before
+        const int err = errno;
+        if (!fd) {  // unreadable: sent without its contents
+          if (reporting) l.skipped.push_back({l.rel + "/", why_not(err)});
+          continue;
+        }
+        if (auto r = list_dir(fd.get(), l, rules, reporting); !r) {
+          if (reporting) l.skipped.push_back({l.rel + "/", r.error().what()});
+          continue;
+        }
         count += l.items.size();
       }
     };
@@ -219,9 +274,14 @@ Error over_limit(std::uint64_t have, std::uint64_t limit) {
 
 Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, HashCache* cache,
                   std::vector<Entry>& out, std::vector<Pending>& pending, std::uint64_t& data,
-                  std::optional<std::uint64_t> max_data) {
-  auto listings = list_tree(dirfd, rel, rules);
+                  std::optional<std::uint64_t> max_data, ScanReport* report) {
+  auto listings = list_tree(dirfd, rel, rules, report != nullptr);
   if (!listings) return listings.error();
+  if (report)
+    for (auto& l : *listings) {
+      std::move(l.skipped.begin(), l.skipped.end(), std::back_inserter(report->skipped));
+      std::move(l.defaulted.begin(), l.defaulted.end(), std::back_inserter(report->defaulted));
+    }
   for (const auto& l : *listings)
     for (const auto& item : l.items)
       if (S_ISREG(item.st.st_mode)) data += data_bytes(item.st);
@@ -230,14 +290,31 @@ Result<void> walk(int dirfd, const std::string& rel, const IgnoreRules& rules, H
   return {};
 }
 
+// Opens a listed file to hash it, no symlink followed; on failure *err is the errno (0: it is no
+// longer a regular file).
+UniqueFd open_listed_file(int root, const std::string& path, int* err) {
+  *err = 0;
+  std::string leaf;
+  auto dir = open_parent(root, path, false, &leaf);
+  if (!dir) {
+    *err = ENOENT;  // a folder on its way is gone or was replaced: so is the file, as listed
+    return UniqueFd();
+  }
+  UniqueFd file(::openat(dir->get(), leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!file) *err = errno;
+  return file;
+}
+
 // Hashes the files the walk left unhashed, on several threads (SHA-256 is the cost of a first
 // scan). The stamp and size are taken from the opened file, so they match what was hashed; a
 // file gone meanwhile is dropped. With `bounds`, a file refused by them fails the scan (the first
-// such error), and so does a stop.
+// such error), and so does a stop; without, a file that cannot be read is dropped and, with
+// `report`, listed there.
 Result<void> hash_pending(int root, std::vector<Entry>& out, std::vector<Pending>& pending, HashCache* cache,
-                          const ReadBounds* bounds) {
+                          const ReadBounds* bounds, ScanReport* report) {
   if (pending.empty()) return {};
   std::vector<std::int64_t> as_of(pending.size());
+  std::vector<std::string> why(pending.size());  // of the files that could not be read
   std::atomic<std::size_t> next{0};
   std::mutex failed_mutex;
   std::optional<Error> failed;
@@ -251,10 +328,14 @@ Result<void> hash_pending(int root, std::vector<Entry>& out, std::vector<Pending
       }
       Entry& e = out[pending[i].index];
       as_of[i] = wall_clock_ns();
-      auto file = open_regular_file(root, e.path);
+      int err = 0;
+      UniqueFd file = open_listed_file(root, e.path, &err);
       struct stat st{};
-      if (!file || ::fstat(file->get(), &st) != 0) continue;
-      auto sha = content_digest_fd(file->get(), bounds);
+      if (!file || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (err != 0 && err != ENOENT) why[i] = why_not(err);
+        continue;
+      }
+      auto sha = content_digest_fd(file.get(), bounds);
       if (!sha) {
         if (bounds) {
           next = pending.size();
@@ -262,6 +343,7 @@ Result<void> hash_pending(int root, std::vector<Entry>& out, std::vector<Pending
           if (!failed) failed = Error(sha.error().code, e.path + ": " + sha.error().what());
           return;
         }
+        why[i] = "unreadable: " + sha.error().what();
         continue;
       }
       e.sha256 = std::move(*sha);
@@ -279,6 +361,7 @@ Result<void> hash_pending(int root, std::vector<Entry>& out, std::vector<Pending
   for (std::size_t i = 0; i < pending.size(); ++i) {
     const Entry& e = out[pending[i].index];
     if (cache && !e.sha256.empty()) cache->put(e.path, pending[i].stamp, e.sha256, as_of[i]);
+    if (report && !why[i].empty()) report->skipped.push_back({e.path, std::move(why[i])});
   }
   std::erase_if(out, [](const Entry& e) { return e.type == EntryType::file && e.sha256.empty(); });
   return {};
@@ -287,13 +370,21 @@ Result<void> hash_pending(int root, std::vector<Entry>& out, std::vector<Pending
 }  // namespace
 
 Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const IgnoreRules& rules, HashCache* cache,
-                                     std::optional<std::uint64_t> max_data, const ReadBounds* bounds) {
+                                     std::optional<std::uint64_t> max_data, const ReadBounds* bounds,
+                                     ScanReport* report) {
   std::vector<Entry> out;
   std::vector<Pending> pending;
   std::uint64_t data = 0;
+  // The listings come a level at a time: the report in path order, as the manifest is.
+  auto sort_report = [report] {
+    if (!report) return;
+    std::sort(report->skipped.begin(), report->skipped.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    std::sort(report->defaulted.begin(), report->defaulted.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  };
   if (prefix.empty()) {
-    if (auto r = walk(root, "", rules, cache, out, pending, data, max_data); !r) return r.error();
-    if (auto r = hash_pending(root, out, pending, cache, bounds); !r) return r.error();
+    if (auto r = walk(root, "", rules, cache, out, pending, data, max_data, report); !r) return r.error();
+    if (auto r = hash_pending(root, out, pending, cache, bounds, report); !r) return r.error();
+    sort_report();
     return out;
   }
   std::string leaf;
@@ -313,9 +404,10 @@ Result<std::vector<Entry>> scan_tree(int root, const std::string& prefix, const 
     int sub = ::openat(dir->get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) return sys_error("open " + prefix);
     UniqueFd guard(sub);
-    if (auto r = walk(sub, prefix, rules, cache, out, pending, data, max_data); !r) return r.error();
-    if (auto r = hash_pending(root, out, pending, cache, bounds); !r) return r.error();
+    if (auto r = walk(sub, prefix, rules, cache, out, pending, data, max_data, report); !r) return r.error();
+    if (auto r = hash_pending(root, out, pending, cache, bounds, report); !r) return r.error();
   }
+  sort_report();
   return out;
 }
 std::optional<Entry> stat_entry(DirCursor& cursor, const std::string& path, HashCache* cache) {

@@ -71,7 +71,7 @@ struct ChildPlan {
   std::size_t n_rlimits = 0;
   int keep_fds[kMaxKeptFds];
   std::size_t n_keep = 0;
-  int pty_slave = -1, devnull = -1, out_w = -1, err_w = -1, userns_fd = -1, mntns_fd = -1;
+  int pty_slave = -1, stdin_r = -1, out_w = -1, err_w = -1, userns_fd = -1, mntns_fd = -1;  // stdin_r: /dev/null or a pipe
   bool run_as = false, no_new_privs = false;
   uid_t uid = 0;
   gid_t gid = 0;
@@ -151,7 +151,7 @@ int join_cgroups(const int* fds, std::size_t n) {
     ::dup2(p.pty_slave, 1);
     ::dup2(p.pty_slave, 2);
   } else {
-    ::dup2(p.devnull, 0);
+    ::dup2(p.stdin_r, 0);
     ::dup2(p.out_w, 1);
     ::dup2(p.err_w, 2);
   }
@@ -184,20 +184,27 @@ void fill_plan(ChildPlan& p, const SpawnOptions& options) {
 
 struct Pipes {
   int out[2] = {-1, -1}, err[2] = {-1, -1};
-  int devnull = -1;
-  Result<void> open() {
+  int stdin_r = -1;  // the child's stdin: /dev/null, or a pipe's read end
+  int stdin_w = -1;  // that pipe's write end, the parent's
+  Result<void> open(bool stdin_pipe) {
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return fail(errc::io_error, "pipe");
-    devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0) return fail(errc::io_error, "cannot open /dev/null");
+    if (stdin_pipe) {
+      int in[2];
+      if (::pipe2(in, O_CLOEXEC) != 0) return fail(errc::io_error, "pipe");
+      stdin_r = in[0], stdin_w = in[1];
+      return {};
+    }
+    stdin_r = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (stdin_r < 0) return fail(errc::io_error, "cannot open /dev/null");
     return {};
   }
   void close_child_ends() {
-    for (int* fd : {&out[1], &err[1], &devnull})
+    for (int* fd : {&out[1], &err[1], &stdin_r})
       if (*fd >= 0) ::close(*fd), *fd = -1;
   }
   ~Pipes() {
     close_child_ends();
-    for (int* fd : {&out[0], &err[0]})
+    for (int* fd : {&out[0], &err[0], &stdin_w})
       if (*fd >= 0) ::close(*fd);
   }
 };
@@ -226,8 +233,8 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
   const bool pty = options.pty_slave >= 0;
   Pipes pipes;
   if (!pty) {
-    if (auto opened = pipes.open(); !opened) return opened.error();
-    plan.devnull = pipes.devnull, plan.out_w = pipes.out[1], plan.err_w = pipes.err[1];
+    if (auto opened = pipes.open(options.stdin_pipe); !opened) return opened.error();
+    plan.stdin_r = pipes.stdin_r, plan.out_w = pipes.out[1], plan.err_w = pipes.err[1];
   }
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -247,13 +254,15 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
   if (!pty) {
     c.out_ = fs::UniqueFd(std::exchange(pipes.out[0], -1));
     c.err_ = fs::UniqueFd(std::exchange(pipes.err[0], -1));
+    c.in_ = fs::UniqueFd(std::exchange(pipes.stdin_w, -1));
   }
   c.pidfd_ = fs::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   return c;
 }
 
 ChildProcess::ChildProcess(ChildProcess&& o) noexcept
-    : pid_(o.pid_), pidfd_(std::move(o.pidfd_)), out_(std::move(o.out_)), err_(std::move(o.err_)), reaped_(o.reaped_) {
+    : pid_(o.pid_), pidfd_(std::move(o.pidfd_)), in_(std::move(o.in_)), out_(std::move(o.out_)), err_(std::move(o.err_)),
+      reaped_(o.reaped_) {
   o.pid_ = -1;
 }
 
@@ -365,13 +374,13 @@ class SharedWriter {
   ChildPlan plan;
   std::memcpy(static_cast<void*>(&plan), shared, sizeof(plan));
   auto fd_at = [&](int index) { return index >= 0 && static_cast<std::size_t>(index) < n ? fds[index] : -1; };
-  plan.devnull = fd_at(plan.devnull);
+  plan.stdin_r = fd_at(plan.stdin_r);
   plan.out_w = fd_at(plan.out_w);
   plan.err_w = fd_at(plan.err_w);
   plan.userns_fd = fd_at(plan.userns_fd);
   plan.mntns_fd = fd_at(plan.mntns_fd);
   for (std::size_t i = 0; i < plan.n_keep; ++i) plan.keep_fds[i] = fd_at(plan.keep_fds[i]);
-  if (plan.err_w < 0 || plan.out_w < 0 || plan.devnull < 0) _exit(126);
+  if (plan.err_w < 0 || plan.out_w < 0 || plan.stdin_r < 0) _exit(126);
   if ((msg.msg_flags & MSG_CTRUNC) != 0) die(plan.err_w, "receiving the command's descriptors");
   if (joined != 0) {
     errno = joined;
@@ -442,10 +451,10 @@ Result<ChildProcess> SpareChild::start(const SpawnOptions& options) {
   }
   if (page.full()) return fail(errc::too_large, "the command does not fit a spare process's page");
   Pipes pipes;
-  if (auto opened = pipes.open(); !opened) return opened.error();
+  if (auto opened = pipes.open(options.stdin_pipe); !opened) return opened.error();
   // Descriptors travel with the message; the plan names them by their place in it.
-  std::vector<int> passed = {pipes.devnull, pipes.out[1], pipes.err[1]};
-  plan->devnull = 0, plan->out_w = 1, plan->err_w = 2;
+  std::vector<int> passed = {pipes.stdin_r, pipes.out[1], pipes.err[1]};
+  plan->stdin_r = 0, plan->out_w = 1, plan->err_w = 2;
   auto pass = [&](int fd) { passed.push_back(fd); return static_cast<int>(passed.size() - 1); };
   for (std::size_t i = 0; i < plan->n_keep; ++i) plan->keep_fds[i] = pass(options.keep_fds[i]);
   if (options.userns_fd >= 0) plan->userns_fd = pass(options.userns_fd);
@@ -471,6 +480,7 @@ Result<ChildProcess> SpareChild::start(const SpawnOptions& options) {
   child.pidfd_ = std::move(pidfd_);
   child.out_ = fs::UniqueFd(std::exchange(pipes.out[0], -1));
   child.err_ = fs::UniqueFd(std::exchange(pipes.err[0], -1));
+  child.in_ = fs::UniqueFd(std::exchange(pipes.stdin_w, -1));
   return child;
 }
 

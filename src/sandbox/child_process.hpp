@@ -34,6 +34,8 @@ struct SpawnOptions {
   // A pty's slave side: when set, the child starts a new session with it as
   // controlling terminal and stdin/stdout/stderr (the shell), and no pipes are made.
   int pty_slave = -1;
+  // stdin on a new pipe whose write end the parent takes (take_stdin) instead of /dev/null.
+  bool stdin_pipe = false;
   // After joining the cgroups and setting the rlimits, and before exec: this uid and gid, no
   // supplementary groups (the caller is root). The spawn fails when the switch fails.
   std::optional<std::pair<uid_t, gid_t>> run_as;
@@ -73,14 +75,15 @@ class SpareChild;
 
 class ChildProcess {
  public:
-  // Starts the child with stdin from /dev/null and stdout/stderr on new pipes
-  // (or all three on options.pty_slave).
+  // Starts the child with stdin from /dev/null (or a pipe: options.stdin_pipe) and stdout/stderr
+  // on new pipes (or all three on options.pty_slave).
   static Result<ChildProcess> spawn(const SpawnOptions& options);
   ChildProcess(ChildProcess&& o) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ~ChildProcess();
 
   pid_t pid() const { return pid_; }
+  fs::UniqueFd take_stdin() { return std::move(in_); }  // with stdin_pipe: its write end
   fs::UniqueFd take_stdout() { return std::move(out_); }
   fs::UniqueFd take_stderr() { return std::move(err_); }
   void kill(int sig) const;
@@ -91,7 +94,7 @@ class ChildProcess {
   friend class SpareChild;
   ChildProcess() = default;
   pid_t pid_ = -1;
-  fs::UniqueFd pidfd_, out_, err_;
+  fs::UniqueFd pidfd_, in_, out_, err_;
   bool reaped_ = false;
 };
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 namespace runsnack::exec {
@@ -94,6 +95,31 @@ TEST(SpareChild, RunsTheCommandItIsGivenWithPipesAndPassedDescriptors) {
   EXPECT_EQ(f.err, "bad\n");
   EXPECT_EQ(f.exit.status, 5);
   EXPECT_EQ(spare->pid(), -1) << "a started spare is used up";
+}
+
+// run's stdin (stdin_pipe): what the parent writes is the child's input, and closing the write
+// end is its end of input, whether the child was spawned or started in a spare.
+TEST(ChildProcess, StdinPipeCarriesInputAndItsEnd) {
+  for (bool in_spare : {false, true}) {
+    SCOPED_TRACE(in_spare ? "spare" : "spawn");
+    auto options = shell("cat; echo end");
+    options.stdin_pipe = true;
+    std::optional<SpareChild> spare;
+    if (in_spare) {
+      auto made = SpareChild::fork_into({});
+      ASSERT_TRUE(made) << made.error().what();
+      spare.emplace(std::move(*made));
+    }
+    auto child = in_spare ? spare->start(options) : ChildProcess::spawn(options);
+    ASSERT_TRUE(child) << child.error().what();
+    fs::UniqueFd in = child->take_stdin();
+    ASSERT_TRUE(in);
+    ASSERT_EQ(::write(in.get(), "typed\n", 6), 6);
+    in = fs::UniqueFd();  // the end of input: cat returns
+    auto f = finish(std::move(*child));
+    EXPECT_EQ(f.out, "typed\nend\n");
+    EXPECT_EQ(f.exit.status, 0);
+  }
 }
 
 TEST(SpareChild, HoldsNoDescriptorOfItsParent) {

@@ -422,6 +422,7 @@ Result<Launched> launch_sandboxed(LaunchRequest req) {
   opts.rlimits = limits->rlimits;
   opts.keep_fds = keep;
   opts.pty_slave = req.pty_slave;
+  opts.stdin_pipe = req.stdin_pipe && req.pty_slave < 0;
   if (req.user.switched) opts.run_as = std::pair{req.user.uid, req.user.gid};
   opts.no_new_privs = true;
   opts.staged = staged;

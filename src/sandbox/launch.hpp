@@ -122,6 +122,7 @@ struct LaunchRequest {
   std::string cgroup_name;
   SandboxUser user;
   int pty_slave = -1;        // the shell's pty
+  bool stdin_pipe = false;   // the command's stdin on a pipe (child->take_stdin()), else /dev/null
   int pass_fd = -1;          // becomes the command's descriptor 3 (the cuda-server's socket)
   bool want_info = false;    // bwrap --info-fd: the pid namespace's init, for signals
   bool bind_self = false;    // this binary at kSelfMount (the cuda-server is runsnack itself)

@@ -313,17 +313,16 @@ class Sync(RunBase):
         self.assertGreaterEqual(stats["reused_bytes"], len(data) - 2 * 1024 * 1024)
         self.assertIn(hashlib.sha256(bytes(data)).hexdigest(), cp.stdout)
 
-    def test_symlink_outside_refused(self):
+    def test_symlink_outside_travels_as_a_symlink(self):
+        # As rsync -a or a docker build context: a symlink that points outside the project is sent
+        # as a symlink and resolves in the sandbox (its read-only system), never on the provider's host.
         self.setup_pair()
         self.write("ok.txt", "ok")
         os.symlink("/etc/passwd", os.path.join(self.work, "evil"))
-        cp = self.run_remote("true")
-        self.assertEqual(cp.returncode, 1)
-        self.assertIn("outside the workspace", cp.stderr)
-        os.remove(os.path.join(self.work, "evil"))
         os.symlink("ok.txt", os.path.join(self.work, "fine"))
-        cp = self.run_remote("cat", "fine")
-        self.assertEqual(cp.stdout, "ok", cp.stderr)
+        cp = self.run_remote("sh", "-c", "readlink evil; cat fine")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "/etc/passwd\nok"), cp.stderr)
+        self.assertEqual(os.readlink(os.path.join(self.workspace, "evil")), "/etc/passwd")
         self.assertTrue(os.path.islink(os.path.join(self.workspace, "fine")))
 
     def test_file_bigger_than_quota(self):
@@ -916,6 +915,205 @@ class Workspaces(RunBase):
         self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertEqual(cp.stdout, "oldinner")
         self.assertEqual(set(self.listed()[0]), {"default"})
+
+
+
+def sync_lines(stderr, start):
+    """The lines of a run's stderr that start with `start` (e.g. "sync: skipped")."""
+    return [l for l in stderr.splitlines() if l.startswith(start)]
+
+
+class ProjectFolders(RunBase):
+    """Issue 39, item 1: a project folder runs as it is (virtualenv, symlinks out of it, FIFOs,
+    unreadable files, symlink loops); what is not sent is said in one line."""
+
+    def test_virtualenv_project_runs_as_it_is(self):
+        self.setup_pair()
+        self.write("train.py", "import sys\nprint('trained', sys.prefix != sys.base_prefix)\n")
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", os.path.join(self.work, ".venv")], check=True)
+        self.assertEqual(os.readlink(os.path.join(self.work, ".venv", "bin", "python3")), "/usr/bin/python3")
+        self.write("pkg/__init__.py", "")
+        self.write("pkg/__pycache__/__init__.cpython-311.pyc", b"\0" * 64)
+        self.write("web/node_modules/left-pad/index.js", "module.exports = 1\n")
+        cp = self.run_remote("python3", "train.py")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "trained False\n"), cp.stderr)
+        # The heavy folders stay here, said in one line.
+        notes = sync_lines(cp.stderr, "sync: not sent")
+        self.assertEqual(len(notes), 1, cp.stderr)
+        for word in (".venv (a virtualenv)", "node_modules", "__pycache__", ".runsnackignore"):
+            self.assertIn(word, notes[0])
+        for rel in (".venv", "pkg/__pycache__", "web/node_modules"):
+            self.assertFalse(os.path.lexists(os.path.join(self.workspace, rel)), rel)
+        self.assertTrue(os.path.exists(os.path.join(self.workspace, "pkg", "__init__.py")))
+        # Sent when asked: its python3 is a symlink to /usr/bin/python3, which resolves in the sandbox.
+        self.write(".runsnackignore", "!.venv/\n")
+        cp = self.run_remote(".venv/bin/python3", "train.py")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "trained True\n"), cp.stderr)
+        self.assertEqual(os.readlink(os.path.join(self.workspace, ".venv", "bin", "python3")), "/usr/bin/python3")
+        self.assertTrue(os.path.isfile(os.path.join(self.workspace, ".venv", "pyvenv.cfg")))
+        self.assertFalse([l for l in sync_lines(cp.stderr, "sync: not sent") if ".venv" in l], cp.stderr)
+
+    @unittest.skipUnless(os.geteuid() == 0 and os.path.exists("/usr/bin/setpriv"),
+                         "needs root and setpriv: root without CAP_DAC_OVERRIDE is what cannot read a 000 file")
+    def test_outside_links_fifos_unreadable_files_and_loops_do_not_stop_the_sync(self):
+        self.setup_pair()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        with open(os.path.join(outside, "thing"), "w") as f:
+            f.write("outside\n")
+        self.write("ok.txt", "ok\n")
+        links = {"abs": "/etc/hostname", "up": "../outside/thing", "dangling": "/nonexistent/runsnack",
+                 "data": outside, "loop": "loop", "a": "b", "b": "a"}
+        for name, target in links.items():
+            os.symlink(target, os.path.join(self.work, name))
+        os.mkfifo(os.path.join(self.work, "f"))
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(os.path.join(self.work, "sock"))
+        os.chmod(self.write("secret.txt", "secret\n"), 0)
+        self.write("private/inner.txt", "inner\n")
+        os.chmod(os.path.join(self.work, "private"), 0)
+        show = "for n in abs up dangling data; do echo \"$n=$(readlink $n)\"; done; cat ok.txt up; ls -A | sort | tr '\\n' ' '"
+        # The consumer as root without the capabilities that let root read every file.
+        drop = ["/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+        argv = drop + [BIN, "run", self.provider.link, "--sync", self.work, "--", "sh", "-c", show]
+        cp = subprocess.run(argv, input="", capture_output=True, text=True, env=self.env(self.chome), timeout=CMD_TIMEOUT)
+        self._stderrs.append(("run as root without dac_override", cp.stderr))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        for name in ("abs", "up", "dangling", "data"):
+            self.assertIn("%s=%s\n" % (name, links[name]), cp.stdout)
+            self.assertEqual(os.readlink(os.path.join(self.workspace, name)), links[name])
+        self.assertIn("ok\n", cp.stdout)
+        self.assertNotIn("outside", cp.stdout.splitlines())  # ../outside resolves in the sandbox, not on the host
+        listed = cp.stdout.strip().splitlines()[-1].split()
+        self.assertEqual(listed, ["abs", "dangling", "data", "ok.txt", "private", "up"])
+        skipped = sync_lines(cp.stderr, "sync: skipped")
+        self.assertEqual(len(skipped), 1, cp.stderr)
+        for word in ("skipped 7 entries", "secret.txt (permission denied)", "f (a FIFO)", "sock (a socket)",
+                     "loop (a symlink loop)", "a (a symlink loop)", "b (a symlink loop)", "private/ (permission denied)"):
+            self.assertIn(word, skipped[0])
+        self.assertEqual(os.listdir(os.path.join(self.workspace, "private")), [])
+        # A symlink to a folder outside, replaced here by a real folder: the sync makes it a folder
+        # and writes nothing through the old symlink.
+        os.remove(os.path.join(self.work, "data"))
+        self.write("data/x.txt", "x\n")
+        cp = self.run_remote("cat", "data/x.txt")
+        self.assertEqual((cp.returncode, cp.stdout), (0, "x\n"), cp.stderr)
+        self.assertEqual(os.listdir(outside), ["thing"])
+        self.assertFalse(os.path.islink(os.path.join(self.workspace, "data")))
+
+
+class Stdin(RunBase):
+    """Issue 39, item 5: stdin reaches the command, as with ssh and `docker run -i`."""
+
+    def run_piped(self, data, *cmd, extra=(), timeout=CMD_TIMEOUT):
+        argv = [BIN, "run", self.provider.link, *extra, "--sync", self.work, "--", *cmd]
+        cp = subprocess.run(argv, input=data, capture_output=True, env=self.env(self.chome), timeout=timeout)
+        self._stderrs.append(("runsnack run %s" % " ".join(cmd), cp.stderr.decode("utf-8", "replace")))
+        return cp
+
+    def test_piped_stdin_reaches_the_command_with_its_end(self):
+        self.setup_pair()
+        cp = self.run_piped(b"x\n", "cat")
+        self.assertEqual((cp.returncode, cp.stdout), (0, b"x\n"), cp.stderr)
+        cp = self.run_piped(b"a\nb\nc\n", "wc", "-l")
+        self.assertEqual((cp.returncode, cp.stdout.strip()), (0, b"3"), cp.stderr)
+        cp = self.run_piped(b"", "cat")  # an empty stdin is an end at once
+        self.assertEqual((cp.returncode, cp.stdout), (0, b""), cp.stderr)
+        with open(os.devnull, "rb") as null:  # `< /dev/null`
+            cp = subprocess.run([BIN, "run", self.provider.link, "--sync", self.work, "--", "cat"], stdin=null,
+                                capture_output=True, env=self.env(self.chome), timeout=CMD_TIMEOUT)
+        self.assertEqual((cp.returncode, cp.stdout), (0, b""), cp.stderr)
+        # --no-stdin: the command reads an empty stdin whatever this one is (ssh -n).
+        cp = self.run_piped(b"x\n", "cat", extra=("--no-stdin",))
+        self.assertEqual((cp.returncode, cp.stdout), (0, b""), cp.stderr)
+
+    def test_a_megabyte_of_stdin_round_trips_exactly(self):
+        self.setup_pair()
+        data = os.urandom(1 << 20)
+        cp = self.run_piped(data, "cat")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(len(cp.stdout), len(data))
+        self.assertEqual(hashlib.sha256(cp.stdout).hexdigest(), hashlib.sha256(data).hexdigest())
+        cp = self.run_piped(data, "sha256sum")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(cp.stdout.split()[0].decode(), hashlib.sha256(data).hexdigest())
+
+    def test_a_command_that_never_reads_stdin_does_not_wait_for_it(self):
+        self.setup_pair()
+        cp = self.run_piped(os.urandom(1 << 20), "true")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        # A stdin that never ends (a pipe whose writer stays): the command's end is the run's.
+        argv = [BIN, "run", self.provider.link, "--sync", self.work, "--", "sh", "-c", "echo done"]
+        read_end, write_end = os.pipe()
+        os.write(write_end, b"unread\n" * 1000)
+        proc = subprocess.Popen(argv, stdin=read_end, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env(self.chome))
+        os.close(read_end)
+        try:
+            out, err = proc.communicate(timeout=CMD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            self.fail("run waited for a stdin its command never reads: %r" % err)
+        finally:
+            os.close(write_end)  # only now: the pipe's writer stayed all along
+        self.assertEqual((proc.returncode, out), (0, b"done\n"), err)
+
+    def test_ctrl_c_reaches_a_command_behind_stdin_it_does_not_read(self):
+        # stdin travels within windows the provider grants: a signal never waits behind input.
+        self.setup_pair()
+        argv = [BIN, "run", self.provider.link, "--sync", self.work, "--", "sh", "-c",
+                "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.1; done"]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env(self.chome), start_new_session=True)
+
+        def feed():  # an endless stdin, as `yes |` is
+            try:
+                while True:
+                    proc.stdin.write(b"y\n" * 32768)
+            except (OSError, ValueError):
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+        try:
+            shown = read_terminal(proc.stdout.fileno(), proc, until=b"ready", deadline=CMD_TIMEOUT)
+            self.assertIn(b"ready", shown, proc.stderr.read() if proc.poll() is not None else b"")
+            os.kill(proc.pid, signal.SIGINT)
+            self.assertEqual(proc.wait(30), 5)
+            shown += proc.stdout.read()
+            self.assertIn(b"got-int", shown)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+    def test_a_terminal_stays_interactive(self):
+        # With a terminal as stdin nothing is forwarded (the command's stdin is empty) and Ctrl-C
+        # interrupts the remote command, as before.
+        self.setup_pair()
+        master, slave = os.openpty()
+        argv = [BIN, "run", self.provider.link, "--sync", self.work, "--", "sh", "-c",
+                "cat; trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.1; done"]
+        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=self.env(self.chome),
+                                start_new_session=True)
+        os.close(slave)
+        try:
+            shown = read_terminal(master, proc, until=b"ready", deadline=CMD_TIMEOUT)
+            self.assertIn(b"ready", shown)
+            os.kill(proc.pid, signal.SIGINT)
+            shown += read_terminal(master, proc, deadline=30)
+            self.assertEqual(proc.wait(30), 5, proc.stderr.read())
+            self.assertIn(b"got-int", shown)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
 
 
 if __name__ == "__main__":

@@ -113,15 +113,18 @@ asio::awaitable<bool> CommandLink::write_control(const nlohmann::json& message) 
   for (;;) {
     if (!co_await flush()) co_return false;
     while ((flushing_ || attaching_) && !gone_) co_await sleep_for(kPoll);
+    if (gone_) co_return false;
     const std::uint64_t generation = generation_;
     auto stream = stream_;
+    flushing_ = true;  // the output waits for this frame: a stream has one write in flight
     auto r = co_await fs::write_control(*stream, message);
+    flushing_ = false;
     if (r) co_return true;
     if (!co_await recover(generation, r.error())) co_return false;
   }
 }
 
-asio::awaitable<std::optional<nlohmann::json>> CommandLink::read_control() {
+asio::awaitable<std::optional<fs::Frame>> CommandLink::read_frame() {
   for (;;) {
     if (gone_) co_return std::nullopt;
     const std::uint64_t generation = generation_;
@@ -131,6 +134,14 @@ asio::awaitable<std::optional<nlohmann::json>> CommandLink::read_control() {
       if (!co_await recover(generation, f.error())) co_return std::nullopt;
       continue;
     }
+    co_return std::move(*f);
+  }
+}
+
+asio::awaitable<std::optional<nlohmann::json>> CommandLink::read_control() {
+  for (;;) {
+    auto f = co_await read_frame();
+    if (!f) co_return std::nullopt;
     if (f->type != fs::FrameType::control) continue;
     auto j = fs::decode_control(f->payload);
     if (j) co_return std::move(*j);
@@ -199,7 +210,7 @@ asio::awaitable<void> CommandLink::serve_attach(std::shared_ptr<MuxStream> strea
   // generation), "attached" goes first, then what the consumer missed.
   link->attaching_ = true;
   link->take_over(stream, out, err, lost_out, lost_err);
-  if (link->on_attach_ && !session_id.empty()) link->on_attach_(session_id);
+  for (const auto& told : link->on_attach_) told(session_id);
   spdlog::info("run: a command was re-attached ({} bytes of its output lost)", lost_out + lost_err);
   const nlohmann::json attached = {{"type", "attached"}, {"lost_out", lost_out}, {"lost_err", lost_err}};
   (void)co_await fs::write_control(*stream, attached);

@@ -64,6 +64,8 @@ class CommandLink : public std::enable_shared_from_this<CommandLink> {
   boost::asio::awaitable<bool> write_output(fs::FrameType type, std::span<const std::uint8_t> bytes);
   // A control message after the output so far ("started", "exit"): false once gone for good.
   boost::asio::awaitable<bool> write_control(const nlohmann::json& message);
+  // The consumer's next frame (control or stdin); empty once it is gone for good.
+  boost::asio::awaitable<std::optional<fs::Frame>> read_frame();
   // The consumer's next control message; empty once it is gone for good.
   boost::asio::awaitable<std::optional<nlohmann::json>> read_control();
   // The end: half-closes the current stream; the token is no longer valid.
@@ -72,8 +74,9 @@ class CommandLink : public std::enable_shared_from_this<CommandLink> {
   // Serves {"mode":"attach"} on `stream` for `consumer` (see above), from session `session_id`.
   static boost::asio::awaitable<void> serve_attach(std::shared_ptr<MuxStream> stream, const nlohmann::json& args,
                                                    const PeerId& consumer, const std::string& session_id = {});
-  // Told the session of each re-attach (the command's record moves there: command_record.hpp).
-  void on_attach(std::function<void(const std::string& session_id)> fn) { on_attach_ = std::move(fn); }
+  // Told the session of each re-attach (the command's record moves there: command_record.hpp;
+  // stdin ends there: stdin_relay.hpp). Each call adds one.
+  void on_attach(std::function<void(const std::string& session_id)> fn) { on_attach_.push_back(std::move(fn)); }
 
  private:
   CommandLink(std::shared_ptr<MuxStream> stream, PeerId consumer, std::string token);
@@ -95,12 +98,12 @@ class CommandLink : public std::enable_shared_from_this<CommandLink> {
   std::string token_;
   std::uint64_t generation_ = 0;  // bumped by each take-over
   Channel channels_[2];           // out, err
-  bool flushing_ = false;   // a coroutine is sending output
+  bool flushing_ = false;   // a coroutine is writing (output, or a control message): one write at a time
   bool attaching_ = false;  // a new stream is taking over: nothing goes out before its "attached"
   bool detached_ = false;
   bool gone_ = false;
   bool closed_ = false;
-  std::function<void(const std::string&)> on_attach_;
+  std::vector<std::function<void(const std::string&)>> on_attach_;
 };
 
 }  // namespace runsnack::exec

@@ -10,6 +10,7 @@
 #include "sandbox/run_terms.hpp"
 #include "sandbox/sandbox.hpp"
 #include "services/exec/service_replies.hpp"
+#include "services/exec/stdin_relay.hpp"
 #include "services/exec/usage_budget.hpp"
 #include "sandbox/workspace_image.hpp"
 #include "sandbox/workspace_names.hpp"
@@ -65,6 +66,7 @@ struct ExecRequest {
   std::map<std::string, std::string> env;
   std::optional<std::vector<int>> gpus;
   std::optional<double> timeout_s;
+  bool stdin_pipe = false;  // the consumer sends stdin (stdin_relay.hpp); else /dev/null
 };
 
 Result<ExecRequest> parse_exec(const nlohmann::json& j) {
@@ -96,6 +98,7 @@ Result<ExecRequest> parse_exec(const nlohmann::json& j) {
   }
   if (j.contains("timeout_s") && j["timeout_s"].is_number() && j["timeout_s"].get<double>() > 0)
     r.timeout_s = j["timeout_s"].get<double>();
+  r.stdin_pipe = bool_or(j, "stdin", false);
   return r;
 }
 
@@ -134,16 +137,30 @@ struct RunControl {
   }
 };
 
-// Reads the consumer's control frames while the command runs: signals, and
-// the end of the stream or session, which kills the command (once the link
-// has given up waiting for a re-attach, detached_commands.hpp).
-asio::awaitable<void> watch_control(std::shared_ptr<CommandLink> link, std::shared_ptr<RunControl> ctl) {
+// Reads the consumer's frames while the command runs: signals, stdin (to `input`, when the
+// command takes it: never waited on here, so a signal behind unread input is seen at once), and
+// the end of the stream or session, which kills the command (once the link has given up waiting
+// for a re-attach, detached_commands.hpp).
+asio::awaitable<void> watch_control(std::shared_ptr<CommandLink> link, std::shared_ptr<RunControl> ctl,
+                                    std::shared_ptr<StdinRelay> input) {
   for (;;) {
-    auto j = co_await link->read_control();
-    if (!j) {
+    auto f = co_await link->read_frame();
+    if (!f) {
       if (!ctl->finished) ctl->consumer_gone = true;
       ctl->kill_all("the consumer went away");
+      if (input) input->stop();
       co_return;
+    }
+    if (f->type == fs::FrameType::in) {
+      if (input) input->take(std::move(f->payload));
+      continue;
+    }
+    if (f->type != fs::FrameType::control) continue;
+    auto j = fs::decode_control(f->payload);
+    if (!j) continue;
+    if ((*j)["type"] == "stdin_end") {
+      if (input) input->end();
+      continue;
     }
     if ((*j)["type"] != "signal" || !(*j)["signal"].is_number_integer()) continue;
     int sig = (*j)["signal"].get<int>();
@@ -262,6 +279,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   launch.user = ws->user;
   launch.ns_holder = ws->ns_holder;
   launch.want_info = true;
+  launch.stdin_pipe = req->stdin_pipe;
   if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
   const WorkspaceUses::Use in_use = WorkspaceUses::begin(ws->path);  // until the command ends
   auto launched = launch_sandboxed(std::move(launch));
@@ -285,12 +303,23 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   auto link = CommandLink::create(stream, ctx.consumer);
   nlohmann::json started = {{"type", "started"}, {"limits", limits}};
   if (!link->token().empty()) started["token"] = link->token();
-  if (record) link->on_attach([weak = std::weak_ptr(record)](const std::string& s) { if (auto r = weak.lock()) r->moved_to(s); });
+  if (record)
+    link->on_attach([weak = std::weak_ptr(record)](const std::string& s) {
+      if (auto r = weak.lock(); r && !s.empty()) r->moved_to(s);
+    });
   (void)co_await link->write_control(started);
 
   // Named first: GCC 12 mishandles temporaries in an expression that also co_awaits.
   const auto executor = co_await asio::this_coro::executor;
-  asio::co_spawn(executor, watch_control(link, ctl), asio::detached);
+  std::shared_ptr<StdinRelay> input;
+  if (fs::UniqueFd in = child.take_stdin()) {
+    input = StdinRelay::create(executor, std::move(in));
+    link->on_attach([weak = std::weak_ptr(input)](const std::string&) {
+      if (auto relay = weak.lock()) relay->end_for_reattach();  // input does not follow a re-attach
+    });
+    asio::co_spawn(executor, input->run(link), asio::detached);
+  }
+  asio::co_spawn(executor, watch_control(link, ctl, input), asio::detached);
   std::function<void(const std::string&)> stop = [ctl](const std::string& why) { ctl->kill_all(why); };
   auto budget_done = watch_budget(executor, budget, ctl->outer, stop);
 
@@ -307,6 +336,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   co_await pump_output(*link, child.take_stdout(), child.take_stderr());
   ExitInfo exit = co_await child.wait();
   ctl->finished = true;
+  if (input) input->stop();
   record.reset();
   if (ctl->deadline) ctl->deadline->cancel();
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;

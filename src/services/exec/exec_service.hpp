@@ -4,13 +4,15 @@
 //
 //   run {"mode":"sync"}                  consumer sends the tree (fs/transfer.hpp) into the workspace
 //   run {"mode":"exec"}                  consumer -> {"type":"exec","argv":[..],"env":{..},"gpus":[..]|null,
-//                                                     "timeout_s":N|null}
+//                                                     "timeout_s":N|null,"stdin":true|absent}
 //                                        provider -> {"type":"started","limits":{..},"token":T} then out/err
 //                                                    frames, {"type":"exit","status":N,"signal":S|null,
 //                                                    "reason":".."}, FIN
 //                                        consumer -> {"type":"signal","signal":2|9} at any time; its FIN or
 //                                                    a session it closed kills the command; a session that
-//                                                    went silent leaves it running for a re-attach:
+//                                                    went silent leaves it running for a re-attach;
+//                                        with "stdin": stdin frames, windows and its end (stdin_relay.hpp;
+//                                                    without, the command's stdin is /dev/null):
 //   run {"mode":"attach","token":T,"out":N,"err":M}   the exec stream again from a new session
 //                                        (detached_commands.hpp)
 //   run {"mode":"pull","paths":[..]}     provider sends those workspace paths (fs/transfer.hpp)

@@ -159,6 +159,10 @@ asio::awaitable<void> serve_sync(std::shared_ptr<MuxStream> stream, ExecContext 
   fs::ReceiveLimits limits;
   limits.quota_bytes = terms.disk_quota_bytes;
   limits.write.owner = owner;
+  // A project's symlinks arrive as they are (.venv/bin/python3 -> /usr/bin/python3): they resolve in
+  // the sandbox. Nothing of ours follows one: writes walk with O_NOFOLLOW (safe_fs.hpp), a path the
+  // consumer names is resolved inside (resolve_named), and a command could make them anyway.
+  limits.links_may_point_outside = true;
   if (ws->quota_bytes) limits.write.full_message = quota_full_text(*ws->quota_bytes);
   const fs::Progress no_progress;
   auto stats = co_await fs::receive_tree(*stream, target->get(), limits, state.get(), no_progress);
