@@ -4,9 +4,11 @@
 #include "cli/pool_client.hpp"
 #include "core/printable.hpp"
 #include "core/json_fields.hpp"
+#include "fs/safe_fs.hpp"
 #include "pool/ledger_rules.hpp"
 #include "pool/training/npy_records.hpp"
 #include "pool/training/weights.hpp"
+#include "pool/training_data.hpp"
 #include "pool/wire.hpp"
 #include "pool/workloads/builtin.hpp"
 #include "pool/workloads/train_round.hpp"
@@ -18,7 +20,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace runsnack::cli {
 
@@ -28,20 +33,29 @@ using json = nlohmann::json;
 
 namespace {
 
+std::string fs_digest(const std::string& data) { return runsnack::fs::sha256_hex(data.data(), data.size()); }
+
 std::string mib(std::uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return text;
 }
 
-json file_entry(const std::string& path, std::string_view data) {
-  return {{"path", path}, {"data", pool::base64_encode(data)}};
+// A file of the training's input: the coordinator gets its digest and size, then the bytes it
+// lacks in chunks (pool/training_data.hpp).
+struct InputFile {
+  std::string path, data, sha256;
+};
+
+InputFile file_entry(const std::string& path, std::string data) {
+  std::string digest = fs_digest(data);
+  return {path, std::move(data), std::move(digest)};
 }
 
 // --data split into one shard per worker, as input files data/shard-<i>/...: a folder of .npy
 // arrays with the same number of records is split by records (each shard gets its rows of every
 // array), any other folder by file (in name order, dealt out in turn).
-Result<json> data_shards(const fs::path& dir, std::int64_t workers) {
+Result<std::vector<InputFile>> data_shards(const fs::path& dir, std::int64_t workers) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return fail(errc::invalid_argument, "--data: " + dir.string() + " is not a folder");
   std::vector<fs::path> files;
@@ -58,9 +72,9 @@ Result<json> data_shards(const fs::path& dir, std::int64_t workers) {
   if (ec) return fail(errc::io_error, "--data: cannot read " + dir.string() + ": " + ec.message());
   if (files.empty()) return fail(errc::invalid_argument, "--data: " + dir.string() + " holds no files");
   if (total > pool::kMaxTrainDataBytes)
-    return fail(errc::too_large, "--data holds " + mib(total) + "; a training moves its data to every worker, at most " +
+    return fail(errc::too_large, "--data holds " + mib(total) + ", over a training's bound of " +
                                      mib(pool::kMaxTrainDataBytes) + ": train on a subset (e.g. "
-                                     "examples/train/prepare_fashion_mnist.py --train-samples 4000)");
+                                     "examples/train/prepare_fashion_mnist.py --train-samples 20000)");
   std::sort(files.begin(), files.end());
   std::vector<std::string> contents;
   for (const auto& f : files) {
@@ -68,7 +82,7 @@ Result<json> data_shards(const fs::path& dir, std::int64_t workers) {
     if (!data) return data.error();
     contents.push_back(std::move(*data));
   }
-  json out = json::array();
+  std::vector<InputFile> out;
   const bool all_top_npy = std::all_of(files.begin(), files.end(), [&](const fs::path& f) {
     return f.parent_path() == dir && f.extension() == ".npy";
   });
@@ -93,7 +107,7 @@ Result<json> data_shards(const fs::path& dir, std::int64_t workers) {
       for (std::size_t i = 0; i < files.size(); ++i) {
         auto part = pool::training::npy_rows(contents[i], layouts[i], w * records / workers, (w + 1) * records / workers);
         if (!part) return part.error();
-        out.push_back(file_entry(pool::shard_folder(w) + "/" + files[i].filename().string(), *part));
+        out.push_back(file_entry(pool::shard_folder(w) + "/" + files[i].filename().string(), std::move(*part)));
       }
     return out;
   }
@@ -104,17 +118,17 @@ Result<json> data_shards(const fs::path& dir, std::int64_t workers) {
   for (std::size_t i = 0; i < files.size(); ++i)
     out.push_back(file_entry(pool::shard_folder(static_cast<std::int64_t>(i) % workers) + "/" +
                                  fs::relative(files[i], dir).string(),
-                             contents[i]));
+                             std::move(contents[i])));
   return out;
 }
 
 // The script, and the other .py files beside it (the modules it imports: runsnack_train.py, a
 // model.py), in name order; the data's bound holds for them all.
-Result<json> script_files(const fs::path& script) {
-  json out = json::array();
+Result<std::vector<InputFile>> script_files(const fs::path& script) {
+  std::vector<InputFile> out;
   auto body = pool::read_file(script, pool::kMaxTrainDataBytes);
   if (!body) return fail(errc::invalid_argument, "--script: cannot read " + script.string() + ": " + body.error().what());
-  out.push_back(file_entry(script.filename().string(), *body));
+  out.push_back(file_entry(script.filename().string(), std::move(*body)));
   const fs::path folder = script.parent_path().empty() ? fs::path(".") : script.parent_path();
   std::vector<fs::path> beside;
   std::error_code ec;
@@ -126,9 +140,49 @@ Result<json> script_files(const fs::path& script) {
   for (const auto& f : beside) {
     auto data = pool::read_file(f, pool::kMaxTrainDataBytes);
     if (!data) return data.error();
-    out.push_back(file_entry(f.filename().string(), *data));
+    out.push_back(file_entry(f.filename().string(), std::move(*data)));
   }
   return out;
+}
+
+// What the coordinator lacks of `files` (its "missing" digests), a chunk at a time, with a
+// progress line on stderr; returns the bytes sent.
+asio::awaitable<Result<std::uint64_t>> upload_missing(MuxStream& stream, const std::string& training,
+                                                      const std::vector<InputFile>& files, const json& missing,
+                                                      bool progress) {
+  std::map<std::string, const InputFile*> by_digest;
+  for (const auto& f : files) by_digest.emplace(f.sha256, &f);
+  std::vector<const InputFile*> to_send;
+  std::uint64_t total = 0, sent = 0;
+  for (const auto& d : missing) {
+    auto it = d.is_string() ? by_digest.find(d.get<std::string>()) : by_digest.end();
+    if (it == by_digest.end()) co_return fail(errc::malformed, "the coordinator asks for a file this training does not have");
+    to_send.push_back(it->second);
+    total += it->second->data.size();
+  }
+  // A terminal gets one line redrawn every 10%; a log, a line every 25%.
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  const int step = terminal ? 10 : 25;
+  int shown = -1;
+  for (const InputFile* f : to_send) {
+    std::uint64_t offset = 0;
+    do {
+      const std::string_view chunk = std::string_view(f->data).substr(offset, pool::kTrainChunkBytes);
+      const json request = {{"op", "train_upload"}, {"training", training}, {"sha256", f->sha256},
+                            {"offset", offset}, {"data", pool::base64_encode(chunk)}};
+      auto r = co_await call_pool(stream, request);
+      if (!r) co_return Error(r.error().code, "uploading " + f->path + ": " + r.error().what());
+      offset += chunk.size(), sent += chunk.size();
+      const int percent = total ? static_cast<int>(sent * 100 / total) : 100;
+      if (progress && percent / step != shown / step) {
+        shown = percent;
+        std::cerr << (terminal ? "\r" : "") << "uploading the script and data: " << mib(sent) << " of " << mib(total)
+                  << " (" << percent << "%)" << (terminal ? "" : "\n") << std::flush;
+      }
+    } while (offset < f->data.size());
+  }
+  if (progress && shown >= 0 && terminal) std::cerr << std::endl;
+  co_return sent;
 }
 
 std::string number_text(const json& v, const char* format) {
@@ -174,6 +228,7 @@ Result<void> write_outputs(const fs::path& out, const json& result) {
 asio::awaitable<int> train_body(TrainArgs args, Session& session) {
   if (args.training->empty() && !args.resume.empty()) *args.training = args.resume;
   json request;
+  std::vector<InputFile> input_files;
   if (args.training->empty()) {
     if (args.script.empty() || args.init.empty() || args.data.empty() || args.workers < 1)
       co_return report(Error(errc::invalid_argument,
@@ -184,7 +239,10 @@ asio::awaitable<int> train_body(TrainArgs args, Session& session) {
     if (!files) co_return report(files.error());
     auto shards = data_shards(args.data, args.workers);
     if (!shards) co_return report(shards.error());
-    for (const auto& f : *shards) files->push_back(f);
+    for (auto& f : *shards) files->push_back(std::move(f));
+    input_files = std::move(*files);
+    json manifest = json::array();
+    for (const auto& f : input_files) manifest.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.data.size()}});
     auto weights = pool::read_file(args.init, pool::kMaxRoundWeightsBytes + 1);
     if (!weights) co_return report(Error(errc::invalid_argument, "--init: " + weights.error().what()));
     if (weights->size() > pool::kMaxRoundWeightsBytes)
@@ -202,7 +260,7 @@ asio::awaitable<int> train_body(TrainArgs args, Session& session) {
                        {"outer_momentum", args.outer_momentum},
                        {"check_fraction", args.check_fraction},
                        {"round_timeout_s", args.round_timeout_s}};
-    request = {{"op", "train"}, {"spec", spec}, {"input", {{"files", *files}}},
+    request = {{"op", "train"}, {"spec", spec}, {"input", {{"files", manifest}}},
                {"weights", pool::base64_encode(*weights)}, {"budget", *budget}};
   }
   auto stream = co_await open_pool_client(session);
@@ -219,6 +277,16 @@ asio::awaitable<int> train_body(TrainArgs args, Session& session) {
       std::cerr << "training " << *args.training << " submitted: " << args.workers << " workers, " << args.rounds
                 << " rounds of " << args.local_steps << " local steps" << std::endl;
       if (bool_or(*r, "free_only", false)) std::cerr << "note: no --budget: only free workers (price 0) take its rounds" << std::endl;
+    }
+    auto uploaded = co_await upload_missing(**stream, *args.training, input_files, field_or(*r, "missing", json::array()),
+                                            !args.json);
+    if (!uploaded)
+      co_return report(Error(uploaded.error().code, uploaded.error().what() + " (training " + *args.training +
+                                                          " waits an hour for its files, then fails; submit it again)"));
+    input_files.clear();
+    if (args.json) {
+      const json sent = {{"event", "uploaded"}, {"training", *args.training}, {"bytes", *uploaded}};
+      print_json(sent);
     }
     if (!args.wait) {
       if (!args.json) std::cout << *args.training << std::endl;

@@ -59,6 +59,7 @@ json ClientOps::handle(const ClientSession& s, const Moment& now, const json& re
   if (op == "cancel") return cancel(peer, now, req);
   if (op == "credits") return credits(peer);
   if (op == "train") return trainer_.submit(peer, now.wall_ms(), req);
+  if (op == "train_upload") return trainer_.upload(peer, now.wall_ms(), req);
   if (op == "train_status") return trainer_.status(peer, req);
   if (op == "train_result") return trainer_.result(peer, req);
   if (op == "train_cancel") return trainer_.cancel(peer, now.wall_ms(), req);

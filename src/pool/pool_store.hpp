@@ -111,6 +111,13 @@ struct TrainingRow {
   std::optional<std::int64_t> finished_ms;
   std::optional<std::string> round_job;  // the running round's job
   std::string weights, momentum;         // safetensors bytes (momentum: empty before the first step)
+  bool awaiting_data = false;            // its files are still being uploaded (training_data.hpp)
+};
+
+// A training's file as the store holds it, by owner and content (training_data.hpp).
+struct TrainingBlob {
+  std::uint64_t size = 0, stored = 0;  // stored: the bytes uploaded so far, in order
+  bool complete = false;               // all of it, checked against its digest
 };
 
 struct TaskRef {
@@ -243,10 +250,12 @@ class PoolStore {
                                           const std::string& runs = "*");
   // Leases up to `max` pending tasks at once (oldest job first, lowest shards
   // first, as claim() one after another would): one statement per job
-  // touched, not one per task.
+  // touched, not one per task. `prefer_shard` first when pending (a training's
+  // device takes the shard whose data it keeps).
   Result<std::vector<LeasedTask>> claim_many(const std::string& device, const std::string& peer, std::int64_t now_ms,
                                              std::int64_t max, const std::optional<std::string>& job = std::nullopt,
-                                             const std::string& runs = "*");
+                                             const std::string& runs = "*",
+                                             std::optional<std::int64_t> prefer_shard = std::nullopt);
   // Running jobs with pending tasks, oldest first (at most `limit`), with
   // their pending count (counted up to `count_limit`) and their info.
   struct PendingJobRow {
@@ -321,7 +330,8 @@ class PoolStore {
   // ({"files":[...]}); a round job's input {"training": ID, "files": [...]} adds its own files
   // to it (job_input joins them), so the data is stored once, not once a round.
   Result<std::string> create_training(const std::string& owner, const nlohmann::json& spec, const nlohmann::json& input,
-                                      std::string_view weights, Micro budget, std::int64_t now_ms);
+                                      std::string_view weights, Micro budget, std::int64_t now_ms,
+                                      bool awaiting_data = false);
   // Nothing when there is no such training; weights and momentum only when asked for.
   Result<std::optional<TrainingRow>> training(const std::string& id, bool with_weights);
   Result<std::vector<TrainingRow>> trainings(const std::optional<std::string>& owner, std::int64_t limit);
@@ -336,6 +346,21 @@ class PoolStore {
   // Ends a running training: done, failed or cancelled (by its owner: errc::refused for anyone else).
   Result<void> finish_training(const std::string& id, const std::string& state, const std::string& reason,
                                std::int64_t now_ms, const std::optional<std::string>& owner = std::nullopt);
+  // A training's files by owner and content, in chunks (pool_store_training_data.cpp, training_data.hpp).
+  Result<void> register_training_blob(const std::string& owner, const std::string& sha256, std::uint64_t size);
+  Result<std::optional<TrainingBlob>> training_blob(const std::string& owner, const std::string& sha256);
+  // Appends chunk number `chunk` where the stored part ends (`offset`); returns the bytes now stored.
+  Result<std::uint64_t> append_training_chunk(const std::string& owner, const std::string& sha256, std::uint64_t offset,
+                                              std::int64_t chunk, std::string_view bytes);
+  Result<std::string> training_chunk(const std::string& owner, const std::string& sha256, std::int64_t chunk);
+  Result<void> complete_training_blob(const std::string& owner, const std::string& sha256);
+  Result<void> drop_training_blob(const std::string& owner, const std::string& sha256);  // back to 0 bytes
+  // The files' sizes, registered or stored, of one owner or of everyone.
+  Result<std::uint64_t> training_data_bytes(const std::optional<std::string>& owner);
+  Result<void> training_data_ready(const std::string& id);
+  Result<nlohmann::json> training_input(const std::string& id);  // {"files": [{"path","sha256","size"}]}
+  // Drops the owner's files that none of their running trainings names; returns how many.
+  Result<std::int64_t> forget_training_data(const std::string& owner);
 
   Result<JobStatus> job_status(const std::string& job);
   Result<std::vector<JobStatus>> jobs(const std::optional<std::string>& owner);

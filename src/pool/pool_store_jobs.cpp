@@ -64,7 +64,7 @@ Result<nlohmann::json> PoolStore::job_input(const std::string& job) {
   auto input = nlohmann::json::parse(st->column_text(0), nullptr, false);
   // A training round's job: the training's files (script, data), then the round's own (weights).
   if (input.is_object() && input.contains("training") && input["training"].is_string()) {
-    auto shared = db_.prepare("SELECT input FROM trainings WHERE id = ?");
+    auto shared = db_.prepare("SELECT input, owner FROM trainings WHERE id = ?");
     if (!shared) return shared.error();
     shared->bind(1, std::string_view(input["training"].get_ref<const std::string&>()));
     auto found = shared->step();
@@ -73,6 +73,7 @@ Result<nlohmann::json> PoolStore::job_input(const std::string& job) {
     auto joined = nlohmann::json::parse(shared->column_text(0), nullptr, false);
     if (!joined.is_object() || !joined["files"].is_array()) joined = {{"files", nlohmann::json::array()}};
     for (const auto& f : input.value("files", nlohmann::json::array())) joined["files"].push_back(f);
+    joined["owner"] = shared->column_text(1);  // whose stored files these are (training_data.hpp)
     return joined;
   }
   return input;

@@ -221,6 +221,28 @@ CREATE TABLE trainings (
 ) STRICT;
 CREATE INDEX trainings_by_state ON trainings (state);
 )sql"},
+    {13, R"sql(
+-- A training's files by content, per owner, in chunks of at most 4 MiB
+-- (pool/training_data.hpp): data past one message is uploaded a chunk at a
+-- time, and workers read their shard's files a chunk at a time. A training
+-- waits for its files (awaiting_data) before its first round.
+ALTER TABLE trainings ADD COLUMN awaiting_data INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE training_blobs (
+  owner     TEXT NOT NULL,
+  sha256    TEXT NOT NULL,
+  size      INTEGER NOT NULL CHECK (size >= 0),
+  stored    INTEGER NOT NULL DEFAULT 0,    -- bytes uploaded so far, in order
+  complete  INTEGER NOT NULL DEFAULT 0,    -- 1: all of it, checked against sha256
+  PRIMARY KEY (owner, sha256)
+) STRICT;
+CREATE TABLE training_chunks (
+  owner     TEXT NOT NULL,
+  sha256    TEXT NOT NULL,
+  chunk     INTEGER NOT NULL,              -- bytes [chunk * 4 MiB, ...)
+  bytes     BLOB NOT NULL,
+  PRIMARY KEY (owner, sha256, chunk)
+) STRICT;
+)sql"},
 };
 
 // The same schema, version for version, in PostgreSQL types.
@@ -409,6 +431,24 @@ CREATE TABLE trainings (
   finished    BIGINT
 );
 CREATE INDEX trainings_by_state ON trainings (state);
+)sql"},
+    {13, R"sql(
+ALTER TABLE trainings ADD COLUMN awaiting_data BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE training_blobs (
+  owner     TEXT NOT NULL,
+  sha256    TEXT NOT NULL,
+  size      BIGINT NOT NULL CHECK (size >= 0),
+  stored    BIGINT NOT NULL DEFAULT 0,
+  complete  BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (owner, sha256)
+);
+CREATE TABLE training_chunks (
+  owner     TEXT NOT NULL,
+  sha256    TEXT NOT NULL,
+  chunk     BIGINT NOT NULL,
+  bytes     BYTEA NOT NULL,
+  PRIMARY KEY (owner, sha256, chunk)
+);
 )sql"},
 };
 

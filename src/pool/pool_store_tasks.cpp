@@ -70,7 +70,7 @@ Result<std::optional<LeasedTask>> PoolStore::claim(const std::string& device, co
 Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device, const std::string& peer,
                                                       std::int64_t now_ms, std::int64_t max,
                                                       const std::optional<std::string>& only_job,
-                                                      const std::string& runs) {
+                                                      const std::string& runs, std::optional<std::int64_t> prefer_shard) {
   std::vector<LeasedTask> out;
   auto tx = Transaction::begin(db_, Transaction::Lock::shared);
   if (!tx) return tx.error();
@@ -94,7 +94,8 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
       (only_job ? "(SELECT j.id FROM jobs j WHERE j.id = ?6 AND j.state = 'running' AND " + payable + ")"
                 : "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND " + payable + " AND EXISTS (SELECT 1 FROM "
                   "tasks t WHERE t.state = 'pending' AND t.job = j.id AND " + not_rejected + ") ORDER BY j.created LIMIT 1)") +
-      " AND " + not_rejected + " ORDER BY t.shard LIMIT ?5" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
+      " AND " + not_rejected + " ORDER BY " + (prefer_shard ? "t.shard <> ?" + std::to_string(only_job ? 8 : 7) + ", " : "") +
+      "t.shard LIMIT ?5" + (db_.postgres() ? " FOR UPDATE SKIP LOCKED" : "") +
       ") UPDATE tasks SET state = 'leased', attempts = attempts + 1, device = ?1, worker = ?2, lease_start = ?3, "
       "lease_deadline = ?4, lease_price = (SELECT d.price FROM devices d WHERE d.id = ?1), "
       "lease_score = (SELECT d.score FROM devices d WHERE d.id = ?1) "
@@ -106,6 +107,7 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
     st->bind(5, max - static_cast<std::int64_t>(out.size()));
     if (only_job) st->bind(6, std::string_view(*only_job)).bind(7, std::string_view(runs));
     else st->bind(6, std::string_view(runs));
+    if (prefer_shard) st->bind(only_job ? 8 : 7, *prefer_shard);
     const std::size_t before = out.size();
     auto leased = for_each_row(*st, [&](Statement& r) {
       LeasedTask t;

@@ -14,7 +14,7 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kColumns =
-    "id, owner, spec, budget, state, reason, round, round_job, metrics, spent, created, finished";
+    "id, owner, spec, budget, state, reason, round, round_job, metrics, spent, created, finished, awaiting_data";
 
 TrainingRow row_of(const Statement& st) {
   TrainingRow t;
@@ -28,25 +28,28 @@ TrainingRow row_of(const Statement& st) {
   if (!t.metrics.is_array()) t.metrics = json::array();
   t.spent = st.column_int64(9), t.created_ms = st.column_int64(10);
   t.finished_ms = st.column_optional_int64(11);
+  t.awaiting_data = st.column_int64(12) != 0;
   return t;
 }
 
 }  // namespace
 
 Result<std::string> PoolStore::create_training(const std::string& owner, const json& spec, const json& input,
-                                               std::string_view weights, Micro budget, std::int64_t now_ms) {
+                                               std::string_view weights, Micro budget, std::int64_t now_ms,
+                                               bool awaiting_data) {
   if (budget < 0) return fail(errc::invalid_argument, "a negative budget");
   auto have = balance(peer_account(owner));
   if (!have) return have.error();
   if (*have < budget)
     return fail(errc::refused, "not enough credit: balance " + format_credits(*have) + ", budget " + format_credits(budget));
   const std::string id = "t" + new_grant_id();
-  auto st = db_.prepare("INSERT INTO trainings (id, owner, spec, input, budget, state, weights, created) "
-                        "VALUES (?, ?, ?, ?, ?, 'running', ?, ?)");
+  auto st = db_.prepare("INSERT INTO trainings (id, owner, spec, input, budget, state, weights, created, awaiting_data) "
+                        "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)");
   if (!st) return st.error();
   const std::string encoded = base64_encode(weights);
   st->bind(1, std::string_view(id)).bind(2, std::string_view(owner)).bind(3, std::string_view(spec.dump()));
   st->bind(4, std::string_view(input.dump())).bind(5, budget).bind(6, std::string_view(encoded)).bind(7, now_ms);
+  st->bind(8, std::int64_t{awaiting_data ? 1 : 0});
   if (auto r = st->run(); !r) return r.error();
   return id;
 }
@@ -61,8 +64,8 @@ Result<std::optional<TrainingRow>> PoolStore::training(const std::string& id, bo
   if (!*row) return std::optional<TrainingRow>{};
   TrainingRow t = row_of(*st);
   if (with_weights) {
-    auto w = base64_decode(st->column_text(12));
-    auto m = base64_decode(st->column_text(13));
+    auto w = base64_decode(st->column_text(13));
+    auto m = base64_decode(st->column_text(14));
     if (!w || !m) return fail(errc::internal, "training " + id + ": its stored weights do not decode");
     t.weights = std::move(*w), t.momentum = std::move(*m);
   }

@@ -56,29 +56,6 @@ bool plain_script_name(const std::string& name) {
          name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
 }
 
-// A path in a training's input: a top-level file (the script, a module it imports) or a
-// file of a data shard below data/shard-<i>/ with i < workers. Returns the shard, or -1.
-Result<std::int64_t> input_path_shard(const std::string& path, std::int64_t workers) {
-  if (path.empty() || path.size() > 512 || path.front() == '/' || path.find("..") != std::string::npos ||
-      path.find('\\') != std::string::npos || path.find("//") != std::string::npos)
-    return fail(errc::invalid_argument, "bad input path '" + path.substr(0, 80) + "'");
-  if (path.find('/') == std::string::npos) {
-    if (path == kRoundWeightsIn || path == "out") return fail(errc::invalid_argument, "'" + path + "' is the round's own name");
-    return std::int64_t{-1};
-  }
-  constexpr std::string_view prefix = "data/shard-";
-  if (!path.starts_with(prefix)) return fail(errc::invalid_argument, "input '" + path.substr(0, 80) + "' is neither a top-level file nor under data/shard-<i>/");
-  const std::string rest = path.substr(prefix.size());
-  const auto slash = rest.find('/');
-  const std::string digits = rest.substr(0, slash);
-  if (slash == std::string::npos || slash + 1 == rest.size() || digits.empty() || digits.size() > 4 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return fail(errc::invalid_argument, "input '" + path.substr(0, 80) + "' is not a file of data/shard-<i>/");
-  const std::int64_t shard = std::stoll(digits);
-  if (shard >= workers) return fail(errc::invalid_argument, "input '" + path.substr(0, 80) + "' is for a shard past --workers");
-  return shard;
-}
-
 }  // namespace
 
 Result<TrainingSpec> TrainingSpec::parse(const json& spec) {
@@ -122,30 +99,8 @@ Trainer::Trainer(PoolStore& store, std::function<void(const json&)> on_event,
 json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& req) {
   auto spec = TrainingSpec::parse(field_or(req, "spec"));
   if (!spec) return refuse(spec.error());
-  const json input = field_or(req, "input");
-  if (!input.is_object() || !input.contains("files") || !input["files"].is_array())
-    return refusal("bad input: {\"files\": [...]}");
-  std::uint64_t total = 0;
-  std::vector<std::int64_t> files_per_shard(static_cast<std::size_t>(spec->workers), 0);
-  bool has_script = false;
-  json files = json::array();
-  for (const auto& f : input["files"]) {
-    const std::string path = string_or(f, "path");
-    auto shard = input_path_shard(path, spec->workers);
-    if (!shard) return refuse(shard.error());
-    auto data = base64_decode(string_or(f, "data"));
-    if (!data) return refusal("input '" + path.substr(0, 80) + "': bad base64");
-    total += data->size();
-    if (total > kMaxTrainDataBytes)
-      return refusal("the script and data are over " + std::to_string(kMaxTrainDataBytes >> 20) +
-                     " MiB (a training's bound: they travel to every worker); train on a subset");
-    if (*shard >= 0) ++files_per_shard[static_cast<std::size_t>(*shard)];
-    if (path == spec->script) has_script = true;
-    files.push_back({{"path", path}, {"data", string_or(f, "data")}});
-  }
-  if (!has_script) return refusal("the input has no " + spec->script + " (--script)");
-  for (std::size_t i = 0; i < files_per_shard.size(); ++i)
-    if (files_per_shard[i] == 0) return refusal("data shard " + std::to_string(i) + " has no files (is --data empty?)");
+  auto input = parse_training_input(field_or(req, "input"), spec->script, spec->workers);
+  if (!input) return refuse(input.error());
   auto weights_bytes = base64_decode(string_or(req, "weights"));
   if (!weights_bytes) return refusal("bad weights: base64");
   if (weights_bytes->size() > kMaxRoundWeightsBytes)
@@ -160,13 +115,76 @@ json Trainer::submit(const std::string& peer, std::int64_t now_ms, const json& r
   if (*mine >= limits_.running_per_owner)
     return refusal("you have " + std::to_string(*mine) + " trainings running on this pool, its most for one submitter: "
                    "wait for one to end, or stop one (runsnack pool cancel LINK TRAINING)");
-  auto id = store_.create_training(peer, spec->to_json(), {{"files", files}}, *weights_bytes, budget, now_ms);
+  auto missing = register_training_input(store_, peer, *input, limits_.pool_data_bytes);
+  if (!missing) return refuse(missing.error());
+  auto id = store_.create_training(peer, spec->to_json(), input->manifest(), *weights_bytes, budget, now_ms,
+                                   !missing->empty());
   if (!id) return refuse(id.error());
   on_event_({{"event", "training_submitted"}, {"training", *id}, {"owner", peer}, {"workers", spec->workers},
-             {"rounds", spec->rounds}, {"budget", format_credits(budget)}});
+             {"rounds", spec->rounds}, {"budget", format_credits(budget)}, {"data_bytes", input->bytes},
+             {"files_to_upload", missing->size()}});
   any_running_ = true;
-  advance(*id, now_ms);  // its first round starts now
-  return {{"ok", true}, {"training", *id}, {"free_only", budget <= 0}};
+  advance(*id, now_ms);  // its first round starts now, when no file is to come
+  return {{"ok", true}, {"training", *id}, {"free_only", budget <= 0}, {"missing", *missing}};
+}
+
+json Trainer::upload(const std::string& peer, std::int64_t now_ms, const json& req) {
+  const std::string id = string_or(req, "training"), digest = string_or(req, "sha256");
+  auto t = store_.training(id, false);
+  if (!t) return refuse(t.error());
+  if (!*t || (*t)->owner != peer) return refusal("no training " + id.substr(0, 40) + " of yours");
+  if ((*t)->state != "running" || !(*t)->awaiting_data)
+    return refusal("training " + id + " awaits no upload (it is " + (*t)->state + ")");
+  bool named = false;
+  auto input = store_.training_input(id);
+  if (!input) return refuse(input.error());
+  for (const auto& f : field_or(*input, "files", json::array())) named = named || string_or(f, "sha256") == digest;
+  if (!named) return refusal("training " + id + " names no file " + digest.substr(0, 12));
+  const std::int64_t offset = int_or(req, "offset", -1);
+  if (offset < 0) return refusal("train_upload without its offset");
+  auto data = base64_decode(string_or(req, "data"));
+  if (!data) return refusal("train_upload: bad base64");
+  auto complete = put_training_chunk(store_, peer, digest, static_cast<std::uint64_t>(offset), *data);
+  if (!complete) return refuse(complete.error());
+  std::int64_t remaining = 0;
+  for (const auto& f : field_or(*input, "files", json::array())) {
+    auto blob = store_.training_blob(peer, string_or(f, "sha256"));
+    if (!blob) return refuse(blob.error());
+    if (!*blob || !(*blob)->complete) ++remaining;
+  }
+  if (remaining == 0) advance(id, now_ms);  // its first round starts
+  return {{"ok", true}, {"complete", *complete}, {"remaining", remaining}};
+}
+
+bool Trainer::data_ready(const TrainingRow& t, std::int64_t now_ms) {
+  if (!t.awaiting_data) return true;
+  auto input = store_.training_input(t.id);
+  if (!input) return false;
+  bool all_in = true;
+  for (const auto& f : field_or(*input, "files", json::array())) {
+    auto blob = store_.training_blob(t.owner, string_or(f, "sha256"));
+    if (!blob) return false;
+    all_in = all_in && *blob && (*blob)->complete;
+  }
+  if (all_in) {
+    if (auto r = store_.training_data_ready(t.id); !r) return false;
+    on_event_({{"event", "training_data_ready"}, {"training", t.id}});
+    return true;
+  }
+  if (now_ms - t.created_ms > kUploadDeadlineMs)
+    end(t, "failed", "its files were not all uploaded within " + std::to_string(kUploadDeadlineMs / 60000) +
+                         " minutes: submit it again", now_ms);
+  return false;
+}
+
+void Trainer::end(const TrainingRow& t, const std::string& state, const std::string& why, std::int64_t now_ms) {
+  if (auto r = store_.finish_training(t.id, state, why, now_ms); !r) return;
+  on_event_({{"event", "training_" + state}, {"training", t.id}, {"reason", why}, {"rounds", t.round}});
+  forget_data(t.owner);
+}
+
+void Trainer::forget_data(const std::string& owner) {
+  if (auto r = store_.forget_training_data(owner); !r) spdlog::warn("pool: dropping {}'s training data: {}", owner, r.error().what());
 }
 
 void Trainer::tick(std::int64_t now_ms) {
@@ -211,11 +229,9 @@ void Trainer::advance(const std::string& id, std::int64_t now_ms) {
   if (!row || !*row) return;
   const TrainingRow& t = **row;
   auto spec = TrainingSpec::parse(t.spec);
-  auto end = [&](const std::string& state, const std::string& why) {
-    if (auto r = store_.finish_training(id, state, why, now_ms); !r) return;
-    on_event_({{"event", "training_" + state}, {"training", id}, {"reason", why}, {"rounds", t.round}});
-  };
+  auto end = [&](const std::string& state, const std::string& why) { this->end(t, state, why, now_ms); };
   if (!spec) return end("failed", spec.error().what());
+  if (!data_ready(t, now_ms)) return;
   if (!t.round_job) {
     if (t.round >= spec->rounds) return end("done", "");
     if (auto r = start_round(t, *spec, now_ms); !r) end("failed", "round " + std::to_string(t.round) + ": " + r.error().what());
@@ -356,6 +372,7 @@ json Trainer::status_json(const TrainingRow& t) {
     }
   }
   return {{"training", t.id}, {"owner", t.owner},      {"state", t.state},  {"reason", t.reason},
+          {"awaiting_data", t.awaiting_data},
           {"spec", t.spec},   {"rounds_done", t.round}, {"round_running", running},
           {"metrics", t.metrics}, {"budget", format_credits(t.budget)}, {"credits_spent", format_credits(spent)}};
 }
@@ -392,6 +409,7 @@ json Trainer::cancel(const std::string& peer, std::int64_t now_ms, const json& r
   if (auto r = store_.finish_training(id, "cancelled", "cancelled by its owner", now_ms, peer); !r) return refuse(r.error());
   if ((*t)->round_job) (void)store_.cancel_job(*(*t)->round_job, peer, now_ms);
   on_event_({{"event", "training_cancelled"}, {"training", id}});
+  forget_data(peer);
   return {{"ok", true}};
 }
 

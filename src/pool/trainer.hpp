@@ -23,6 +23,7 @@
 // train_cancel. Not thread-safe: the coordinator's executor calls it.
 
 #include "pool/pool_store.hpp"
+#include "pool/training_data.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +61,7 @@ inline constexpr std::int64_t kMaxTrainingsListed = 100;
 struct TrainerLimits {
   std::int64_t per_tick = 100;          // trainings a tick looks at, in turn (the next tick goes on from there)
   std::int64_t running_per_owner = 4;   // trainings one submitter may have running at once
+  std::uint64_t pool_data_bytes = kMaxPoolTrainDataBytes;  // every training's files together
 };
 
 class Trainer {
@@ -69,9 +71,12 @@ class Trainer {
   Trainer(PoolStore& store, std::function<void(const nlohmann::json&)> on_event,
           std::function<void(const std::string&)> forget_job = {}, TrainerLimits limits = {});
 
-  // "train": spec (TrainingSpec), input {"files":[{"path","data"}]} (the script, any .py
-  // beside it, data/shard-<i>/... for every shard), weights (base64 safetensors), budget?
+  // "train": spec (TrainingSpec), input {"files":[{"path", "sha256", "size"} or {"path","data"}]}
+  // (the script, any .py beside it, data/shard-<i>/... for every shard), weights (base64
+  // safetensors), budget?. Answers "missing": the digests to upload before its first round.
   nlohmann::json submit(const std::string& peer, std::int64_t now_ms, const nlohmann::json& req);
+  // "train_upload": training, sha256, offset, data (base64): one chunk (training_data.hpp).
+  nlohmann::json upload(const std::string& peer, std::int64_t now_ms, const nlohmann::json& req);
   // "train_status": training? (else the peer's), each with its rounds' metrics.
   nlohmann::json status(const std::string& peer, const nlohmann::json& req);
   // "train_result": the training's status and its weights after the rounds finished so far.
@@ -90,6 +95,11 @@ class Trainer {
 
  private:
   void advance(const std::string& id, std::int64_t now_ms);
+  // A training awaiting its files: ready when they are all in, failed past the upload deadline.
+  // Returns whether it may go on to its rounds.
+  bool data_ready(const TrainingRow& t, std::int64_t now_ms);
+  void end(const TrainingRow& t, const std::string& state, const std::string& why, std::int64_t now_ms);
+  void forget_data(const std::string& owner);  // the files none of the owner's running trainings names
   Result<void> start_round(const TrainingRow& t, const TrainingSpec& spec, std::int64_t now_ms);
   Result<void> close_round(const TrainingRow& t, const TrainingSpec& spec, const JobStatus& job, std::int64_t now_ms);
   nlohmann::json status_json(const TrainingRow& t);

@@ -14,9 +14,14 @@
 //               -> device, lease_ms, calibrate {seed, iterations} (calibration.hpp)
 //   calibrated  checkpoints                     -> score (the coordinator's measure, not the hint)
 //   claim       max                             -> tasks [...] | task null, retry_ms (nothing to do)
-//   input       job, have? [sha256 hex]         -> input (the job's input, once per worker: each file
-//                                                  with its sha256, without its data when the
-//                                                  worker named that digest among those it keeps)
+//   input       job, have? [sha256 hex], frames?, shard?, parts?
+//                                               -> input (the job's input, once per worker, or per
+//                                                  shard for a workload that reads its shard's
+//                                                  files only: each file with its sha256; its data
+//                                                  inline, in a frame, by digest only when the
+//                                                  worker named it in "have", or "fetch": true)
+//   input_part  job, sha256, offset             -> size, one frame: a "fetch" file's chunk
+//                                                  (pool/training_data.hpp)
 //   heartbeat                                   -> (extends the worker's leases)
 //   result      task, attempt, exit_code, stdout (base64), files, signature (hex), stderr?,
 //               frames? (binary frames follow, below)
@@ -31,7 +36,9 @@
 //   result      job, shard                      -> result {exit_code, stdout (base64), files} | null
 //   cancel      job                             -> (the job stops; its unspent escrow returns)
 //   credits                                     -> peer, balance, entries
-//   train       spec, input, weights, budget?   -> training, free_only (pool/trainer.hpp)
+//   train       spec, input, weights, budget?   -> training, free_only, missing [sha256] (pool/trainer.hpp)
+//   train_upload  training, sha256, offset, data (base64, one 4 MiB chunk)
+//                                               -> complete, remaining (files still to come)
 //   train_status  training?                     -> trainings [{state, rounds_done, metrics, ...}]
 //   train_result  training                      -> its status and weights (base64 safetensors)
 //   train_cancel  training                      -> (it stops; its weights so far stay readable)

@@ -27,6 +27,7 @@
 #include <random>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <set>
 
 namespace runsnack::pool {
@@ -163,15 +164,43 @@ struct Worker {
   const Identity* identity = nullptr;
   double score = 0;
   std::vector<Unsent> unsent;     // finished results not yet acknowledged
-  std::set<std::string> inputs;   // jobs whose inputs are on disk
-  std::deque<std::string> input_order;  // ... oldest first
+  // Jobs whose inputs are on disk, with the shards placed (-1: all of it; a training's
+  // round: a shard's files at a time), oldest first.
+  std::map<std::string, std::set<std::int64_t>> inputs;
+  std::deque<std::string> input_order;
   KeptInputs kept;                // their files by content, for the jobs to come
   std::int64_t accepted = 0;
 };
 
-// The job's input files into `dir`: each from the message, or from the kept inputs when the
-// coordinator sent its digest only. False when a kept one is missing (ask again for all of it).
-bool place_input(Worker& w, const json& input, std::vector<std::string>& frames, const fs::path& dir) {
+// A file the coordinator holds by content, fetched a chunk at a time (input_part) and checked
+// against its digest.
+asio::awaitable<Result<std::string>> fetch_input_file(MuxStream& stream, const std::string& job, const json& file) {
+  const std::string digest = string_or(file, "sha256");
+  const std::int64_t size = int_or(file, "size", -1);
+  if (digest.size() != 64 || size < 0 || static_cast<std::uint64_t>(size) > kMaxTrainDataBytes)
+    co_return fail(errc::malformed, "an input file to fetch without its digest or size, or past " +
+                                        std::to_string(kMaxTrainDataBytes >> 20) + " MiB");
+  std::string data;
+  data.reserve(static_cast<std::size_t>(size));
+  while (data.size() < static_cast<std::size_t>(size)) {
+    const json request = {{"op", "input_part"}, {"job", job}, {"sha256", digest}, {"offset", data.size()}};
+    std::vector<std::string> frames;
+    auto part = co_await call_for_frames(stream, request, frames);
+    if (!part) co_return part.error();
+    if (frames.size() != 1 || frames[0].empty() || data.size() + frames[0].size() > static_cast<std::size_t>(size))
+      co_return fail(errc::malformed, "input_part: not one chunk of the file");
+    data += frames[0];
+  }
+  if (runsnack::fs::sha256_hex(data.data(), data.size()) != digest)
+    co_return fail(errc::malformed, "input file " + string_or(file, "path").substr(0, 80) + ": not what its digest says");
+  co_return data;
+}
+
+// The job's input files into `dir`: each from the message, fetched (`fetched`, by digest), or
+// from the kept inputs when the coordinator sent its digest only. False when a kept one is
+// missing (ask again for all of it).
+bool place_input(Worker& w, const json& input, std::vector<std::string>& frames,
+                 std::map<std::string, std::string>& fetched, const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   for (const auto& f : field_or(input, "files", json::array())) {
@@ -186,12 +215,14 @@ bool place_input(Worker& w, const json& input, std::vector<std::string>& frames,
       auto decoded = base64_decode(string_or(f, "data"));
       if (!decoded) continue;
       data = std::move(*decoded);
+    } else if (auto got = fetched.find(digest); got != fetched.end()) {
+      data = got->second;
     } else {
       data = w.kept.read(digest);
       if (!data) return false;
     }
     // Sent whole: kept for the jobs to come, when it is what its digest says.
-    const bool sent = f.contains("data") || f.contains("frame");
+    const bool sent = f.contains("data") || f.contains("frame") || fetched.count(digest);
     if (sent && !digest.empty() && runsnack::fs::sha256_hex(data->data(), data->size()) == digest) w.kept.keep(digest, *data);
     fs::create_directories((dir / rel).parent_path(), ec);
     std::ofstream(dir / rel, std::ios::binary) << *data;
@@ -400,22 +431,37 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     std::string job = string_or(task, "job");
     if (job.empty() || job.find('/') != std::string::npos || job.find("..") != std::string::npos)
       co_return std::optional<int>{};
+    const Workload* workload = find_workload(string_or(task, "workload", "exec"));
+    // A workload that reads its shard's files only gets its input a shard at a time.
+    const std::int64_t part = workload && workload->input_by_shard() ? int_or(task, "shard", 0) : -1;
     fs::path input_dir = w.opt.work_dir / "inputs" / job;
-    if (!w.inputs.count(job)) {
+    if (auto placed = w.inputs.find(job); placed == w.inputs.end() || !placed->second.count(part)) {
       // Files kept from earlier jobs (a training's data, round after round) are named by digest only;
       // should one have gone meanwhile, the input comes again whole.
-      bool placed = false;
-      for (int whole = 0; whole < 2 && !placed; ++whole) {
-        const json input_request = {{"op", "input"}, {"job", job}, {"frames", true},
-                                    {"have", whole ? json::array() : w.kept.digests()}};
+      bool placed_now = false;
+      for (int whole = 0; whole < 2 && !placed_now; ++whole) {
+        json input_request = {{"op", "input"}, {"job", job}, {"frames", true}, {"parts", true},
+                              {"have", whole ? json::array() : w.kept.digests()}};
+        if (part >= 0) input_request["shard"] = part;
         std::vector<std::string> frames;
         auto in = co_await call_for_frames(stream, input_request, frames);
         if (!in) co_return std::optional<int>{};
-        placed = place_input(w, (*in)["input"], frames, input_dir);
+        // What did not fit the answer's frames comes a chunk at a time.
+        std::map<std::string, std::string> fetched;
+        for (const auto& f : field_or((*in)["input"], "files", json::array())) {
+          if (!bool_or(f, "fetch", false) || fetched.count(string_or(f, "sha256"))) continue;
+          auto data = co_await fetch_input_file(stream, job, f);
+          if (!data) {
+            std::cerr << "runsnack: job " << job << "'s input: " << data.error().what() << std::endl;
+            co_return std::optional<int>{};
+          }
+          fetched.emplace(string_or(f, "sha256"), std::move(*data));
+        }
+        placed_now = place_input(w, (*in)["input"], frames, fetched, input_dir);
       }
-      if (!placed) co_return std::optional<int>{};
-      w.inputs.insert(job);
-      w.input_order.push_back(job);
+      if (!placed_now) co_return std::optional<int>{};
+      if (!w.inputs.count(job)) w.input_order.push_back(job);
+      w.inputs[job].insert(part);
       while (w.input_order.size() > kInputFoldersKept) {  // the oldest job's folder: its tasks are long done
         std::error_code ec;
         fs::remove_all(w.opt.work_dir / "inputs" / w.input_order.front(), ec);
@@ -423,7 +469,6 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
         w.input_order.pop_front();
       }
     }
-    const Workload* workload = find_workload(string_or(task, "workload", "exec"));
     TaskWork work;
     work.spec = task["spec"];
     work.index = task["shard"];

@@ -5,6 +5,7 @@
 #include "core/json_fields.hpp"
 #include "pool/scheduling/network.hpp"
 #include "pool/wire.hpp"
+#include "pool/workloads/train_round.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -50,6 +51,7 @@ json WorkerOps::handle(WorkerSession& s, const Moment& now, const json& req) {
   if (op == "claim") return claim(s, now, req);
   if (op == "results") return results(s, now, req);
   if (op == "input") return input(s, req);
+  if (op == "input_part") return input_part(s, req);
   if (op == "failed") return failed(s, now, req);
   if (op == "abandon") return abandon(s, now, req);
   if (op == "result") return result(s, now, req);
@@ -192,7 +194,7 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
     max = std::clamp<std::int64_t>(*pending_now / online, 1, max);
   }
   json tasks = json::array();
-  auto leased = store_.claim_many(device, peer, now.wall_ms(), max, from_job, s.runs.sql_list());
+  auto leased = store_.claim_many(device, peer, now.wall_ms(), max, from_job, s.runs.sql_list(), s.training_shard);
   if (!leased) return refuse(leased.error());
   std::set<std::pair<std::string, std::int64_t>> shards_claimed;
   const auto free = free_networks(device, now);
@@ -210,6 +212,7 @@ json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {
       continue;
     }
     if (learned_) learned_->task_started({t.id, device, t.job, t.workload, preference, 1}, now.steady_s());
+    s.training_shard = t.workload == kTrainRoundWorkload ? std::optional<std::int64_t>(t.shard) : std::nullopt;
     job_progress_[t.job] = now.steady;
     tasks.push_back(task_json(t));
   }
@@ -274,40 +277,6 @@ json WorkerOps::results(WorkerSession& s, const Moment& now, const json& req) {
   }
   if (auto c = batch->commit(); !c) return refuse(c.error());
   return {{"ok", true}, {"answers", answers}};
-}
-
-json WorkerOps::input(WorkerSession& s, const json& req) {
-  auto input = store_.job_input(string_or(req, "job"));
-  if (!input) return refuse(input.error());
-  // Each file with its digest; the worker's kept files (a training's data, round after round: it
-  // names them in "have") go by digest only, so a round moves its weights, not the data again.
-  std::set<std::string> have;
-  for (const auto& h : field_or(req, "have", json::array()))
-    if (h.is_string() && h.get_ref<const std::string&>().size() == 64 && have.size() < kMaxKeptInputsNamed)
-      have.insert(h.get<std::string>());
-  // A worker that reads frames after an answer gets the files raw (a third fewer bytes than base64).
-  const bool raw = bool_or(req, "frames", false);
-  std::size_t raw_bytes = 0;
-  s.reply_frames.clear();
-  if (input->is_object() && input->contains("files") && (*input)["files"].is_array())
-    for (auto& f : (*input)["files"]) {
-      auto data = base64_decode(string_or(f, "data"));
-      if (!data) continue;
-      const std::string digest = fs::sha256_hex(data->data(), data->size());
-      f["sha256"] = digest;
-      if (have.count(digest)) {
-        f.erase("data");
-      } else if (raw && raw_bytes + data->size() <= kMaxFrameBytes &&
-                 s.reply_frames.size() < static_cast<std::size_t>(kMaxFramesPerResult)) {
-        raw_bytes += data->size();
-        f.erase("data");
-        f["frame"] = s.reply_frames.size();
-        s.reply_frames.push_back(std::move(*data));
-      }
-    }
-  json answer = {{"ok", true}, {"input", *input}};
-  if (!s.reply_frames.empty()) answer["frames"] = s.reply_frames.size();
-  return answer;
 }
 
 json WorkerOps::failed(WorkerSession& s, const Moment& now, const json& req) {

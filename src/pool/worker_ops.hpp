@@ -85,6 +85,9 @@ struct WorkerSession {
   // worker that reads them gets its files raw, not as base64: wire.hpp).
   std::vector<std::string> reply_frames;
   std::chrono::steady_clock::time_point last_renewal{};
+  // The shard of the last training round it took: the next round offers it that shard first,
+  // whose data it keeps (a round then moves weights, not data).
+  std::optional<std::int64_t> training_shard;
 };
 
 class WorkerOps {
@@ -104,7 +107,9 @@ class WorkerOps {
   nlohmann::json register_worker(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json calibrated(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json claim(WorkerSession& s, const Moment& now, const nlohmann::json& req);
+  // worker_inputs.cpp: a job's input for one of its tasks, and a stored file a chunk at a time.
   nlohmann::json input(WorkerSession& s, const nlohmann::json& req);
+  nlohmann::json input_part(WorkerSession& s, const nlohmann::json& req);
   nlohmann::json failed(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   // A capped device hands back a task that ran past its cap: the task is
   // pending again with its try unspent, nobody's record moves, and the

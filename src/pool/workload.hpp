@@ -117,6 +117,14 @@ class Workload {
     (void)spec, (void)input;
     return Agreement{};
   }
+  // Coordinator and worker: whether task `shard` reads the input file at `path`, when the
+  // workload picks files by shard (input_by_shard): a training's worker fetches its shard's
+  // data, not every shard's. The worker then places a job's input a shard at a time.
+  virtual bool input_by_shard() const { return false; }
+  virtual bool input_for_shard(const nlohmann::json& spec, std::int64_t shard, std::string_view path) const {
+    (void)spec, (void)shard, (void)path;
+    return true;
+  }
   // Coordinator: an event to publish when a task's result is accepted (the
   // render preview's tile), or nothing.
   virtual std::optional<nlohmann::json> on_accepted(const nlohmann::json& spec, std::int64_t index,

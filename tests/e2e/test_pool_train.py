@@ -160,6 +160,36 @@ class PoolTrainTest(TrainBase):
         self.assertEqual(lines[-1]["state"], "done")
         self.audit_ok()
 
+    def test_data_past_one_message_is_uploaded_in_chunks_and_each_worker_fetches_only_its_shard(self):
+        """30 MB of data (a pool message holds 12 MiB): the submitter uploads it in chunks, each of
+        two workers fetches its own shard's half in parts, and the rounds train on it."""
+        self.start_pool()
+        workers = [self.start_worker(name, trusted=True) for name in ("w1", "w2")]
+        root, alice = self.make_training(samples=1_500_000), self.user("alice")
+        data_bytes = sum(os.path.getsize(os.path.join(root, "data", f)) for f in os.listdir(os.path.join(root, "data")))
+        self.assertGreater(data_bytes, 24 << 20)
+        cp, lines, out = self.train(alice, root, "--workers", "2", "--rounds", "2", "--local-steps", "10",
+                                    "--wait", "--json", timeout=600)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        uploaded = next(l for l in lines if l["event"] == "uploaded")
+        self.assertGreaterEqual(uploaded["bytes"], data_bytes)
+        rounds = [l for l in lines if l["event"] == "round"]
+        self.assertEqual([(r["round"], r["updates"]) for r in rounds], [(0, 2), (1, 2)])
+        self.assertEqual(lines[-1]["state"], "done")
+        # Each worker got its half of the data once (and the weights), not all of it.
+        join = re.search(r"/g/([a-z2-7]+)", self.ready["join"]).group(1)
+        for w in workers:
+            w.stop()
+        closed = lambda: [e["bytes_out"] for e in self.coord.events()
+                          if e.get("event") == "session_closed" and e.get("grant") == join]
+        sent = self.poll_until(lambda: closed() if len(closed()) == 2 else None, 30, "the workers' sessions to close")
+        self.assertTrue(all(0.4 * data_bytes < b < 0.7 * data_bytes for b in sent), (sent, data_bytes))
+        # The data is dropped with the training's end: the same data again is uploaded again, whole.
+        cp, lines, _ = self.train(alice, root, "--workers", "2", "--rounds", "1", "--local-steps", "1", "--json")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertGreaterEqual(next(l for l in lines if l["event"] == "uploaded")["bytes"], data_bytes)
+        self.audit_ok()
+
     def test_bad_input_is_refused_with_what_to_do(self):
         self.start_pool()
         root, alice = self.make_training(samples=2), self.user("alice")

@@ -74,6 +74,12 @@ class TrainRoundWorkload final : public Workload {
     return JobPlan{round->shards, kTrainRoundWorkload, json::object()};
   }
 
+  // A shard's task reads the top-level files (script, modules, weights) and its own shard's data.
+  bool input_by_shard() const override { return true; }
+  bool input_for_shard(const json&, std::int64_t shard, std::string_view path) const override {
+    return !path.starts_with("data/") || path.starts_with(shard_folder(shard) + "/");
+  }
+
   json verification_method(const json& spec) const override {
     return {{"method", "update checks"},
             {"rerun", {{"fraction", number_or(spec, "spot_check", 0.0)},
