@@ -6,12 +6,15 @@ DEV := build/dev
 RELEASE := build/release
 CMAKE := cmake -G Ninja -Wno-dev
 
-.PHONY: all deps build release deb test unit fuzz demo demo-train bench clean
+.PHONY: all deps deps-binary build release binary deb test unit fuzz demo demo-train bench clean
 
 all: build
 
 deps:
 	@scripts/install-deps
+
+deps-binary:
+	@scripts/install-deps --binary
 
 # Debug with AddressSanitizer and UBSan: what the tests run.
 build: deps
@@ -21,6 +24,12 @@ build: deps
 release: deps
 	@[ -f $(RELEASE)/build.ninja ] || $(CMAKE) -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	ninja -C $(RELEASE) -j$(JOBS)
+
+# Only the release binary and what it needs to build and run: what the demos use
+# (a third of the release targets; no tests, benchmarks or test peers).
+binary: deps-binary
+	@[ -f $(RELEASE)/build.ninja ] || $(CMAKE) -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	ninja -C $(RELEASE) -j$(JOBS) runsnack
 
 # The Debian package of the release build, in build/deb (docs/INSTALL.md):
 #   sudo apt install ./build/deb/runsnack_*.deb
@@ -39,11 +48,11 @@ unit: build
 fuzz: deps
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-60} JOBS=$(JOBS) scripts/run-fuzzers
 
-demo: release
+demo: binary
 	scripts/demo $(RELEASE)/src/cli/runsnack
 
 # A training job on a local pool (examples/train): PyTorch and Fashion-MNIST from Debian.
-demo-train: release
+demo-train: binary
 	@scripts/install-deps --train
 	scripts/demo-train $(RELEASE)/src/cli/runsnack
 
