@@ -75,7 +75,7 @@ asio::awaitable<void> serve_probe(MuxStream& stream, const nlohmann::json& args)
   ms = std::clamp(ms, std::chrono::milliseconds(1), kMaxProbe);
   static const std::vector<std::uint8_t> zeros(256 * 1024);
   auto end = Steady::now() + ms;
-  while (Steady::now() < end) {
+  for (std::uint64_t sent = 0; Steady::now() < end && sent < kMaxTimedProbeBytes; sent += zeros.size()) {
     if (!co_await stream.write(asio::buffer(zeros))) co_return;
   }
   (void)co_await stream.close_write();
@@ -120,7 +120,8 @@ asio::awaitable<Result<double>> measure_bandwidth_mbps(Session& session, std::ch
   std::vector<std::uint8_t> buf(256 * 1024);
   std::uint64_t total = 0;
   Steady::time_point first{};
-  for (;;) {
+  // An older provider sends for the whole duration: stop reading at the bound all the same.
+  while (total < kMaxTimedProbeBytes) {
     auto n = co_await (*stream)->read_some(asio::buffer(buf));
     if (!n) co_return n.error();
     if (*n == 0) break;
@@ -162,8 +163,12 @@ asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions
     rtts.push_back(std::chrono::duration<double, std::milli>(*rtt).count());
   }
   std::sort(rtts.begin(), rtts.end());
-  auto bandwidth = co_await measure_bandwidth_mbps(session, options.probe);
-  if (!bandwidth) co_return bandwidth.error();
+  std::optional<double> bandwidth;
+  if (options.bandwidth) {
+    auto measured = co_await measure_bandwidth_mbps(session, options.probe);
+    if (!measured) co_return measured.error();
+    bandwidth = *measured;
+  }
 
   const auto& info = session.info();
   out["provider"] = info.peer.str();
@@ -171,7 +176,7 @@ asio::awaitable<Result<nlohmann::json>> fetch_info(Session& session, InfoOptions
   out["address"] = info.remote_address;
   out["setup_ms"] = std::chrono::duration<double, std::milli>(info.setup).count();
   out["rtt_ms"] = rtts.empty() ? 0.0 : rtts[rtts.size() / 2];
-  out["bandwidth_mbps"] = *bandwidth;
+  if (bandwidth) out["bandwidth_mbps"] = *bandwidth;
   co_return out;
 }
 

@@ -6,7 +6,8 @@
 //                   (plus "cuda":{available,backend,note} when the grant allows cuda: common/cuda_availability.hpp)
 //                   (gpu/info_json.hpp, link/grant.hpp)
 //   stream "probe": consumer -> header args {"ms":N}; provider sends zero bytes
-//                   for N ms (at most kMaxProbe), then FIN.
+//                   for N ms (at most kMaxProbe) or kMaxTimedProbeBytes, whichever
+//                   comes first, then FIN.
 //                   Or args {"bytes":N} (at most kMaxProbeBytes): exactly N bytes
 //                   of probe_pattern() repeated, then FIN; the consumer checks
 //                   a SHA-256 (tests and benchmarks: `runsnack info --probe-bytes`).
@@ -26,6 +27,9 @@ namespace runsnack {
 inline constexpr const char* kServiceProbe = "probe";
 inline constexpr std::chrono::milliseconds kMaxProbe{2000};
 inline constexpr std::chrono::milliseconds kDefaultProbe{300};
+// A timed probe's bytes, at most: enough to measure a path of a few Gbit/s (16 MiB is
+// 134 ms at 1 Gbit/s) without an `info` costing the provider half a gigabyte on loopback.
+inline constexpr std::uint64_t kMaxTimedProbeBytes = 16ull << 20;
 
 // The GPUs as commands show them: GpuInfo fields plus driver_version and cuda_version.
 nlohmann::json gpu_list_json(const GpuReport& report);
@@ -51,6 +55,7 @@ boost::asio::awaitable<Result<ProbeTransfer>> fetch_probe_bytes(Session& session
 struct InfoOptions {
   std::chrono::milliseconds probe = kDefaultProbe;
   int pings = 5;
+  bool bandwidth = true;  // false: no probe (`info --watch` measures once), bandwidth_mbps omitted
 };
 
 // Consumer half: the provider's report plus the path's measurements, as one

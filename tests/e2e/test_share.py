@@ -17,6 +17,23 @@ GRANT_KEYS = {"id", "uses", "max_uses", "uses_left", "connections", "max_session
 
 
 class HappyPath(E2ETestCase):
+    def test_info_probes_the_bandwidth_once_and_within_its_bound(self):
+        """Issue 39 (10): an `info` moved ~500 MB on loopback for its bandwidth figure, and `--watch`
+        probed again on every refresh. Now a probe stops at 16 MiB, and --watch probes once."""
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome)
+        info = self.info(chome, provider.link)
+        self.assertGreater(info["bandwidth_mbps"], 0)
+        watch = self.start(chome, "info", provider.link, "--json", "--watch", "0.1", name="watch")
+        figures = lambda: [e["bandwidth_mbps"] for e in watch.events() if "bandwidth_mbps" in e]
+        self.poll_until(lambda: len(figures()) >= 4, 60, "four reports of --watch")
+        watch.stop()
+        self.assertEqual(len(set(figures())), 1, figures())  # measured once, shown again
+        closed = lambda: [e for e in self.audit(phome) if e["kind"] == "session_close"]
+        closes = self.poll_until(lambda: closed() if len(closed()) >= 2 else None, 30, "both sessions' close records")
+        sent = [e["detail"]["bytes_out"] for e in closes]
+        self.assertTrue(all(b < 20 * 1024 * 1024 for b in sent), sent)
+
     def test_info_round_trip(self):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         consumer_id = self.peer_id(chome)
