@@ -316,7 +316,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
 
   auto ja = std::make_shared<JoinArgs>();
   auto* join_cmd = pool->add_subcommand("join", "Lend this machine to a pool as a worker");
-  join_cmd->add_option("link", ja->link, kLinkHelp);
+  join_cmd->add_option("link", ja->link, kPoolJoinLinkHelp);
   join_cmd->add_flag("--cpu", ja->cpu, "Offer this machine's CPU");
   join_cmd->add_option("--gpu", ja->gpus, "Offer these GPUs (NVML indices: 0 or 0,1 or all); tasks see only them")
       ->each([ja](const std::string&) { ja->gpu_given = true; });
@@ -343,7 +343,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
       "Training (examples/train/README.md): rounds of local SGD, one task a worker on its shard of --data, averaged\n"
       "on the coordinator; each update is checked before it is paid. --data: .npy arrays split by records, or\n"
       "files dealt out in turn; script and data at most 4 MiB, weights at most 4 MiB.");
-  submit_cmd->add_option("link", su->link, kRequiredLinkHelp)->required();
+  submit_cmd->add_option("link", su->link, kPoolSubmitLinkHelp)->required();
   submit_cmd->add_option("workload", su->workload, "exec | matmul | render | noop | train")->required();
   submit_cmd->add_option("--budget", su->budget,
                          "Credits to escrow for the job; workers are paid from it at the price their lease was given "
@@ -402,6 +402,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
     run_command(status, [&] {
       SessionCommand c;
       c.link_arg = su->link;
+      c.served_by = "runsnack pool serve";
       if (su->workload == "train") {
         TrainArgs t = su->train;
         t.budget = su->budget, t.out = su->out, t.wait = su->wait, t.json = su->json;
@@ -421,7 +422,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
   auto add_client = [&](const char* name, const char* help, const char* op, bool needs_job) {
     auto ca = std::make_shared<ClientArgs>();
     auto* cmd = pool->add_subcommand(name, help);
-    cmd->add_option("link", ca->link, kRequiredLinkHelp)->required();
+    cmd->add_option("link", ca->link, kPoolSubmitLinkHelp)->required();
     if (needs_job) cmd->add_option("job", ca->job, "The job id")->required();
     cmd->add_flag("--json", ca->json, "One JSON object");
     std::string op_name = op;
@@ -431,6 +432,7 @@ void add_pool_command(CLI::App& app, ExitStatus& status) {
         if (!ca->job.empty()) req["job"] = ca->job;
         SessionCommand c;
         c.link_arg = ca->link;
+        c.served_by = "runsnack pool serve";
         c.body = [req, as_json = ca->json](Session& s) { return simple_body(req, as_json, s); };
         return run_session_command(c);
       });

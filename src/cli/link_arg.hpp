@@ -21,6 +21,14 @@ inline constexpr const char* kRequiredLinkHelp =
     "The link from `runsnack share`, a name saved with `runsnack remote add`, or '-' to read it from "
     "stdin";
 
+// The pool's links come from `runsnack pool serve`, not `runsnack share`.
+inline constexpr const char* kPoolJoinLinkHelp =
+    "The pool's join link (`runsnack pool serve` prints it), a name saved with `runsnack remote add`, or '-' to "
+    "read it from stdin; may be omitted when RUNSNACK_LINK is set";
+inline constexpr const char* kPoolSubmitLinkHelp =
+    "The pool's submit link (`runsnack pool serve` prints it), a name saved with `runsnack remote add`, or '-' "
+    "to read it from stdin";
+
 Result<Link> resolve_link(const std::string& arg);
 // Reads a link from stdin: one line, and the next ones (at most 8 in all) while
 // it lacks its secret, as when a chat client wrapped it (link_is_unfinished();

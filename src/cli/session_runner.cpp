@@ -33,6 +33,7 @@ int run_session_command(const SessionCommand& command) {
       [&]() -> asio::awaitable<void> {
         ConnectOptions options;
         options.timeout = command.connect_timeout;
+        options.served_by = command.served_by;
         ConnectOptions first = options;
         first.pipelined_proof = command.pipelined_proof;
         auto session = co_await (*consumer)->connect(*link, first);

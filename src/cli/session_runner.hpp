@@ -28,6 +28,8 @@ struct SessionCommand {
   // The body's first requests follow the grant proof without waiting for its answer (one round
   // trip fewer); a refusal is then the answer to its first stream (ConnectOptions).
   bool pipelined_proof = false;
+  // The command that serves the link, for the hint when it cannot be reached (ConnectOptions).
+  std::string served_by = "runsnack share";
   // Returns the process exit code; report errors with report() first.
   std::function<boost::asio::awaitable<int>(Session&)> body;
 };

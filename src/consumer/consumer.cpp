@@ -146,7 +146,12 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
     asio::co_spawn(ex, rendezvous_racer(race, link, planned, deadline), asio::detached);
   }
   auto dialed = co_await race->wait(deadline);
-  if (!dialed) co_return dialed.error();
+  if (!dialed) {
+    if (dialed.error().is(errc::timeout) || dialed.error().is(errc::io_error))
+      co_return Error(dialed.error().code,
+                      dialed.error().what() + ": is `" + options.served_by + "` still running, and reachable from here?");
+    co_return dialed.error();
+  }
   if (dialed->path == "direct" && link.rendezvous) {
     // A direct win may have been to the router's mapped port, which only the introduction names.
     co_await wait_answered(planned, milliseconds(500));

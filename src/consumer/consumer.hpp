@@ -27,6 +27,9 @@ struct ConnectOptions {
   // round trip, and a refusal comes back as the answer to its first stream
   // (Session::answer). Otherwise connect() returns once the provider accepted.
   bool pipelined_proof = false;
+  // The command that serves the link, named when it cannot be reached ("is `runsnack share`
+  // still running, and reachable from here?"): `runsnack pool serve` for a pool's links.
+  std::string served_by = "runsnack share";
 };
 
 class Consumer {

@@ -133,11 +133,10 @@ asio::awaitable<Result<DialResult>> DialRace::wait(std::chrono::steady_clock::ti
   if (saw_wrong_peer_)
     co_return fail(errc::peer_mismatch, "the provider's key does not match the link (" + why +
                                             "): the link may be tampered with, or the provider's identity changed");
+  // Which command serves the link is the caller's to say (consumer.hpp ConnectOptions::served_by).
   if (running_ > 0 || held_ > 0)
-    co_return fail(errc::timeout, "no answer from the provider in time" + (why.empty() ? "" : " (" + why + ")") +
-                                      ": is `runsnack share` still running, and reachable from here?");
-  co_return fail(errc::io_error, "cannot reach the provider (" + why +
-                                     "): is `runsnack share` still running, and reachable from here?");
+    co_return fail(errc::timeout, "no answer from the provider in time" + (why.empty() ? "" : " (" + why + ")"));
+  co_return fail(errc::io_error, "cannot reach the provider (" + why + ")");
 }
 
 }  // namespace runsnack

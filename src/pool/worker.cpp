@@ -516,6 +516,7 @@ asio::awaitable<int> run_worker(Consumer* consumer, const Identity* identity, Wo
   std::cout << json{{"event", "calibrated"}, {"score", w.score}}.dump() << std::endl;
   exec::prepare_spare();  // the first task starts as fast as the next ones
   ReconnectOptions again;  // the first session too: a coordinator not up yet is waited for
+  again.connect.served_by = "runsnack pool serve";
   again.on_retry = [](const Error& e) { spdlog::warn("pool: cannot reach the coordinator ({}); retrying", e.what()); };
   while (true) {
     auto session = co_await reconnect(*consumer, w.opt.link, again);

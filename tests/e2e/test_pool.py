@@ -71,6 +71,25 @@ class PoolBase(E2ETestCase):
 
 
 class PoolTest(PoolBase):
+    def test_a_pools_links_and_hints_name_pool_serve_not_share(self):
+        """Issue 39 (10): `pool join --help` and a worker that cannot reach its coordinator talked about
+        `runsnack share`; a pool's links come from `runsnack pool serve`."""
+        home = self.new_home("reader")
+        for sub in ("join", "submit", "status"):
+            text = self.ok(home, "pool", sub, "--help").stdout
+            self.assertIn("pool serve", text, sub)
+            self.assertNotIn("runsnack share", text, sub)
+        self.start_pool()
+        self.coord.stop()
+        worker = self.start(self.new_home("w"), "pool", "join", self.ready["join"], "--cpu", name="w")
+        self.poll_until(lambda: "still running" in worker.stderr(), 60, "the worker's retry warning")
+        worker.stop()
+        self.assertIn("is `runsnack pool serve` still running", worker.stderr())
+        self.assertNotIn("runsnack share", worker.stderr())
+        cp = self.run_cli(self.user(credits=0), "pool", "status", self.ready["submit"])
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn("is `runsnack pool serve` still running", cp.stderr)
+
     def test_a_worker_states_its_cap_per_task_and_status_shows_it(self):
         """pool join --max-task-seconds reaches the coordinator; pool status shows the cap and no browser mark."""
         self.start_pool()
