@@ -29,7 +29,7 @@ struct SessionCommand {
   // trip fewer); a refusal is then the answer to its first stream (ConnectOptions).
   bool pipelined_proof = false;
   // The command that serves the link, for the hint when it cannot be reached (ConnectOptions).
-  std::string served_by = "runsnack share";
+  const char* served_by = "runsnack share";  // a string literal
   // Returns the process exit code; report errors with report() first.
   std::function<boost::asio::awaitable<int>(Session&)> body;
 };

@@ -149,7 +149,7 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   if (!dialed) {
     if (dialed.error().is(errc::timeout) || dialed.error().is(errc::io_error))
       co_return Error(dialed.error().code,
-                      dialed.error().what() + ": is `" + options.served_by + "` still running, and reachable from here?");
+                      dialed.error().what() + ": is `" + std::string(options.served_by) + "` still running, and reachable from here?");
     co_return dialed.error();
   }
   if (dialed->path == "direct" && link.rendezvous) {

@@ -28,8 +28,10 @@ struct ConnectOptions {
   // (Session::answer). Otherwise connect() returns once the provider accepted.
   bool pipelined_proof = false;
   // The command that serves the link, named when it cannot be reached ("is `runsnack share`
-  // still running, and reachable from here?"): `runsnack pool serve` for a pool's links.
-  std::string served_by = "runsnack share";
+  // still running, and reachable from here?"): `runsnack pool serve` for a pool's links. A
+  // string literal: ConnectOptions is a coroutine's parameter, often a default-argument
+  // temporary, which GCC 12 copies bitwise (a std::string here was freed twice).
+  const char* served_by = "runsnack share";
 };
 
 class Consumer {
