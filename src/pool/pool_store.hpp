@@ -358,7 +358,7 @@ class PoolStore {
   // The files' sizes, registered or stored, of one owner or of everyone.
   Result<std::uint64_t> training_data_bytes(const std::optional<std::string>& owner);
   Result<void> training_data_ready(const std::string& id);
-  Result<nlohmann::json> training_input(const std::string& id);  // {"files": [{"path","sha256","size"}]}
+  Result<std::int64_t> incomplete_training_blobs(const std::string& owner);  // registered, not all in
   // Drops the owner's files that none of their running trainings names; returns how many.
   Result<std::int64_t> forget_training_data(const std::string& owner);
 

@@ -117,14 +117,13 @@ Result<void> PoolStore::training_data_ready(const std::string& id) {
   return st->bind(1, std::string_view(id)).run();
 }
 
-Result<json> PoolStore::training_input(const std::string& id) {
-  auto st = db_.prepare("SELECT input FROM trainings WHERE id = ?");
+Result<std::int64_t> PoolStore::incomplete_training_blobs(const std::string& owner) {
+  auto st = db_.prepare("SELECT COUNT(*) FROM training_blobs WHERE owner = ? AND complete = 0");
   if (!st) return st.error();
-  st->bind(1, std::string_view(id));
+  st->bind(1, std::string_view(owner));
   auto row = st->step();
   if (!row) return row.error();
-  if (!*row) return fail(errc::not_found, "no training " + id);
-  return json::parse(st->column_text(0), nullptr, false);
+  return *row ? st->column_int64(0) : 0;
 }
 
 Result<std::int64_t> PoolStore::forget_training_data(const std::string& owner) {

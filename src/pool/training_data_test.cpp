@@ -164,5 +164,22 @@ TEST_F(TrainingDataTest, ADeviceIsOfferedTheShardWhoseDataItKeepsFirst) {
   EXPECT_EQ(rest[0].shard, 0);  // taken: the others as before
 }
 
+TEST_F(TrainingDataTest, ARefusedSubmitLeavesNothingThatHoldsTheNextOne) {
+  const std::string big = bytes_of(100, 'r');
+  const json files = json::array({{{"path", "train.py"}, {"data", base64_encode("x")}},
+                                  {{"path", "data/shard-0/x"}, {"sha256", digest(big)}, {"size", big.size()}}});
+  const json spec = {{"script", "train.py"}, {"workers", 1}, {"rounds", 1}, {"local_steps", 1}};
+  // A budget past the balance: refused after its files were registered.
+  const json broke = {{"op", "train"}, {"spec", spec}, {"input", {{"files", files}}},
+                      {"weights", base64_encode(weights_file())}, {"budget", 1}};
+  EXPECT_NE(error_of(trainer->submit("carol", kT0, broke)).find("not enough credit"), std::string::npos);
+  EXPECT_EQ(store->incomplete_training_blobs("carol").value(), 0);
+  EXPECT_EQ(store->training_data_bytes(std::string("carol")).value(), 0u);
+  // The next training of hers starts as soon as its own files are in.
+  const std::string id = submit("carol", "tiny")["training"];
+  ASSERT_TRUE(upload("carol", id, digest("tiny"), 0, "tiny").value("ok", false));
+  EXPECT_TRUE(store->training(id, false).value()->round_job);
+}
+
 }  // namespace
 }  // namespace runsnack::pool
