@@ -232,27 +232,36 @@ class PoolTrainRerunTest(NetnsMixin, TrainBase):
     def test_poisoned_updates_are_rejected_unpaid_and_their_devices_excluded(self):
         """Issue 38: a worker returning its update x100, sign-flipped or random (of an honest size) under a
         valid signature. New devices have every update re-run elsewhere until proven; a re-run of the same
-        shard, seed and weights must agree within 5% of the delta."""
+        shard, seed and weights must agree within 5% of the delta. The poisoners are alone first, so that
+        each surely gets shards (with honest devices as fast, the scheduler may give one none), then the
+        honest ones come."""
         self.start_pool()
-        for n in range(3):
-            self.start_worker_on("honest%d" % n, n, trusted=True)
         poisoners = {}
         for i, how in enumerate(("poison-scale", "poison-flip", "poison-random")):
             home = self.new_home(how)
             proc = self.start(home, "pool", "join", self.link_on(self.ready["join"], 3 + i), "--cpu", name=how,
                               env_extra={"RUNSNACK_POOL_FAULT": how})
             proc.wait_for(lambda e: e.get("event") == "registered", READY_DEADLINE, "registration of " + how)
-            poisoners[how] = home
+            poisoners[how] = (home, proc)
         root, alice = self.make_training(), self.user("alice")
-        cp, lines, out = self.train(alice, root, "--workers", "6", "--rounds", "4", "--local-steps", "10",
-                                    "--wait", "--json", timeout=600)
-        self.assertEqual(cp.returncode, 0, cp.stderr)
-        rounds = [l for l in lines if l["event"] == "round"]
+        out = os.path.join(self.tmp, "run-poisoned")
+        submit = self.start(alice, "pool", "submit", self.ready["submit"], "train", "--script",
+                            os.path.join(root, "script", "linear_train.py"), "--init",
+                            os.path.join(root, "init.safetensors"), "--data", os.path.join(root, "data"),
+                            "--workers", "6", "--rounds", "4", "--local-steps", "10", "--budget", "20",
+                            "--check-fraction", self.CHECK_FRACTION, "--wait", "--json", "--out", out, name="submit")
+        for how, (_, proc) in poisoners.items():
+            proc.wait_for(lambda e: e.get("event") == "task_started", 120, "a first shard for " + how)
+        for n in range(3):
+            self.start_worker_on("honest%d" % n, n, trusted=True)
+        done = submit.wait_for(lambda e: e.get("event") == "done", 600, "the training")
+        self.assertEqual(done["state"], "done", done)
+        rounds = [e for e in submit.events() if e.get("event") == "round"]
         self.assertEqual(len(rounds), 4)
         self.assertTrue(all(r["updates"] == 6 for r in rounds), rounds)  # every shard's update, from honest runs
         self.assertLess(self.distance(os.path.join(out, "weights.safetensors")), 1.5)
         status = self.pool_status(alice)
-        for how, home in poisoners.items():
+        for how, (home, _) in poisoners.items():
             mine = [d for d in status["devices"] if d["id"].startswith(self.peer_id(home))]
             self.assertEqual(len(mine), 1, how)
             # Caught, never paid: no accepted task and no credit earned.
