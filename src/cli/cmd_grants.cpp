@@ -1,5 +1,6 @@
 // `runsnack links`, `runsnack revoke`, `runsnack log`: the provider's view of
 // the grants it made and of everything that happened to them.
+#include "cli/audit_view.hpp"
 #include "cli/command.hpp"
 #include "cli/state.hpp"
 #include "cli/text_column.hpp"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -153,13 +155,6 @@ int revoke(std::vector<std::string> args, bool all, bool json) {
   return errors.empty() ? 0 : kExitFailure;
 }
 
-Result<std::optional<TimePoint>> parse_since(const std::string& since) {
-  if (since.empty()) return std::optional<TimePoint>{};
-  auto d = parse_duration(since);
-  if (!d) return fail(errc::invalid_argument, "--since takes a duration back from now, e.g. 10m, 2h, 1d");
-  return std::optional<TimePoint>(SystemClock::instance().now() - *d);
-}
-
 int prune_log(bool json, const std::string& older_than, std::int64_t keep) {
   std::optional<TimePoint> before;
   if (!older_than.empty()) {
@@ -181,30 +176,88 @@ int prune_log(bool json, const std::string& older_than, std::int64_t keep) {
   return 0;
 }
 
-int show_log(bool json, const std::string& since, std::size_t limit) {
-  auto from = parse_since(since);
+// "2h" (back from now), "2026-12-08", "2026-12-08T14:30" or "2026-12-08 14:30:05" (local time).
+Result<std::optional<TimePoint>> parse_when(const std::string& flag, const std::string& text) {
+  if (text.empty()) return std::optional<TimePoint>{};
+  if (auto d = parse_duration(text)) return std::optional<TimePoint>(SystemClock::instance().now() - *d);
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"}) {
+    std::tm tm{};
+    tm.tm_isdst = -1;
+    const char* end = strptime(text.c_str(), format, &tm);
+    if (end == nullptr || *end != '\0') continue;
+    const std::time_t t = std::mktime(&tm);
+    if (t == static_cast<std::time_t>(-1)) break;
+    return std::optional<TimePoint>(std::chrono::system_clock::from_time_t(t));
+  }
+  return fail(errc::invalid_argument,
+              flag + " takes a duration back from now (10m, 2h, 1d) or a local date and time (2026-12-08, 2026-12-08T14:30)");
+}
+
+// More than the provider keeps (provider.hpp kAuditKeepRows): a log grown by
+// `--keep` or an older version is read to this bound, newest first.
+constexpr std::size_t kAuditMostRecordsRead = 200'000;
+
+struct LogArgs {
+  bool json = false, prune = false, events = false, utc = false;
+  std::string since, until, older_than;
+  AuditFilter filter;
+  std::size_t limit = 1000;
+  std::int64_t keep = -1;
+};
+
+int show_log(const LogArgs& args) {
+  auto from = parse_when("--since", args.since);
   if (!from) return report(from.error());
+  auto until = parse_when("--until", args.until);
+  if (!until) return report(until.error());
+  AuditFilter filter = args.filter;
+  filter.until = *until;
   auto db = open_database();
   if (!db) return report(db.error());
   AuditLog audit(*db);
-  auto events = audit.query(*from, limit);
-  if (!events) return report(events.error());
-  for (const auto& ev : *events) {
-    if (json) {
-      print_json(to_json(ev));
-      continue;
+  // Every record the provider keeps (it prunes to kAuditKeepRows): lines are
+  // made of records from anywhere in the range.
+  auto records = audit.query(*from, kAuditMostRecordsRead);
+  if (!records) return report(records.error());
+  std::vector<AuditLine> lines;
+  for (auto& line : audit_lines(*records))
+    if (matches(line, *records, filter)) lines.push_back(std::move(line));
+  if (args.json || args.events) {
+    // The records themselves, everything in them, of the lines that matched.
+    std::vector<std::size_t> picked;
+    for (const auto& line : lines) picked.insert(picked.end(), line.records.begin(), line.records.end());
+    std::sort(picked.begin(), picked.end());
+    picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+    if (picked.size() > args.limit) picked.erase(picked.begin(), picked.end() - static_cast<std::ptrdiff_t>(args.limit));
+    for (std::size_t i : picked) {
+      const AuditEvent& ev = (*records)[i];
+      if (args.json) {
+        print_json(to_json(ev));
+        continue;
+      }
+      // Peer-made text (reasons, addresses a relay reported) is shown escaped.
+      std::cout << rfc3339(ev.time) << "  " << std::left << std::setw(14) << printable(ev.kind) << " grant="
+                << (ev.grant_id.empty() ? "-" : printable(ev.grant_id))
+                << " peer=" << (ev.peer.empty() ? "-" : printable(ev.peer.substr(0, 12)))
+                << " from=" << (ev.address.empty() ? "-" : printable(ev.address));
+      if (!ev.decision.empty()) std::cout << " " << printable(ev.decision);
+      if (!ev.reason.empty()) std::cout << " (" << printable(ev.reason) << ")";
+      if (!ev.detail.is_null() && !ev.detail.empty())
+        std::cout << " " << printable(ev.detail.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      std::cout << std::endl;
     }
-    // Peer-made text (reasons, addresses a relay reported) is shown escaped.
-    std::cout << rfc3339(ev.time) << "  " << std::left << std::setw(14) << printable(ev.kind) << " grant="
-              << (ev.grant_id.empty() ? "-" : printable(ev.grant_id))
-              << " peer=" << (ev.peer.empty() ? "-" : printable(ev.peer.substr(0, 12)))
-              << " from=" << (ev.address.empty() ? "-" : printable(ev.address));
-    if (!ev.decision.empty()) std::cout << " " << printable(ev.decision);
-    if (!ev.reason.empty()) std::cout << " (" << printable(ev.reason) << ")";
-    if (!ev.detail.is_null() && !ev.detail.empty())
-      std::cout << " " << printable(ev.detail.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    std::cout << std::endl;
+    return 0;
   }
+  if (lines.size() > args.limit) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(args.limit));
+  GrantStore grants(*db);
+  auto known = grants.list(true);
+  if (!known) return report(known.error());
+  std::map<std::string, std::string> labels;
+  for (const auto& g : *known) labels[g.id] = g.label;
+  if (lines.empty()) std::cout << "nothing in the audit log" << (args.since.empty() && args.until.empty() ? "" : " in that time")
+                               << (filter.grant_id.empty() && filter.peer.empty() && filter.kind.empty() ? "" : " that matches")
+                               << std::endl;
+  for (const auto& line : lines) std::cout << audit_line_text(line, labels[line.grant_id], args.utc) << std::endl;
   return 0;
 }
 
@@ -232,28 +285,38 @@ void add_grant_commands(CLI::App& app, ExitStatus& status) {
   rev->add_flag("--json", ra->json, "Print {\"revoked\": [ids], \"errors\": [messages]}");
   rev->callback([&status, ra] { run_command(status, [&] { return revoke(ra->ids, ra->all, ra->json); }); });
 
-  struct LogArgs {
-    bool json = false, prune = false;
-    std::string since, older_than;
-    std::size_t limit = 1000;
-    std::int64_t keep = -1;
-  };
   auto lg = std::make_shared<LogArgs>();
-  auto* log = app.add_subcommand("log", "The audit log: every connection attempt, decision and service used");
-  log->add_flag("--json", lg->json, "One JSON object per line (with --prune: {\"pruned\":N,\"kept\":N})");
-  log->add_option("--since", lg->since, "Only events newer than this (e.g. 10m, 2h, 1d)");
-  log->add_option("--limit", lg->limit, "At most this many events (newest kept)")->capture_default_str();
+  auto* log = app.add_subcommand(
+      "log", "The audit log: every session, command, refusal, kick and revocation, one line each (newest last)");
+  log->add_flag("--json", lg->json,
+                "The records themselves, everything in them: one JSON object per line (with --prune: "
+                "{\"pruned\":N,\"kept\":N})");
+  log->add_flag("--events", lg->events, "The records themselves as text, one per line, as stored (UTC)");
+  log->add_option("--since", lg->since, "Only what began after this: a duration back from now (10m, 2h, 1d) or a local "
+                                        "date and time (2026-12-08, 2026-12-08T14:30)");
+  log->add_option("--until", lg->until, "Only what began before this (same forms as --since)");
+  log->add_option("--link", lg->filter.grant_id, "Only this link's (its id, as `runsnack links` shows it)");
+  log->add_option("--peer", lg->filter.peer, "Only this consumer's (its peer id or the start of it)");
+  log->add_option("--kind", lg->filter.kind,
+                  "Only lines of this kind: session, run, shell, cuda, refused, kick, revoke, or a record's kind "
+                  "(auth, sync, run_end, ...)");
+  log->add_flag("--utc", lg->utc, "Times in UTC (default: this machine's local time)");
+  log->add_option("--limit", lg->limit, "At most this many lines (newest kept; with --json or --events: records)")
+      ->capture_default_str();
   log->add_flag("--prune", lg->prune, "Delete old records instead of showing them (with --older-than and/or --keep)");
   log->add_option("--older-than", lg->older_than, "With --prune: delete records older than this (e.g. 30d)");
   log->add_option("--keep", lg->keep, "With --prune: keep only the newest this many records")->check(kNonNegativeNumber);
-  log->footer("Refusals before a peer proved anything (garbage, stalled or wrong-secret connections) are\n"
+  log->footer("A line: local time, the consumer's peer id, the link (and its label), the kind, what (the command,\n"
+              "or the services a session used and what it sent), -> how it ended, [duration, CPU, peak memory or\n"
+              "bytes in and out], the address. A `run` is two lines: its session and its command.\n"
+              "Refusals before a peer proved anything (garbage, stalled or wrong-secret connections) are\n"
               "aggregated: the first from an address at once, the rest of each minute as one record whose\n"
               "detail has the count. `runsnack share` keeps 90 days and at most 100000 records.");
   log->callback([&status, lg] {
     run_command(status, [&] {
       if (lg->prune) return prune_log(lg->json, lg->older_than, lg->keep);
       if (!lg->older_than.empty() || lg->keep >= 0) return report(fail(errc::invalid_argument, "--older-than and --keep go with --prune"));
-      return show_log(lg->json, lg->since, lg->limit);
+      return show_log(*lg);
     });
   });
 }

@@ -338,10 +338,11 @@ class HostileConsumer(HostileTestCase):
         phome, chome = self.new_home("provider"), self.new_home("consumer")
         provider = self.start_provider(phome, "--allow", "run")
         self.run_cli(chome, "run", provider.link, "--", "echo", "evil\u202etxt.exe", timeout=120)
-        log = self.ok(phome, "log").stdout
-        self.assertIn("run_start", log)
-        self.assertNotIn("\u202e", log)
-        self.assertIn("\\u202e", log)
+        for view in ("log", "log --events"):
+            log = self.ok(phome, *view.split()).stdout
+            self.assertIn("echo evil", log, view)
+            self.assertNotIn("\u202e", log, view)
+            self.assertIn("\\u202e", log, view)
 
 
 class HostileProvider(HostileTestCase):
