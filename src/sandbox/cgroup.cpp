@@ -142,6 +142,29 @@ void Cgroup::kill_all() {
     for (pid_t p : read_pids(dirs_[0])) ::kill(p, SIGKILL);
 }
 
+namespace {
+
+// The value of `key` in a flat keyed file ("oom_kill 2\nmax 0\n"), 0 when absent.
+std::uint64_t keyed_count(const std::filesystem::path& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string name;
+  std::uint64_t value = 0;
+  while (in >> name >> value)
+    if (name == key) return value;
+  return 0;
+}
+
+}  // namespace
+
+Cgroup::LimitsHit Cgroup::limits_hit() const {
+  LimitsHit hit;
+  if (dirs_.empty()) return hit;
+  hit.processes = keyed_count(dirs_[0] / "pids.events", "max") > 0;
+  hit.memory = v2_ ? keyed_count(dirs_[0] / "memory.events", "oom_kill") > 0
+                   : dirs_.size() > 1 && keyed_count(dirs_[1] / "memory.oom_control", "oom_kill") > 0;
+  return hit;
+}
+
 std::optional<std::uint64_t> Cgroup::peak_memory() const {
   for (const auto& d : dirs_) {
     for (const char* f : {"memory.peak", "memory.max_usage_in_bytes"}) {

@@ -43,6 +43,15 @@ class Cgroup {
   const std::vector<int>& procs_fds() const { return procs_fds_; }
   void kill_all();
   std::optional<std::uint64_t> peak_memory() const;
+  // Which of its limits stopped something: the kernel killed one of its
+  // processes at the memory limit (v2 memory.events, v1 memory.oom_control:
+  // oom_kill), a fork failed at the process limit (pids.events: max). So a
+  // command that ends with SIGKILL or a failed fork is told why.
+  struct LimitsHit {
+    bool memory = false;
+    bool processes = false;
+  };
+  LimitsHit limits_hit() const;
   const char* mode() const { return v2_ ? "cgroup v2" : "cgroup v1"; }
   // Where its memory (and on v2 its CPU time) is counted: the unified group, or v1's memory group.
   std::filesystem::path usage_dir() const { return dirs_.empty() ? std::filesystem::path() : dirs_.back(); }

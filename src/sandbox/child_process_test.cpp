@@ -190,6 +190,24 @@ TEST(SpareChild, TheCommandRunsInTheCgroupTheSpareJoinedBeforeTheRequest) {
   const std::string line = cgroup_line_of(f.out, "pids");
   EXPECT_NE(line.find("runsnack-test-spare-"), std::string::npos) << f.out;
   EXPECT_NE(f.err.find("fork"), std::string::npos) << "pids.max did not bind: " << f.err;
+  EXPECT_TRUE(cgroup->limits_hit().processes);  // so the consumer is told which limit (issue 39, item 4)
+  EXPECT_FALSE(cgroup->limits_hit().memory);
+}
+
+TEST(SpareChild, AKillAtTheMemoryLimitIsKnownAsOne) {
+  static std::atomic<int> counter{0};
+  auto cgroup = Cgroup::create("runsnack-test-oom-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
+                               std::nullopt, std::nullopt);
+  if (!cgroup) GTEST_SKIP() << "no writable cgroup here (not root?): " << cgroup.error().what();
+  auto spare = SpareChild::fork_into(cgroup->procs_fds());
+  ASSERT_TRUE(spare) << spare.error().what();
+  ASSERT_TRUE(cgroup->set_limits(std::nullopt, 64u << 20));
+  auto child = spare->start(shell("exec python3 -c 'x = bytearray(256 << 20); print(len(x))'"));
+  ASSERT_TRUE(child) << child.error().what();
+  auto f = finish(std::move(*child));
+  ASSERT_EQ(f.exit.signal, std::optional<int>(SIGKILL)) << f.out << f.err;
+  EXPECT_TRUE(cgroup->limits_hit().memory);
+  EXPECT_FALSE(cgroup->limits_hit().processes);
 }
 
 TEST(SpareChild, StaleGroupsAreRemovedButNotOnesInUseOrNotNamed) {

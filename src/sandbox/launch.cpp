@@ -83,7 +83,10 @@ LaunchLimits limits_with(std::optional<Cgroup> cgroup, const RunTerms& terms) {
     if (terms.memory_bytes) out.rlimits.push_back({RLIMIT_AS, *terms.memory_bytes});
   }
   // Per uid: with a sandbox uid of its own (root provider) this binds every process the consumer runs.
-  out.rlimits.push_back({RLIMIT_NPROC, terms.max_procs});
+  // Where the command's cgroup holds max_procs, a few more here: the group's limit then binds
+  // first, and the group records it (pids.events), so the consumer is told which limit it met.
+  constexpr rlim_t kBackstopSlack = 8;
+  out.rlimits.push_back({RLIMIT_NPROC, out.cgroup ? terms.max_procs + kBackstopSlack : terms.max_procs});
   return out;
 }
 

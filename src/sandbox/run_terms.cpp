@@ -87,4 +87,25 @@ std::string seconds_text(double seconds) {
 
 std::string time_limit_text(double seconds) { return "the command was stopped at its " + seconds_text(seconds) + " time limit"; }
 
+std::string limit_hit_text(bool memory, bool processes, bool ended_badly, const nlohmann::json& limits) {
+  auto number = [&](const char* key) -> std::optional<std::uint64_t> {
+    if (!limits.is_object() || !limits.contains(key) || !limits[key].is_number_unsigned()) return std::nullopt;
+    return limits[key].get<std::uint64_t>();
+  };
+  std::string out;
+  if (memory) {
+    const auto bytes = number("memory_bytes");
+    out = std::string(ended_badly ? "out of memory" : "a process of the command ran out of memory") +
+          (bytes ? ": the link allows " + size_text(*bytes) + " per command" : std::string()) +
+          " (the kernel killed " + (ended_badly ? "it" : "that process") + "; the provider can allow more: share --memory)";
+  }
+  if (processes) {
+    const auto most = number("max_procs");
+    out += std::string(out.empty() ? "" : "; ") + "the process limit was reached" +
+           (most ? ": the link allows " + std::to_string(*most) + " processes per command" : std::string()) +
+           " (a fork failed; the provider can allow more: share --max-procs)";
+  }
+  return out;
+}
+
 }  // namespace runsnack::exec

@@ -40,5 +40,12 @@ std::string size_text(std::uint64_t bytes);
 std::string seconds_text(double seconds);
 // Why a command ended at its time limit: "the command was stopped at its 3 s time limit".
 std::string time_limit_text(double seconds);
+// Why a command was stopped by a limit of its cgroup, from what the cgroup
+// saw (Cgroup::limits_hit) and the limits it ran under (launch.hpp's
+// "memory_bytes", "max_procs"): "out of memory: the link allows 200 MB per
+// command (its process was killed)", "the process limit was reached: ...".
+// `ended_badly`: the command ended with a signal or a non-zero status (else
+// a hit is said as something that happened on the way). "" when none.
+std::string limit_hit_text(bool memory, bool processes, bool ended_badly, const nlohmann::json& limits);
 
 }  // namespace runsnack::exec

@@ -44,5 +44,20 @@ TEST(RunTerms, SizeAndSecondsText) {
   EXPECT_EQ(time_limit_text(3), "the command was stopped at its 3 s time limit");
 }
 
+TEST(RunTerms, ALimitHitSaysWhichAndHowMuch) {
+  const nlohmann::json limits = {{"memory_bytes", 200u << 20}, {"max_procs", 20u}};
+  EXPECT_EQ(limit_hit_text(false, false, true, limits), "");
+  EXPECT_EQ(limit_hit_text(true, false, true, limits),
+            "out of memory: the link allows 200 MB per command (the kernel killed it; the provider can allow more: "
+            "share --memory)");
+  EXPECT_EQ(limit_hit_text(true, false, false, limits).rfind("a process of the command ran out of memory: ", 0), 0u);
+  EXPECT_EQ(limit_hit_text(false, true, true, limits),
+            "the process limit was reached: the link allows 20 processes per command (a fork failed; the provider "
+            "can allow more: share --max-procs)");
+  EXPECT_NE(limit_hit_text(true, true, true, limits).find("; the process limit"), std::string::npos);
+  EXPECT_EQ(limit_hit_text(true, false, true, nlohmann::json::object()),
+            "out of memory (the kernel killed it; the provider can allow more: share --memory)");
+}
+
 }  // namespace
 }  // namespace runsnack::exec

@@ -220,6 +220,12 @@ asio::awaitable<void> serve_shell(std::shared_ptr<MuxStream> stream, nlohmann::j
   record.reset();
   if (ctl->deadline) ctl->deadline->cancel();
   std::optional<std::uint64_t> peak = ctl->cgroup ? ctl->cgroup->peak_memory() : std::nullopt;
+  // A limit of its cgroup stopped the shell (issue 39, item 4); a process in it that hit one was
+  // already seen by the user at the prompt.
+  if (ctl->cgroup && ctl->reason.empty() && (exit.signal || exit.status != 0)) {
+    const auto hit = ctl->cgroup->limits_hit();
+    ctl->reason = limit_hit_text(hit.memory, hit.processes, true, limits);
+  }
   ctl->cgroup.reset();  // kills any straggler, removes the group
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   *budget_done = true;
