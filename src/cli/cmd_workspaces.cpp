@@ -48,8 +48,11 @@ void print_table(const nlohmann::json& answer, const std::string& here) {
     if (!answer["quota_bytes"].is_number()) return;
     std::cout << "this link's " << human(answer["quota_bytes"].get<std::uint64_t>())
               << " disk quota is shared by everyone who uses the link";
-    if (answer["quota_used_bytes"].is_number())
+    if (answer["quota_used_bytes"].is_number()) {
       std::cout << ": " << human(answer["quota_used_bytes"].get<std::uint64_t>()) << " used";
+      if (answer["quota_used_bytes"].get<std::uint64_t>() > answer["quota_bytes"].get<std::uint64_t>())
+        std::cout << ", over it: nothing runs until workspaces are removed (--remove NAME)";
+    }
     std::cout << std::endl;
   };
   if (!list.is_array() || list.empty()) {

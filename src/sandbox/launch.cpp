@@ -242,7 +242,7 @@ void adopt_earlier_image(const sfs::path& own_dir, const sfs::path& consumer_dir
 }  // namespace
 
 Result<Workspace> prepare_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms,
-                                          bool make) {
+                                          bool make, bool over_quota_ok) {
   auto own_dir = workspace_for(consumer);
   if (!own_dir) return own_dir.error();
   Workspace ws;
@@ -263,6 +263,11 @@ Result<Workspace> prepare_consumer_folder(const PeerId& consumer, std::string_vi
     if (mounter) {
       // The image's root is the provider's; each consumer's folder in it is the consumer's.
       auto image = WorkspaceImages::instance().ensure(*link_dir, *ws.quota_bytes, ::geteuid(), ::getegid(), *mounter);
+      if (!image && over_quota_ok && image.error().is(errc::too_large)) {
+        ws.quota_mode = "over quota";
+        ws.consumer_dir = ws.quota_dir / consumer.str();
+        return ws;
+      }
       if (!image) return image.error();
       ws.quota_mode = quota_mode_name(*mounter);
       ws.ns_holder = image->holder;

@@ -103,8 +103,11 @@ Result<Workspace> prepare_workspace(const PeerId& consumer, std::string_view lin
                                     const RunTerms& terms);
 // The consumer's folder alone (name, path and sync_state empty): what prepare_workspace does first.
 // With `make` false a folder not there yet is not made (consumer_dir names where it would be).
+// With `over_quota_ok`, where the link's files no longer fit an image of its quota (errc::too_large:
+// the quota was set or lowered after they were written), the folder comes unmounted (quota_mode
+// "over quota"): the consumer can still list and remove workspaces to get back under it.
 Result<Workspace> prepare_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms,
-                                          bool make = true);
+                                          bool make = true, bool over_quota_ok = false);
 // Whether prepare_consumer_folder would find anything there already (it makes what it lacks: an
 // image, for a mere listing, is not worth making).
 bool has_consumer_folder(const PeerId& consumer, std::string_view link_id, const RunTerms& terms);

@@ -68,10 +68,12 @@ Result<void> make_image(const sfs::path& dir, const sfs::path& img, std::uint64_
   mkfs.push_back(img.string());
   if (auto r = run_tool(mkfs); !r) {
     ::unlink(img.c_str());
-    if (populate)
-      return fail(errc::too_large, "the workspace holds more than its " + size_text(bytes) +
-                                       " disk quota allows (remove files, or raise --disk-quota): " + r.error().what());
-    return r.error();
+    if (!populate) return r.error();
+    // The tool's words are the provider's to read; the consumer is told what to do.
+    spdlog::warn("workspace {}: no image of {} holds its files: {}", dir.string(), size_text(bytes), r.error().what());
+    return fail(errc::too_large, "the workspaces on this link hold " + size_text(allocated_bytes(dir)) + ", more than its " +
+                                     size_text(bytes) + " disk quota: list them with `runsnack workspaces LINK` and "
+                                     "remove some (--remove NAME), or ask the provider to raise --disk-quota");
   }
   if (populate) {
     // Now inside the image: the copies underneath the mount would only take host disk.

@@ -24,8 +24,9 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
     auto removed = co_await fs::offload(stream->peer_name(), [&]() -> Result<void> {
       if (!has_consumer_folder(ctx.consumer, ctx.grant.id, terms))
         return fail(errc::not_found, "there is no workspace '" + *name + "' (runsnack workspaces LINK lists them)");
-      // Its quota image mounted and an earlier version's files adopted, as for any use.
-      auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms);
+      // Its quota image mounted and an earlier version's files adopted, as for any use; over
+      // the quota (no image holds the files), the files as they are: removing is the way back.
+      auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms, true, true);
       if (!folder) return folder.error();
       auto removed = remove_workspace(folder->consumer_dir, *name);
       if (removed) forget_kept_sync_state(sync_state_base(folder->consumer_dir, *name));
@@ -46,7 +47,7 @@ asio::awaitable<void> serve_workspaces(std::shared_ptr<MuxStream> stream, ExecCo
   // Walks of the consumer's folder and the link's: this consumer's work, in turn with others' (offload_queue.hpp).
   auto listed = co_await fs::offload(stream->peer_name(), [&]() -> Result<Listed> {
     if (!has_consumer_folder(ctx.consumer, ctx.grant.id, terms)) return Listed{};
-    auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms, false);
+    auto folder = prepare_consumer_folder(ctx.consumer, ctx.grant.id, terms, false, true);
     if (!folder) return folder.error();
     std::error_code ec;
     Listed out;
