@@ -2,6 +2,7 @@
 // the grants it made and of everything that happened to them.
 #include "cli/audit_view.hpp"
 #include "cli/command.hpp"
+#include "cli/serving_notice.hpp"
 #include "cli/state.hpp"
 #include "cli/text_column.hpp"
 #include "core/clock.hpp"
@@ -40,11 +41,19 @@ int list_links(bool json, bool all) {
   if (!live) return report(live.error());
   std::map<std::string, std::int64_t> live_by_grant;
   for (const auto& s : *live) ++live_by_grant[s.grant_id];
+  // Where they are served: every live link of this state by the one share that serves it.
+  auto dir = state_dir();
+  if (!dir) return report(dir.error());
+  auto serving = find_serving_share(*dir);
+  if (!serving) return report(serving.error());
+  const nlohmann::json served_by = *serving ? nlohmann::json{{"pid", (*serving)->pid}, {"listen", (*serving)->listen}}
+                                            : nlohmann::json(nullptr);
   auto now = SystemClock::instance().now();
   nlohmann::json out = nlohmann::json::array();
   for (const auto& g : *list) {
     out.push_back(grant_terms(g, now));
     out.back()["live_sessions"] = live_by_grant[g.id];
+    out.back()["served_by"] = out.back()["state"] == "active" ? served_by : nlohmann::json(nullptr);
   }
   if (json) {
     print_json(out);
@@ -81,6 +90,12 @@ int list_links(bool json, bool all) {
               << (g["expires"].is_null() ? std::string("never") : g["expires"].get<std::string>())
               << column(label.empty() ? "-" : printable(label), 24) << services << std::endl;
   }
+  if (*serving)
+    std::cout << "served by `runsnack share` (pid " << (*serving)->pid << ") on " << printable((*serving)->listen)
+              << " as " << (*serving)->peer.str() << std::endl;
+  else
+    std::cout << "not served now: consumers cannot connect until `runsnack share --serve-only` (or a new `share`) runs"
+              << std::endl;
   return 0;
 }
 
@@ -270,7 +285,7 @@ void add_grant_commands(CLI::App& app, ExitStatus& status) {
       "links", "List the links this machine has shared: consumers and how many more it takes, connections, live "
                "sessions, expiry, label");
   links->add_flag("--json", la->json,
-                  "One JSON array of grants (uses: consumers so far, of max_uses; uses_left; connections)");
+                  "One JSON array of grants (uses: consumers so far, of max_uses; uses_left; connections; served_by: {pid, listen} of the share serving an active link, null when none does)");
   links->add_flag("--all", la->all, "Include revoked and expired links");
   links->footer("CONSUMERS: the people (counted by their key) who have used the link, of `share --max-uses`;\n"
                 "LEFT: how many more it takes (a full link still lets its consumers in). CONNS: connections so far.");

@@ -160,6 +160,19 @@ int share(const ShareArgs& args) {
   if (!gpus) return report(gpus.error());
   if (auto ok = check_gpus_exist(*gpus); !ok) return report(ok.error());
   if (state_source() == StateSource::machine) return share_through_service(args, *gpus);
+  // One provider per state (as `tailscale serve` and ngrok attach to their one agent): a share already
+  // serving it makes this link, instead of another port whose link would die with this terminal.
+  {
+    auto dir = state_dir();
+    if (!dir) return report(dir.error());
+    auto serving = find_serving_share(*dir);
+    if (!serving) return report(serving.error());
+    if (*serving)
+      return share_through(args, *gpus, **serving, "the share already running here (pid " +
+                                                       std::to_string((*serving)->pid) + ")",
+                           "stop it and start `runsnack share --serve-only` with them, or use another state: "
+                           "RUNSNACK_HOME=DIR runsnack share ...");
+  }
   if (std::string refusal = memory_limit_refusal(args); !refusal.empty()) return report(refusal);
   auto listen = parse_listen(args.listen);
   if (!listen) return report(listen.error());
@@ -242,9 +255,10 @@ int share(const ShareArgs& args) {
   asio::signal_set signals(io, SIGINT, SIGTERM);
   nlohmann::json ready = {{"event", "ready"}, {"peer", identity->peer_id().str()},
                           {"listen", host.local_endpoint().address().to_string() + ":" + std::to_string(port)}};
-  // In the machine's state, `share` at a terminal hands its links to this process (serving_notice.hpp).
+  // A later `share` of this state hands its links to this process (serving_notice.hpp), and
+  // `links` says they are served here.
   std::optional<ServingNotice> notice;
-  if (state_is_machine_wide()) {
+  {
     auto dir = state_dir();
     if (!dir) return report(dir.error());
     auto published = ServingNotice::publish(*dir, {static_cast<long>(::getpid()), identity->peer_id(),
@@ -376,8 +390,10 @@ void add_share_command(CLI::App& app, ExitStatus& status) {
                   "HOST:PORT of a rendezvous, for consumers behind NAT (also RUNSNACK_RENDEZVOUS or config.json)");
   cmd->add_flag("--no-port-mapping", args->no_port_mapping, "Do not ask the router for a port mapping (UPnP/NAT-PMP)");
   cmd->footer(
-      "Every running `runsnack share` serves all of this machine's live links, so a restarted provider\n"
-      "keeps earlier links working (same listen address and port). Revoke a link with `runsnack revoke`.\n"
+      "One `runsnack share` serves all of this machine's live links: a second `share` while one runs makes\n"
+      "its link on the running one (and ends at once; `links` says where links are served), and a\n"
+      "restarted provider keeps earlier links working (same listen address and port). Revoke a link with\n"
+      "`runsnack revoke`.\n"
       "Where the Debian package is installed, root and members of group runsnack share through\n"
       "runsnack-share.service: the link is made in /var/lib/runsnack and served by the service\n"
       "(unless RUNSNACK_HOME is set; docs/INSTALL.md).\n"

@@ -161,9 +161,36 @@ void announce_link(const ShareArgs& args, const NewGrant& made, const std::strin
   if (isatty(STDOUT_FILENO) && !args.no_qr) std::cout << render_qr(text);
 }
 
+// The link made in this state's database and served by `serving`, which listens with its own
+// settings; this process ends. Nothing here listens or reads the server's key.
+int share_through(const ShareArgs& args, const std::vector<int>& gpus, const ServingShare& serving,
+                  const std::string& who, const std::string& settings_hint) {
+  if (!args.service_sets.empty())
+    std::cerr << "runsnack: " << args.service_sets << " ignored: " << who << " listens on " << serving.listen
+              << " with its own settings (" << settings_hint << ")" << std::endl;
+  nlohmann::json ready = {{"event", "ready"}, {"peer", serving.peer.str()}, {"listen", serving.listen},
+                          {"served_by", serving.pid}};
+  if (!args.serve_only) {
+    auto db = open_database();
+    if (!db) return report(db.error());
+    auto made = create_grant(args, gpus, *db);
+    if (!made) return report(made.error());
+    announce_link(args, *made, mint_link(serving.rendezvous, serving.candidates, serving.peer, made->grant.id, made->secret),
+                  ready);
+    if (!args.json)
+      std::cerr << "Link " << made->grant.id << " (" << expiry_note(args, made->grant) << ", "
+                << uses_note(made->grant) << ")"
+                << " is served by " << who << " as " << serving.peer.str()
+                << "; `runsnack revoke " << made->grant.id << "` ends it." << std::endl;
+  } else if (!args.json) {
+    std::cerr << "already served by " << who << std::endl;
+  }
+  if (args.json) print_json(ready);
+  return 0;
+}
+
 // `share` in the machine's state, chosen by the rule in core/paths.hpp (a user in group runsnack, or
-// root, with RUNSNACK_HOME unset): the link goes to the database that runsnack-share.service serves,
-// with the service's addresses, and this process ends; nothing here listens or reads the service's key.
+// root, with RUNSNACK_HOME unset): the link goes to the database that runsnack-share.service serves.
 int share_through_service(const ShareArgs& args, const std::vector<int>& gpus) {
   auto dir = state_dir();
   if (!dir) return report(dir.error());
@@ -173,29 +200,8 @@ int share_through_service(const ShareArgs& args, const std::vector<int>& gpus) {
     return report("nothing serves " + dir->string() +
                   ": start the service (sudo systemctl enable --now runsnack-share), or share with your own "
                   "state instead: RUNSNACK_HOME=~/.local/share/runsnack runsnack share ...");
-  const ServingShare& service = **serving;
-  if (!args.service_sets.empty())
-    std::cerr << "runsnack: " << args.service_sets << " ignored: runsnack-share.service listens on " << service.listen
-              << " with its own settings (RUNSNACK_SHARE_ARGS in /etc/default/runsnack)" << std::endl;
-  nlohmann::json ready = {{"event", "ready"}, {"peer", service.peer.str()}, {"listen", service.listen},
-                          {"served_by", service.pid}};
-  if (!args.serve_only) {
-    auto db = open_database();
-    if (!db) return report(db.error());
-    auto made = create_grant(args, gpus, *db);
-    if (!made) return report(made.error());
-    announce_link(args, *made, mint_link(service.rendezvous, service.candidates, service.peer, made->grant.id, made->secret),
-                  ready);
-    if (!args.json)
-      std::cerr << "Link " << made->grant.id << " (" << expiry_note(args, made->grant) << ", "
-                << uses_note(made->grant) << ")"
-                << " is served by runsnack-share.service (pid " << service.pid << ") as " << service.peer.str()
-                << "; `runsnack revoke " << made->grant.id << "` ends it." << std::endl;
-  } else if (!args.json) {
-    std::cerr << dir->string() << " is already served by runsnack-share.service (pid " << service.pid << ")" << std::endl;
-  }
-  if (args.json) print_json(ready);
-  return 0;
+  return share_through(args, gpus, **serving, "runsnack-share.service (pid " + std::to_string((*serving)->pid) + ")",
+                       "RUNSNACK_SHARE_ARGS in /etc/default/runsnack");
 }
 
 }  // namespace runsnack::cli

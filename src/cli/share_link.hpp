@@ -3,6 +3,7 @@
 // the command line's terms, the link text, and `share` through the service
 // that serves the machine's state (cmd_share.cpp serves links itself).
 
+#include "cli/serving_notice.hpp"
 #include "core/error.hpp"
 #include "crypto/peer_id.hpp"
 #include "link/endpoint.hpp"
@@ -86,6 +87,11 @@ void announce_link(const ShareArgs& args, const NewGrant& made, const std::strin
 // unset): the link is made in the database runsnack-share.service serves, with the service's
 // addresses (serving_notice.hpp), and the command returns; it never listens nor reads the
 // service's key. Fails with what to do when the service is not running.
+// The link made in this state's database for `serving`, the share that serves it (one provider per
+// state: a second `share` does not listen again), said to be `who`; `settings_hint` says where that
+// share's listening settings are chosen.
+int share_through(const ShareArgs& args, const std::vector<int>& gpus, const ServingShare& serving,
+                  const std::string& who, const std::string& settings_hint);
 int share_through_service(const ShareArgs& args, const std::vector<int>& gpus);
 
 }  // namespace runsnack::cli
