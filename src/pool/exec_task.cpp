@@ -105,7 +105,7 @@ bool drain_tail(int fd, std::string& into, std::size_t keep) {
 
 }  // namespace
 
-asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::function<asio::awaitable<void>()> tick) {
+asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::function<asio::awaitable<bool>()> tick) {
   using namespace asio::experimental::awaitable_operators;
   std::error_code ec;
   fs::path ws = req.task_dir / "workspace";
@@ -149,7 +149,7 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
   const auto start = std::chrono::steady_clock::now();
   auto last_tick = start;
   std::string stdout_data, stderr_tail;
-  bool out_open = true, err_open = true, stdout_over = false, timed_out = false;
+  bool out_open = true, err_open = true, stdout_over = false, timed_out = false, stopped = false;
   while (out_open || err_open) {
     timer.expires_after(std::chrono::milliseconds(250));
     if (out_open && err_open) co_await (out.async_wait(rd, tok) || err.async_wait(rd, tok) || timer.async_wait(tok));
@@ -163,14 +163,20 @@ asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest req, std::func
       if (cgroup) cgroup->kill_all();
       child->kill(SIGKILL);
     }
-    if (now - last_tick > std::chrono::seconds(1)) {
+    if (now - last_tick > std::chrono::seconds(1) && !stopped && !timed_out) {
       last_tick = now;
-      co_await tick();
+      const bool wanted = co_await tick();
+      if (!wanted) {  // the coordinator gave the task up: nothing it computes now counts
+        stopped = true;
+        if (cgroup) cgroup->kill_all();
+        child->kill(SIGKILL);
+      }
     }
   }
   exec::ExitInfo exit = co_await child->wait();
   cgroup.reset();  // kills any straggler, removes the group
   if (timed_out) co_return fail(errc::timeout, "the shard ran past its time limit");
+  if (stopped) co_return fail(errc::closed, "stopped: the coordinator no longer wants this task");
   if (stdout_over) co_return fail(errc::too_large, "stdout is over " + std::to_string(kMaxStdoutBytes) + " bytes");
   TaskOutput result;
   result.exit_code = exit.status;

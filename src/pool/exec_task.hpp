@@ -34,10 +34,11 @@ struct ExecTaskRequest {
 
 // Runs the shard in a cgroup of its own with the worker's limits (rlimits
 // where no cgroup can be made, as for `runsnack run`); `tick` is called
-// about every second while it runs (the worker heartbeats from there).
+// about every second while it runs (the worker heartbeats from there), and
+// its false stops the shard (errc::closed).
 // Errors: the sandbox could not start, the timeout passed (everything it
-// started is killed), or the outputs are over their limits.
+// started is killed), the coordinator stopped it, or the outputs are over their limits.
 boost::asio::awaitable<Result<TaskOutput>> run_exec_task(ExecTaskRequest request,
-                                                             std::function<boost::asio::awaitable<void>()> tick);
+                                                             std::function<boost::asio::awaitable<bool>()> tick);
 
 }  // namespace runsnack::pool

@@ -304,6 +304,9 @@ class PoolStore {
                             const std::string& reason, std::int64_t now_ms);
   // Gives back a lease just made by a claim, as if it had not been made.
   Result<void> unclaim(const std::string& task, std::int64_t attempt);
+  // Why attempt `attempt` of `task` is no longer `peer`'s lease (the task failed or was given up
+  // with its job, went back to the queue, or to someone else); nothing while it still is.
+  Result<std::optional<std::string>> lease_lost(const std::string& task, std::int64_t attempt, const std::string& peer);
   // A capped device hands back a lease of `peer`'s leased at or before
   // `started_by_ms` (it ran past its cap): pending again, its try not spent.
   // The task's job, or nothing when no such lease is live.

@@ -63,7 +63,8 @@ Result<void> PoolStore::give_up_job(const std::string& job, const std::string& r
   // Its leases left are results held for a quorum that cannot be decided.
   auto st = db_.prepare("UPDATE tasks SET state = 'failed', last_error = ? WHERE job = ? AND state = 'leased'");
   if (!st) return st.error();
-  if (auto r = st->bind(1, std::string_view("job failed")).bind(2, std::string_view(job)).run(); !r) return r;
+  const std::string why = "job failed: " + reason;  // what a worker still running one is told (its heartbeat)
+  if (auto r = st->bind(1, std::string_view(why)).bind(2, std::string_view(job)).run(); !r) return r;
   return tx->commit();
 }
 

@@ -130,6 +130,27 @@ Result<std::vector<LeasedTask>> PoolStore::claim_many(const std::string& device,
   return out;
 }
 
+Result<std::optional<std::string>> PoolStore::lease_lost(const std::string& task, std::int64_t attempt,
+                                                        const std::string& peer) {
+  auto st = db_.prepare("SELECT state, worker, attempts, last_error FROM tasks WHERE id = ?");
+  if (!st) return st.error();
+  st->bind(1, std::string_view(task));
+  std::optional<std::string> why = std::string("the task is gone");
+  auto read = for_each_row(*st, [&](Statement& r) {
+    const std::string state = r.column_text(0);
+    if (state == "leased" && r.column_optional_text(1).value_or("") == peer && r.column_int64(2) == attempt) {
+      why.reset();
+      return;
+    }
+    const std::string error = r.column_optional_text(3).value_or("");
+    why = state == "leased" || state == "pending" ? std::string("the task went to another device")
+          : error.empty()                         ? "the task is " + state
+                                                  : error;
+  });
+  if (!read) return read.error();
+  return why;
+}
+
 Result<void> PoolStore::unclaim(const std::string& task, std::int64_t attempt) {
   auto st = db_.prepare(
       "UPDATE tasks SET state = 'pending', attempts = attempts - 1, device = NULL, worker = NULL, lease_start = NULL, "

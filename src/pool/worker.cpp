@@ -479,10 +479,19 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     work.limits = w.opt.limits;
     std::cout << json{{"event", "task_started"}, {"task", task["id"]}}.dump() << std::endl;
     bool stream_ok = true;
-    work.tick = [&stream, &stream_ok]() -> asio::awaitable<void> {
-      const json heartbeat = {{"op", "heartbeat"}};
+    std::string stopped_why;  // the coordinator's, when it no longer wants the task
+    // The heartbeat names the task: the answer says when its lease is no longer ours (a round
+    // closed at its deadline, a cancelled job), so a hung script stops then, not at its own timeout.
+    const json heartbeat = {{"op", "heartbeat"}, {"task", task["id"]}, {"attempt", task["attempt"]}};
+    work.tick = [&stream, &stream_ok, &stopped_why, &heartbeat]() -> asio::awaitable<bool> {
       auto hb = co_await call(stream, heartbeat);
-      if (!hb) stream_ok = false;
+      if (!hb) {
+        stream_ok = false;
+        co_return true;  // the coordinator is out of reach: the work goes on, for the next session to deliver
+      }
+      if (!bool_or(*hb, "stop", false)) co_return true;
+      stopped_why = string_or(*hb, "why", "the coordinator no longer wants this task");
+      co_return false;
     };
     const fs::path task_dir = work.task_dir;
     Result<TaskOutput> out = fail(errc::unsupported, "this worker does not know the workload '" +
@@ -493,7 +502,9 @@ asio::awaitable<std::optional<int>> serve_session(Worker& w, Session& session) {
     }
     std::error_code ec;
     fs::remove_all(task_dir, ec);
-    if (!out) {
+    if (!stopped_why.empty()) {  // its lease is gone: neither a result nor a failure is owed
+      std::cout << json{{"event", "task_stopped"}, {"task", task["id"]}, {"why", stopped_why}}.dump() << std::endl;
+    } else if (!out) {
       w.unsent.push_back(
           Unsent{json{{"op", "failed"}, {"task", task["id"]}, {"attempt", task["attempt"]}, {"reason", out.error().what()}}, {}});
     } else {

@@ -47,7 +47,7 @@ json WorkerOps::handle(WorkerSession& s, const Moment& now, const json& req) {
   if (op == "register") return register_worker(s, now, req);
   if (op == "calibrated") return calibrated(s, now, req);
   if (s.device.empty()) return refusal("register first");
-  if (op == "heartbeat") return {{"ok", true}};
+  if (op == "heartbeat") return heartbeat(s, req);
   if (op == "claim") return claim(s, now, req);
   if (op == "results") return results(s, now, req);
   if (op == "input") return input(s, req);
@@ -133,6 +133,16 @@ json WorkerOps::calibrated(WorkerSession& s, const Moment& now, const json& req)
   on_event_({{"event", "device_registered"}, {"device", s.device}, {"score", score}, {"hint", pending.hint},
              {"price", pending.price}, {"network", networks_[s.device]}});
   return {{"ok", true}, {"score", score}};
+}
+
+json WorkerOps::heartbeat(const WorkerSession& s, const json& req) {
+  if (!req.contains("task")) return {{"ok", true}};
+  if (!req["task"].is_string() || !req.contains("attempt") || !req["attempt"].is_number_integer())
+    return refusal("a heartbeat's task is a task id with its attempt");
+  auto lost = store_.lease_lost(req["task"].get<std::string>(), req["attempt"].get<std::int64_t>(), s.peer);
+  if (!lost) return refuse(lost.error());
+  if (!*lost) return {{"ok", true}};
+  return {{"ok", true}, {"stop", true}, {"why", valid_utf8((*lost)->substr(0, 300))}};
 }
 
 json WorkerOps::claim(WorkerSession& s, const Moment& now, const json& req) {

@@ -107,6 +107,9 @@ class WorkerOps {
   nlohmann::json register_worker(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json calibrated(WorkerSession& s, const Moment& now, const nlohmann::json& req);
   nlohmann::json claim(WorkerSession& s, const Moment& now, const nlohmann::json& req);
+  // A heartbeat naming the task it runs is answered "stop" with why once its lease is no longer
+  // the worker's: a round closed at its deadline, a cancelled job (its script is then stopped).
+  nlohmann::json heartbeat(const WorkerSession& s, const nlohmann::json& req);
   // worker_inputs.cpp: a job's input for one of its tasks, and a stored file a chunk at a time.
   nlohmann::json input(WorkerSession& s, const nlohmann::json& req);
   nlohmann::json input_part(WorkerSession& s, const nlohmann::json& req);

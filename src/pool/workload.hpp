@@ -49,7 +49,9 @@ struct TaskWork {
   std::filesystem::path input_dir;        // the job's input files (may not exist)
   std::filesystem::path task_dir;         // a fresh folder for this task, removed afterwards
   std::vector<std::filesystem::path> hidden;  // kept out of any sandbox
-  std::function<boost::asio::awaitable<void>()> tick;  // call about every second (heartbeats)
+  // Call about every second (heartbeats): false when the coordinator no longer wants the task (its
+  // round closed at its deadline, its job was cancelled, its lease went to another device): stop it.
+  std::function<boost::asio::awaitable<bool>()> tick;
   TaskLimits limits;
 };
 

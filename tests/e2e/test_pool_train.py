@@ -148,8 +148,7 @@ class PoolTrainTest(TrainBase):
         """One shard's script hangs in round 1: the round closes at its --round-timeout with the other
         updates, unpaid for the hung one, and the training goes on."""
         self.start_pool()
-        for name in ("w1", "w2", "w3"):
-            self.start_worker(name, trusted=True)
+        workers = [self.start_worker(name, trusted=True) for name in ("w1", "w2", "w3")]
         root, alice = self.make_training(), self.user("alice")
         shutil.copy(os.path.join(HERE, "train", "hanging_train.py"), os.path.join(root, "script"))
         cp, lines, out = self.train(alice, root, "--workers", "3", "--rounds", "3", "--local-steps", "10",
@@ -158,6 +157,11 @@ class PoolTrainTest(TrainBase):
         rounds = [l for l in lines if l["event"] == "round"]
         self.assertEqual([(r["updates"], r["closed_by_deadline"]) for r in rounds], [(3, False), (2, True), (3, False)])
         self.assertEqual(lines[-1]["state"], "done")
+        # The worker of the hung shard is told at the deadline (its heartbeat's answer) and stops the script,
+        # instead of running it to its own task timeout (on main it was never told).
+        stopped = [e for w in workers for e in w.events() if e.get("event") == "task_stopped"]
+        self.assertEqual(len(stopped), 1, stopped)
+        self.assertIn("round deadline", stopped[0]["why"])
         self.audit_ok()
 
     def test_data_past_one_message_is_uploaded_in_chunks_and_each_worker_fetches_only_its_shard(self):

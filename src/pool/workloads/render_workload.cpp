@@ -204,7 +204,7 @@ class RenderWorkload final : public Workload {
       co_await timer.async_wait(asio::use_awaitable);
       if (std::chrono::steady_clock::now() - last_tick > std::chrono::seconds(1)) {
         last_tick = std::chrono::steady_clock::now();
-        co_await work.tick();
+        (void)co_await work.tick();  // the tracer's threads cannot be stopped: a late tile is refused
       }
     }
     Rendered done = rendering.get();
