@@ -38,7 +38,7 @@ asio::awaitable<void> attempt(Consumer& consumer, Link link, ConnectOptions opti
   } else {
     spdlog::debug("reconnect attempt: {}", session.error().what());
     race->plan.failed(session.error());
-    if (race->on_retry && !race->plan.finished() && transient_connect_error(session.error()))
+    if (race->on_retry && !race->plan.finished() && race->plan.retried(session.error()))
       race->on_retry(session.error());
   }
   race->wake.cancel();

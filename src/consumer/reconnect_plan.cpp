@@ -30,9 +30,13 @@ void ReconnectPlan::won() {
   if (!finished_) won_ = true;
 }
 
+bool ReconnectPlan::retried(const Error& e) const {
+  return transient_connect_error(e) || (policy_.retry_when_full && e.is(errc::exhausted));
+}
+
 void ReconnectPlan::failed(const Error& e) {
   --in_flight_;
-  if (transient_connect_error(e)) last_error_ = e;
+  if (retried(e)) last_error_ = e;
   else if (!refusal_) refusal_ = e;
 }
 

@@ -20,6 +20,11 @@ struct ReconnectPolicy {
   std::chrono::milliseconds every{1000};            // a new attempt this often while none has won
   std::chrono::milliseconds attempt_timeout{8000};  // each attempt's own deadline (ConnectOptions::timeout at most)
   int max_in_flight = 8;                             // attempts waiting at once
+  // A refusal for want of room (errc::exhausted: the link's --max-sessions, the provider's session
+  // limits) is tried again until give_up instead of ending the plan. For a reconnect after a loss:
+  // the lost session may still hold its place on the provider until the provider's keepalive lets
+  // it go (~16 s; a consumer that gave up first leaves it open, MuxConfig::quiet_when_lost).
+  bool retry_when_full = false;
 };
 
 // Whether a failed connect may succeed later (the provider away or
@@ -45,6 +50,9 @@ class ReconnectPlan {
   Step next(Time now, bool stop);
   void won();
   void failed(const Error& e);
+  // Whether a failed attempt's `e` leaves the plan going (transient_connect_error, or a full
+  // provider with retry_when_full).
+  bool retried(const Error& e) const;
 
   bool finished() const { return finished_; }
   int in_flight() const { return in_flight_; }

@@ -72,6 +72,26 @@ TEST(ReconnectPlan, ARefusalIsFinalEvenWithAttemptsRunning) {
   EXPECT_TRUE(plan.failure().is(errc::revoked));
 }
 
+// After a loss the lost session may hold the link's only place on the provider until the provider's
+// keepalive lets it go: with retry_when_full "too many sessions" is tried again; revoked is final.
+TEST(ReconnectPlan, AFullProviderIsTriedAgainWhenAsked) {
+  for (bool retry : {false, true}) {
+    ReconnectPolicy p = policy();
+    p.retry_when_full = retry;
+    ReconnectPlan plan(p, t0 + 60s);
+    plan.next(t0, false);
+    plan.failed(Error(errc::exhausted, "too many sessions on this link (1 allowed at once)"));
+    EXPECT_EQ(plan.next(t0 + 1s, false).action, retry ? Action::start_attempt : Action::finished);
+    if (!retry) {
+      EXPECT_TRUE(plan.failure().is(errc::exhausted));
+      continue;
+    }
+    plan.failed(Error(errc::revoked, "the link was revoked"));
+    EXPECT_EQ(plan.next(t0 + 1s, false).action, Action::finished);
+    EXPECT_TRUE(plan.failure().is(errc::revoked));
+  }
+}
+
 TEST(ReconnectPlan, TheFirstSessionWinsAndLaterOnesAreNotTaken) {
   ReconnectPlan plan(policy(), t0 + 60s);
   plan.next(t0, false);

@@ -15,7 +15,7 @@ constexpr int TCP_RTO_MAX_MS = 44;
 // nothing during an outage and finds the path again within a second.
 constexpr int kRtoMaxMs = 1000;
 // Unacknowledged data this long ends the connection: past the Mux keepalive's
-// 15-17.5 s (net/yamux_state.hpp), so that the keepalive is what notices.
+// 15-16.25 s (net/yamux_state.hpp), so that the keepalive is what notices.
 constexpr unsigned kUserTimeoutMs = 30000;
 // SYNs with data not yet accepted, per listener.
 constexpr int kFastOpenQueue = 64;

@@ -17,7 +17,7 @@
 //
 // With the cap, TCP's own give-up (tcp_retries2 retransmissions, modelled on
 // the capped backoff) would end a connection after ~13 s without an answer,
-// sooner than the session's keepalive (15-17.5 s) and with a different error;
+// sooner than the session's keepalive (15-16.25 s) and with a different error;
 // TCP_USER_TIMEOUT moves it past the keepalive, which then decides.
 
 #include <boost/asio/ip/tcp.hpp>

@@ -101,6 +101,10 @@ class AsioTlsTransport final : public Transport {
     stream_->lowest_layer().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     stream_->lowest_layer().close(ignored);
   }
+  void abandon() override {
+    boost::system::error_code ignored;
+    stream_->lowest_layer().cancel(ignored);
+  }
   asio::any_io_executor get_executor() override { return stream_->get_executor(); }
 
  private:
@@ -303,6 +307,11 @@ class TlsTransport final : public Transport {
     boost::system::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
+  }
+
+  void abandon() override {
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);
   }
 
   void trim() override {

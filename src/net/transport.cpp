@@ -33,6 +33,10 @@ class TcpTransport final : public Transport {
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
+  void abandon() override {
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);
+  }
   asio::any_io_executor get_executor() override { return socket_.get_executor(); }
 
  private:

@@ -41,6 +41,10 @@ class Transport {
   virtual boost::asio::awaitable<void> shutdown(PeerWait wait) = 0;
   // Closes now: pending operations fail. Idempotent.
   virtual void close() = 0;
+  // Pending operations fail and the connection is left alone: no close_notify, FIN or reset goes
+  // out until the Transport is destroyed (the socket closes then). For a session given up for
+  // silence whose peer must not read it as our end yet (MuxConfig::quiet_when_lost). Idempotent.
+  virtual void abandon() { close(); }
   // The connection has been quiet for a while: free buffers grown for bulk
   // transfers (they grow again when needed). The Mux calls it.
   virtual void trim() {}

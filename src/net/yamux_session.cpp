@@ -107,10 +107,21 @@ void Mux::close(PeerWait wait) {
   begin_close(Error(errc::closed, "yamux: session closed locally"), true);
 }
 
+void Mux::give_up(Error reason) {
+  if (!closing_) lost_ = silent_ = true;
+  begin_close(std::move(reason), false);
+  stop_transport();  // aborts a read or write that would never finish
+}
+
+void Mux::stop_transport() {
+  if (silent_ && config_.quiet_when_lost) transport_->abandon();
+  else transport_->close();
+}
+
 void Mux::finish() {
   if (done_) return;
   done_ = true;
-  transport_->close();
+  stop_transport();
   Error why = close_reason_.value_or(Error(errc::closed, "yamux: session ended"));
   // Copy: on_reset must not see the map change under it.
   std::vector<MuxStream*> streams;
@@ -147,6 +158,7 @@ asio::awaitable<void> Mux::writer() {
       co_await transport_->write(gather_);
     } catch (const boost::system::system_error& e) {
       write_since_.reset();
+      if (!closing_) lost_ = true;
       begin_close(Error(errc::io_error, std::string("yamux: write failed: ") + e.what()), false);
       break;
     }
@@ -208,6 +220,9 @@ asio::awaitable<void> Mux::reader() {
         // A refused connection is a transport's way to say the other side refused us (a refused
         // grant proof, session/pending_auth.hpp): the close reason carries it to whoever reports it.
         if (!eof && e.code() != asio::error::connection_refused) spdlog::warn("yamux: read failed: {}", e.what());
+        // An end of TLS (close_notify) is the peer's; a TCP end without it, a reset or a broken
+        // record is a fault the peer did not choose (lost()).
+        lost_ = !eof && e.code() != asio::error::connection_refused;
         begin_close(Error(eof ? errc::closed : errc::io_error,
                           eof ? "yamux: peer closed the connection"
                               : std::string("yamux: read failed: ") + e.what()),
@@ -329,8 +344,7 @@ asio::awaitable<void> Mux::keepalive() {
     auto now = Clock::now();
     if (write_since_ && now - *write_since_ > config_.write_timeout) {
       spdlog::warn("yamux: write stalled for {} ms, closing", config_.write_timeout.count());
-      begin_close(Error(errc::timeout, "yamux: write timed out (peer not reading)"), false);
-      transport_->close();  // aborts the stuck write; the writer then finishes
+      give_up(Error(errc::timeout, "yamux: write timed out (peer not reading)"));  // the writer then finishes
       continue;
     }
     if (closing_) continue;
@@ -348,8 +362,7 @@ asio::awaitable<void> Mux::keepalive() {
     flush_control();
     if (action == yamux::KeepaliveAction::dead) {
       spdlog::warn("yamux: peer silent, keepalive timed out");
-      begin_close(Error(errc::timeout, "yamux: keepalive timed out (peer silent)"), false);
-      transport_->close();  // aborts a read that would never finish
+      give_up(Error(errc::timeout, "yamux: keepalive timed out (peer silent)"));
     }
   }
 }

@@ -57,6 +57,12 @@ struct MuxConfig {
   // a message and stalls, keeping the session alive, cannot hold the reader
   // (and what it allocated) forever. Longer than an outage a session rides out.
   std::chrono::milliseconds message_stall{60000};
+  // A session given up for silence (keepalive or write timeout) leaves its connection open and
+  // unused until the Mux is destroyed (Transport::abandon) instead of closing it. A consumer's
+  // close would reach the provider as soon as the path is back, maybe before the new session's
+  // re-attach, and a FIN there means the consumer ended (services/exec/detached_commands.hpp
+  // then ends its command); left open, the provider sees only the silence and keeps the command.
+  bool quiet_when_lost = false;
 };
 
 class Mux : public std::enable_shared_from_this<Mux> {
@@ -99,6 +105,12 @@ class Mux : public std::enable_shared_from_this<Mux> {
   bool is_closed() const { return done_ || closing_ || state_.remote_go_away(); }
   // Why the session ended (empty while it runs).
   std::optional<Error> close_reason() const { return close_reason_; }
+  // The session ended without the peer saying so: it went silent (keepalive or write timeout), or
+  // its connection broke or ended without TLS close_notify, and no GoAway came first. A fault, not
+  // an end: the peer may still be there, and a new session can carry on (cli/cmd_run.cpp
+  // re-attaches). False after a GoAway or close_notify from the peer, close(), a protocol error,
+  // or a refused grant proof.
+  bool lost() const { return lost_ && !state_.remote_go_away(); }
   boost::asio::any_io_executor get_executor() { return executor_; }
 
  private:
@@ -127,6 +139,11 @@ class Mux : public std::enable_shared_from_this<Mux> {
   void flush_control(bool replies = false);  // enqueues ctrl_ (the state machine's frames)
   // Starts ending the session: graceful flushes the queue (with a GoAway) first.
   void begin_close(Error reason, bool graceful);
+  // The peer went silent (keepalive or write timeout): ends the session as lost and stops the
+  // transport (closed, or abandoned with quiet_when_lost) so that a read or write that would
+  // never finish does.
+  void give_up(Error reason);
+  void stop_transport();
   void finish();  // transport closed: fail every stream and waiter
 
   std::unique_ptr<Transport> transport_;
@@ -169,6 +186,8 @@ class Mux : public std::enable_shared_from_this<Mux> {
   bool graceful_ = false;
   PeerWait close_wait_ = PeerWait::up_to_a_second;
   bool done_ = false;
+  bool lost_ = false;    // see lost()
+  bool silent_ = false;  // given up for silence (give_up)
   std::optional<Error> close_reason_;
   std::atomic<std::uint64_t> bytes_in_{0};
   std::atomic<std::uint64_t> bytes_out_{0};

@@ -4,6 +4,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -420,6 +421,84 @@ TEST(YamuxSession, AWriteWhileTheSessionEndsFailsWithItsReason) {
     while (!failed) co_await sleep(1ms);
     EXPECT_TRUE(failed->is(errc::timeout)) << failed->what();
   }, 5s);
+}
+
+// Reads what arrives on `s` until its end (EOF or an error): true once it ended.
+awaitable<bool> read_to_end(tcp::socket& s) {
+  std::uint8_t buf[4096];
+  for (;;) {
+    auto [ec, n] = co_await s.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return true;
+  }
+}
+
+// Whether the connection `s` ends (EOF or reset) within `within`.
+awaitable<bool> ends_within(tcp::socket& s, std::chrono::milliseconds within) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, within);
+  auto first = co_await (read_to_end(s) || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  co_return first.index() == 0;
+}
+
+// lost(): the session ended without the peer saying so, a fault a consumer recovers from by
+// reconnecting (cli/cmd_run.cpp). An end the peer said (its GoAway) is not one, even when the
+// connection then breaks.
+TEST(YamuxSession, LostOnlyWhenThePeerDidNotEndTheSession) {
+  {  // close(): GoAway, then the end of the connection, on both sides.
+    asio::io_context io;
+    Pair p(io);
+    run_test(io, [&]() -> awaitable<void> {
+      p.client->close();
+      while (!p.client_done || !p.server_done) co_await sleep(5ms);
+      EXPECT_FALSE(p.client->lost());
+      EXPECT_FALSE(p.server->lost());
+    });
+  }
+  for (bool go_away_first : {false, true}) {  // the connection reset under it
+    asio::io_context io;
+    auto [peer, b] = socket_pair(io);
+    auto mux = Mux::create(make_tcp_transport(std::move(b)), yamux::Role::server, test_config());
+    run_test(io, [&]() -> awaitable<void> {
+      bool ended = false;
+      asio::co_spawn(io, mux->run(), [&](std::exception_ptr) { ended = true; });
+      if (go_away_first) {
+        auto go_away = yamux::encode_header({yamux::FrameType::go_away, 0, 0, 0});
+        co_await asio::async_write(peer, asio::buffer(go_away), asio::use_awaitable);
+        while (!mux->is_closed()) co_await sleep(1ms);
+      }
+      peer.set_option(asio::socket_base::linger(true, 0));
+      peer.close();  // a reset
+      while (!ended) co_await sleep(1ms);
+      EXPECT_EQ(mux->lost(), !go_away_first) << (mux->close_reason() ? mux->close_reason()->what() : "");
+    });
+  }
+}
+
+// A session given up for silence is lost; with quiet_when_lost (a consumer's) its connection
+// stays open, unused, until the Mux is destroyed, so that the provider does not read a FIN from
+// it as the consumer's end before the new session re-attached (services/exec/detached_commands.hpp).
+// Without it the connection ends at once.
+TEST(YamuxSession, QuietWhenLostLeavesTheConnectionOpenUntilDestroyed) {
+  for (bool quiet : {true, false}) {
+    asio::io_context io;
+    MuxConfig config;
+    config.limits.keepalive_interval = 100ms;
+    config.limits.keepalive_timeout = 100ms;
+    config.quiet_when_lost = quiet;
+    auto [peer, b] = socket_pair(io);  // its kernel acknowledges; nobody answers the pings
+    auto mux = Mux::create(make_tcp_transport(std::move(b)), yamux::Role::client, config);
+    run_test(io, [&]() -> awaitable<void> {
+      co_await mux->run();
+      EXPECT_TRUE(mux->lost());
+      EXPECT_TRUE(mux->close_reason() && mux->close_reason()->is(errc::timeout));
+      const bool ended = co_await ends_within(peer, 500ms);  // named: GCC 12 and co_await in a macro
+      EXPECT_EQ(ended, !quiet) << "quiet_when_lost " << quiet;
+      if (!quiet) co_return;
+      mux.reset();  // the connection closes with it
+      const bool ended_with_it = co_await ends_within(peer, 2000ms);
+      EXPECT_TRUE(ended_with_it);
+    }, 5s);
+  }
 }
 
 // A raw TCP peer sends `bytes`; the Mux must answer GoAway(protocol error) and close.

@@ -47,10 +47,12 @@ struct MuxLimits {
   // Below this the RTT is not trusted for auto-tuning: an idle-link RTT on
   // loopback (tens of microseconds) says nothing about a loaded one.
   std::chrono::microseconds min_tuning_rtt{1000};
-  std::chrono::milliseconds keepalive_interval{5000};  // quiet time before we ping
-  // Then silence this long = dead: 15-17 s in all, so that a session rides out
-  // a 10 s path outage (its TCP resumes within ~1 s after, net/tcp_tuning.hpp).
-  std::chrono::milliseconds keepalive_timeout{10000};
+  std::chrono::milliseconds keepalive_interval{2500};  // quiet time before we ping
+  // Then no answer this long = dead: 15-16.25 s of silence in all (the Mux
+  // checks every interval / 4). Counted from the ping, which may go out just
+  // as a path outage begins: 12.5 s rides out a 10 s outage, whose TCP resumes
+  // within ~1 s after (net/tcp_tuning.hpp), whichever side pinged last.
+  std::chrono::milliseconds keepalive_timeout{12500};
 };
 
 // A reason the connection must end; the GoAway to send is already queued.

@@ -272,6 +272,39 @@ TEST(TlsTransport, TrimKeepsTheStreamExact) {
 
 // ------------------------------------------------------------ the Mux over TLS
 
+// Over TLS the peer's end is its close_notify: the session is over, not lost(). A TCP end without
+// it (a peer whose keepalive gave up and closed, or a killed one) is lost(): a consumer reconnects
+// from that (cli/cmd_run.cpp).
+TEST(YamuxTls, AnEndWithoutCloseNotifyIsLost) {
+  for (bool close_notify : {true, false}) {
+    asio::io_context io;
+    TlsPair pair(io);
+    bool done = false;
+    asio::co_spawn(io, [&]() -> awaitable<void> {
+      co_await pair.handshake();
+      auto client = Mux::create(make_tls_transport(std::move(pair.client)), yamux::Role::client);
+      auto peer = make_tls_transport(std::move(pair.server));  // a bare TLS peer
+      bool ended = false;
+      asio::co_spawn(io, client->run(), [&](std::exception_ptr) { ended = true; });
+      std::uint8_t ping[12];  // the Mux's first ping: read, so that the close below is a FIN, not a reset
+      for (std::size_t got = 0; got < sizeof ping;)
+        got += co_await peer->read_some(asio::buffer(ping + got, sizeof ping - got));
+      if (close_notify) co_await peer->shutdown(PeerWait::none);
+      else peer->close();
+      while (!ended) {
+        asio::steady_timer t(io, 1ms);
+        co_await t.async_wait(asio::use_awaitable);
+      }
+      EXPECT_EQ(client->lost(), !close_notify)
+          << "close_notify " << close_notify << ": " << (client->close_reason() ? client->close_reason()->what() : "");
+      peer->close();
+      done = true;
+    }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+    io.run_for(10s);
+    EXPECT_TRUE(done);
+  }
+}
+
 TEST(YamuxTls, StreamsOverTls) {
   asio::io_context io;
   auto server_ctx = make_context(true);

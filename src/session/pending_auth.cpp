@@ -54,6 +54,7 @@ class AnswerFirst final : public Transport {
   }
   asio::awaitable<void> shutdown(PeerWait wait) override { co_await inner_->shutdown(wait); }
   void close() override { inner_->close(); }
+  void abandon() override { inner_->abandon(); }
   void trim() override { inner_->trim(); }
   asio::any_io_executor get_executor() override { return inner_->get_executor(); }
 

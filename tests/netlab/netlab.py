@@ -214,6 +214,22 @@ class WanLab:
         for src, dst in (("203.0.113.0/24", "198.51.100.0/24"), ("198.51.100.0/24", "203.0.113.0/24")):
             self._nsx("router", "iptables", op, "FORWARD", "-s", src, "-d", dst, "-j", "DROP")
 
+    def drop_data(self, sender, dropped=True):
+        """The router drops consumer <-> provider TCP segments that carry data from `sender` ("consumer" or
+        "provider"), in that direction only; its pure ACKs (and SYNs, FINs) pass. So the other side's data
+        still flows and is acknowledged while nothing `sender` says arrives: one side goes silent to the
+        other, at its keepalive's edge. A data segment of a session is at least 86 bytes (IP 20 + TCP 32 with
+        timestamps + a TLS record of 34 for the smallest yamux frame); a pure ACK at most 80 (40 of options).
+        Removing a rule that is not there is not an error."""
+        src, dst = (CONSUMER_ADDR, PROVIDER_ADDR) if sender == "consumer" else (PROVIDER_ADDR, CONSUMER_ADDR)
+        rule = ["FORWARD", "-p", "tcp", "-s", src, "-d", dst, "-m", "length", "--length", "81:65535", "-j", "DROP"]
+        if dropped:
+            self._nsx("router", "iptables", "-A", *rule)
+        else:
+            while subprocess.run(["ip", "netns", "exec", self.ns["router"], "iptables", "-D", *rule],
+                                 capture_output=True).returncode == 0:
+                pass  # until none is left
+
     def info(self):
         return {"preset": self.preset, "namespaces": self.ns, "addresses": self.addr,
                 "router_lan": ROUTER_LAN_ADDR, "control": self.control_path, "outage_s": self.outage_s,

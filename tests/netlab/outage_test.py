@@ -243,7 +243,7 @@ class Case:
         run_lines.wait_for(lambda l: l == "20", 120, "the command's output")
         end = self.blackhole(LONG_OUTAGE_S)
         if prog:
-            # The session is given up 15-17.5 s into the silence; the program's next CUDA call fails.
+            # The session is given up 15-16.25 s into the silence; the program's next CUDA call fails.
             rc = prog.wait(timeout=LONG_OUTAGE_S + 30)
             log = open(os.path.join(self.tmp, "cuda-lost.log"), errors="replace").read()
             assert rc != 0, "the cuda program succeeded although its session was lost"
