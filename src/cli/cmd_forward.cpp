@@ -4,6 +4,7 @@
 // background, and connections accepted meanwhile wait for it.
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/session_end.hpp"
 #include "cli/state.hpp"
 #include "core/printable.hpp"
 #include "consumer/consumer.hpp"
@@ -61,6 +62,7 @@ struct ForwardState {
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   bool stopping = false;
   std::optional<std::string> refusal;  // why the provider would not make a new session
+  std::optional<std::string> ended;    // why the provider ended the session, when it said so
   std::uint64_t next_id = 1;
   std::size_t pending_opens = 0;
 
@@ -104,10 +106,19 @@ asio::awaitable<void> keep_session(std::shared_ptr<ForwardState> state) {
       co_await sleep_for(kPoll);
       continue;
     }
+    // The provider's goodbye (session/goodbye.hpp): a kick, revocation or expiry is meant, and a new
+    // session would undo a kick; a provider that stopped sharing may come back (a restart).
+    const std::optional<Goodbye> goodbye = state->session ? state->session->goodbye() : std::nullopt;
+    if (goodbye && goodbye->ended != kEndedProviderStopped) {
+      state->event(session_end_json(*state->session));
+      state->ended = session_end_text(*state->session);
+      state->stop();
+      break;
+    }
     auto why = state->session ? state->session->mux().close_reason() : std::nullopt;
-    const std::string reason = why ? why->what() : std::string("session closed");
+    const std::string reason = goodbye ? goodbye->message : why ? why->what() : std::string("session closed");
     state->session.reset();
-    state->event({{"event", "session_lost"}, {"reason", reason}});
+    state->event({{"event", "session_lost"}, {"reason", reason}, {"ended", goodbye ? goodbye->ended : "lost"}});
     if (!state->json) std::cerr << "session lost (" << printable(reason) << "); reconnecting..." << std::endl;
     ReconnectOptions again;
     again.connect = state->connect;
@@ -298,6 +309,7 @@ asio::awaitable<int> run_forward(std::shared_ptr<ForwardState> state, ForwardArg
   for (std::size_t i = 0; i < state->acceptors.size(); ++i)
     asio::co_spawn(ex, accept_loop(state, state->acceptors[i].get(), targets[i]), log_exception);
   co_await keep_session(state);
+  if (state->ended) co_return report(*state->ended);
   if (state->refusal) co_return report("the provider refused a new session (" + *state->refusal + "): forwarding stopped");
   co_return 0;
 }

@@ -2,6 +2,7 @@
 // `runsnack gpus` (this machine's GPUs, as a provider would share them).
 #include "cli/command.hpp"
 #include "cli/link_arg.hpp"
+#include "cli/session_end.hpp"
 #include "cli/session_runner.hpp"
 #include "core/json_fields.hpp"
 #include "core/printable.hpp"
@@ -94,24 +95,21 @@ struct InfoArgs {
   std::uint64_t probe_bytes = 0;  // tests and benchmarks: move this many bytes and report their SHA-256
 };
 
-// A session that ended under us (revoked, expired, provider gone) reads better
-// than the stream error it caused.
-Error explain_end(Session& session, Error error) {
-  if (!session.mux().is_closed()) return error;
-  auto why = session.mux().close_reason();
-  return Error(errc::closed, "the session ended" + (why ? " (" + why->what() + ")" : std::string()) +
-                                 ": the provider stopped, or revoked the link, or it expired");
-}
-
 int info(const InfoArgs& args) {
   SessionCommand command;
   command.link_arg = args.link;
   command.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
   const auto started = std::chrono::steady_clock::now();
   command.body = [&args, started](Session& session) -> asio::awaitable<int> {
+    // A session that ended under us (kicked, revoked, expired, provider gone) reads better than the
+    // stream error it caused; --json says why in a last object.
+    auto ended = [&](Error error) {
+      if (args.json && session.mux().is_closed()) print_json(session_end_json(session));
+      return report(explain_session_end(session, std::move(error)));
+    };
     if (args.probe_bytes > 0) {
       auto t = co_await fetch_probe_bytes(session, args.probe_bytes);
-      if (!t) co_return report(explain_end(session, t.error()));
+      if (!t) co_return ended(t.error());
       double since_start =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count() -
           t->seconds * 1000;
@@ -130,7 +128,7 @@ int info(const InfoArgs& args) {
       InfoOptions options;
       options.bandwidth = !bandwidth;
       auto result = co_await fetch_info(session, options);
-      if (!result) co_return report(explain_end(session, result.error()));
+      if (!result) co_return ended(result.error());
       if (!bandwidth) bandwidth = number_or(*result, "bandwidth_mbps", 0.0);
       (*result)["bandwidth_mbps"] = *bandwidth;
       if (args.json) print_json(*result);
@@ -146,7 +144,7 @@ int info(const InfoArgs& args) {
                                                                          until - std::chrono::steady_clock::now()));
         co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
       }
-      if (session.mux().is_closed()) co_return report(explain_end(session, Error(errc::closed, "session closed")));
+      if (session.mux().is_closed()) co_return ended(Error(errc::closed, "session closed"));
     }
   };
   return run_session_command(command);

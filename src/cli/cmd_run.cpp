@@ -7,6 +7,7 @@
 #include "cli/command_words.hpp"
 #include "cli/link_arg.hpp"
 #include "cli/run_input.hpp"
+#include "cli/session_end.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/transfers.hpp"
 #include "cli/workspace_arg.hpp"
@@ -16,6 +17,7 @@
 #include "core/printable.hpp"
 #include "services/exec/detached_commands.hpp"
 #include "services/exec/exec_service.hpp"
+#include "services/exec/usage_budget.hpp"
 #include "sandbox/run_terms.hpp"
 #include "fs/path_rules.hpp"
 #include "fs/tree_scan.hpp"
@@ -109,6 +111,30 @@ asio::awaitable<void> forward_signals(std::shared_ptr<RunInput> input, std::shar
                                           : "\nrunsnack: killing the remote command\n");
     input->signal(remote);
   }
+}
+
+// One JSON line on stderr (run's stdout is the command's).
+void print_json_line(const nlohmann::json& j) {
+  std::cerr << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+}
+
+// What the command left changed in the workspace (the exit message's "changed", services/exec/workspace_changes.hpp),
+// said when nothing was pulled: it stays there otherwise. A few paths named, the rest counted.
+void print_remote_changes(const nlohmann::json& changed) {
+  constexpr std::size_t kNamed = 5;
+  const auto files = int_or(changed, "files", 0);
+  if (files <= 0) return;
+  std::vector<std::string> paths;
+  for (const auto& p : field_or(changed, "paths", nlohmann::json::array()))
+    if (p.is_string()) paths.push_back(printable(p.get<std::string>()));
+  const std::size_t named = std::min(paths.size(), kNamed);
+  std::string names;
+  for (std::size_t i = 0; i < named; ++i) names += (i ? ", " : "") + paths[i];
+  if (named > 0 && static_cast<std::int64_t>(named) < files) names += ", ...";
+  std::cerr << "runsnack: " << (bool_or(changed, "complete", true) ? "" : "at least ") << files
+            << (files == 1 ? " file" : " files") << " changed in the remote workspace"
+            << (names.empty() ? "" : " (" + names + ")")
+            << " and stay there: add --pull PATH to bring them here, or `runsnack cp LINK remote:PATH .`" << std::endl;
 }
 
 void write_all(int fd, const std::vector<std::uint8_t>& data) {
@@ -208,19 +234,27 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
   asio::co_spawn(executor, forward_signals(input, signals), asio::detached);
   int status = -1;
   std::string failure;
+  std::string exit_reason;                // why the provider stopped the command ("" when it ended by itself)
+  std::optional<nlohmann::json> changed;  // from the exit message (an older provider sends none)
+  std::string stop_reason, stop_notice;    // why the provider stopped it (a limit, a budget), what it saw on the way
   for (;;) {
     auto f = co_await fs::read_frame(**stream);
     if (!f) {
-      const auto why = session.mux().close_reason();
-      if (why && why->is(errc::timeout) && !attach.token.empty()) {
+      // Lost with no word from the provider (silence, or a connection cut or ended without its
+      // goodbye, GoAway or close_notify: Mux::lost): a fault, not an end. The provider keeps the
+      // command (services/exec/detached_commands.hpp) and a new session re-attaches to it; only
+      // an end the provider said (or its refusal of the new session) is final.
+      if (session.mux().lost() && !session.goodbye() && !attach.token.empty()) {
         signals->cancel();
         end_input();
-        std::cerr << "runsnack: the session went silent (" << why->what()
-                  << "); the remote command keeps running, re-attaching..." << std::endl;
+        const auto why = session.mux().close_reason();
+        std::cerr << "runsnack: the session dropped ("
+                  << (why ? why->what() : std::string("no reason")) << "); the remote command keeps running, "
+                  << "re-attaching..." << std::endl;
         co_return kReconnect;
       }
-      failure = session.mux().is_closed() ? "the session ended (the provider stopped, or revoked the link, or it expired)"
-                                          : f.error().what();
+      if (session.mux().is_closed() && args.json) print_json_line(session_end_json(session));
+      failure = session.mux().is_closed() ? session_end_text(session) : f.error().what();
       break;
     }
     if (f->type == fs::FrameType::out) {
@@ -255,13 +289,18 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
       if ((*j)["type"] == "exit") {
         status = int_or(*j, "status", 1);
         std::string reason = string_or(*j, "reason");
-        if (reason.starts_with("the command was stopped")) std::cerr << "runsnack: " << printable(reason) << std::endl;
+        exit_reason = reason;
+        if (reason.starts_with("the command was stopped") || reason.starts_with("out of memory") ||
+            reason.starts_with("the process limit") || reason.starts_with(exec::kBudgetSpent))
+          std::cerr << "runsnack: " << printable(reason) << std::endl;
         else if (!reason.empty()) std::cerr << "runsnack: remote command stopped: " << printable(reason) << std::endl;
         // A command the provider could not start (not found: 127; not executable: 126), in one line.
         const std::string message = string_or(*j, "message");
         if (!message.empty()) std::cerr << "runsnack: " << printable(message) << std::endl;
         const std::string notice = string_or(*j, "notice");
         if (!notice.empty()) std::cerr << "runsnack: " << printable(notice) << std::endl;
+        stop_reason = reason, stop_notice = notice;
+        if (j->contains("changed") && (*j)["changed"].is_object()) changed = (*j)["changed"];
         break;
       }
     }
@@ -278,6 +317,16 @@ asio::awaitable<int> run_body(const RunArgs& args, SyncSource& source, AttachSta
     limits->asked = args.pull;  // nothing else may land in this folder
     auto stats = co_await download(session, exec::kServiceRun, pull_args, source.root.get(), *limits);
     if (!stats) co_return report(Error(stats.error().code, "pull failed: " + stats.error().what()));
+  }
+  if (args.json) {
+    nlohmann::json line = {{"event", "exit"}, {"status", status}};
+    if (!exit_reason.empty()) line["reason"] = exit_reason;
+    if (changed) line["changed"] = *changed;
+    if (!stop_reason.empty()) line["reason"] = stop_reason;
+    if (!stop_notice.empty()) line["notice"] = stop_notice;
+    print_json_line(line);
+  } else if (args.pull.empty() && changed) {
+    print_remote_changes(*changed);
   }
   co_return status;
 }
@@ -347,7 +396,11 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
   cmd->add_option("--max-pull", args->max_pull,
                   "Refuse a pull that would write more file data than this here, e.g. 500M, 50G (default 10G; holes "
                   "of sparse files do not count)");
-  cmd->add_flag("--json", args->json, "Also print the sync's counters as one JSON line on stderr (stdout is the command's)");
+  cmd->add_flag("--json", args->json,
+                "Also print JSON lines on stderr (stdout is the command's): the sync's counters, then "
+                "{\"event\":\"exit\",\"status\":N,\"changed\":{\"files\":N,\"paths\":[...]}}, or "
+                "{\"event\":\"session_ended\",\"ended\":\"kicked\"|\"revoked\"|\"expired\"|...} when the provider "
+                "ended the session");
   cmd->add_flag("--no-stdin,-n", args->no_stdin,
                 "Do not send stdin: the command reads an empty input (as ssh -n; for a run inside a loop that reads "
                 "the loop's input)");
@@ -356,6 +409,10 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
               "remote command; a second Ctrl-C kills it. stdin reaches the command when it is not a terminal\n"
               "(echo x | runsnack run LINK -- cat prints x; its end is the command's end of input), as with ssh\n"
               "and docker run -i; a terminal stays yours (the command reads an empty input), as does --no-stdin.\n"
+              "A connection lost under the command (an outage longer than ~11 s, whichever side noticed it\n"
+              "first, or a connection that ended without the provider saying why) is not its end: run makes a\n"
+              "new session and re-attaches to the command, which the provider keeps for 120 s, and its output\n"
+              "goes on from where it stopped. Only an end the provider says (or its refusal) is final.\n"
               ".gitignore and .runsnackignore rules apply to the sync; .venv/, venv/, __pycache__/ and\n"
               "node_modules/ stay here by default (one line says so; a \"!.venv/\" line in .runsnackignore sends\n"
               "one), and so does .git/. Symlinks travel as symlinks, also those that point outside the folder\n"
@@ -368,6 +425,12 @@ void add_run_commands(CLI::App& app, ExitStatus& status) {
               "(--pull out/sub/f.txt writes ./out/sub/f.txt); a path with .. or a symlink on its way that leads\n"
               "out of the workspace is refused (and logged by the provider), and so is a pulled symlink that\n"
               "resolves outside this folder (through other symlinks too).\n"
+              "What the command writes stays in the workspace unless --pull copies it here: without --pull, one\n"
+              "line at the end names the files it changed there (runsnack: 3 files changed in the remote\n"
+              "workspace (out.csv, ...)); runsnack cp LINK remote:PATH . fetches them later.\n"
+              "When the provider ends the session (kick, revoke, expiry, share stopped), one line says which\n"
+              "and what to do next, e.g. runsnack: the provider ended this session (link revoked); ask the\n"
+              "provider for a new link.\n"
               "Each project folder has a workspace of its own on the provider (named after the folder, e.g.\n"
               "train-3f9a2c41): a sync deletes only in that one. --workspace NAME picks another; runsnack\n"
               "workspaces LINK lists yours, with their sizes.\n"

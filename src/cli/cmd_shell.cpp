@@ -6,6 +6,7 @@
 
 #include "cli/link_arg.hpp"
 #include "cli/raw_terminal.hpp"
+#include "cli/session_end.hpp"
 #include "cli/session_runner.hpp"
 #include "cli/workspace_arg.hpp"
 #include "core/json_fields.hpp"
@@ -120,8 +121,7 @@ asio::awaitable<int> shell_body(Session& session, const std::string& workspace) 
   for (;;) {
     auto f = co_await fs::read_frame(*stream);
     if (!f) {
-      failure = session.mux().is_closed() ? "the session ended (the provider stopped, or revoked the link, or it expired)"
-                                          : f.error().what();
+      failure = session.mux().is_closed() ? session_end_text(session) : f.error().what();
       break;
     }
     if (f->type == fs::FrameType::out) {

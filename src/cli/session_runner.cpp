@@ -37,6 +37,10 @@ int run_session_command(const SessionCommand& command) {
         ConnectOptions first = options;
         first.pipelined_proof = command.pipelined_proof;
         auto session = co_await (*consumer)->connect(*link, first);
+        // The session lost last, held until the next body is done: its connection stays open
+        // (MuxConfig::quiet_when_lost), so the provider hears no end from us before that body
+        // re-attached (cmd_run.cpp).
+        std::unique_ptr<Session> lost;
         while (true) {
           if (!session) {
             exit_code = report(session.error());
@@ -48,6 +52,8 @@ int run_session_command(const SessionCommand& command) {
           ReconnectOptions again;
           again.connect = options;
           again.give_up = std::chrono::steady_clock::now() + command.reconnect_for;
+          again.policy.retry_when_full = true;  // the session we lost may still hold its place there
+          lost = std::move(*session);
           session = co_await reconnect(**consumer, *link, std::move(again));
         }
       },

@@ -170,16 +170,22 @@ asio::awaitable<Result<std::unique_ptr<Session>>> Consumer::connect(const Link& 
   info.remote_address = dialed->endpoint.str();
   info.setup = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
-  // A consumer opens streams and accepts none: a provider's SYNs are refused
-  // (so it cannot park data in an accept backlog nobody drains).
+  // A consumer opens streams and accepts one, the provider's goodbye, which hear_goodbye reads at once
+  // (session/goodbye_exchange.hpp); a provider's SYNs past it are refused (so it cannot park data
+  // in an accept backlog nobody drains).
   cap_retransmit_backoff(dialed->stream->next_layer());  // resume within ~1 s of an outage's end
   MuxConfig config;
-  config.limits.accept_backlog = 0;
+  config.limits.accept_backlog = 1;
+  // Given up for silence, the connection stays open, unused, while the session object lasts: the
+  // provider keeps a command for a re-attach after silence, not after our FIN (MuxConfig::quiet_when_lost).
+  config.quiet_when_lost = true;
   // The provider's answer to the proof comes first on the connection: the mux's reader takes it.
   auto auth = std::make_shared<PendingAuth>(ex);
   auto mux = Mux::create(answer_first(make_tls_transport(std::move(dialed->stream)), auth), yamux::Role::client, config);
   asio::co_spawn(ex, run_mux(mux), log_exceptions("session"));
-  auto session = std::make_unique<Session>(std::move(mux), std::move(info), auth);
+  auto heard = std::make_shared<HeardGoodbye>();
+  asio::co_spawn(ex, hear_goodbye(mux, heard), log_exceptions("goodbye"));
+  auto session = std::make_unique<Session>(std::move(mux), std::move(info), auth, std::move(heard));
   if (options.pipelined_proof) {
     asio::co_spawn(ex, end_unanswered(std::weak_ptr<Mux>(session->shared_mux()), auth, remaining), asio::detached);
     co_return session;

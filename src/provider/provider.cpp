@@ -10,6 +10,7 @@
 #include "net/tls_stream.hpp"
 #include "net/transport.hpp"
 #include "provider/admission.hpp"
+#include "session/goodbye_exchange.hpp"
 #include "session/handshake.hpp"
 #include "session/session.hpp"
 
@@ -42,6 +43,8 @@ struct Provider::LiveSession {
   std::shared_ptr<Mux> mux;
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   std::string end_reason;  // set when the provider ends it
+  std::string ended;       // why, in a word (session/goodbye.hpp: kEnded*), with end_reason
+  bool hears_goodbye = false;  // its consumer said so in its grant proof
   std::set<std::string> services_noted;  // in its `sessions` row (store/session_store.hpp)
 };
 
@@ -255,7 +258,8 @@ void Provider::stop() {
     boost::system::error_code ignored;
     stream->lowest_layer().close(ignored);
   }
-  for (auto& [id, live] : sessions_) live->mux->close();
+  for (auto& [id, live] : sessions_)
+    if (live->end_reason.empty()) end_session(*live, kEndedProviderStopped, "the provider stopped sharing");
 }
 
 asio::awaitable<void> Provider::accept_loop() {
@@ -292,11 +296,12 @@ asio::awaitable<void> Provider::watch_loop() {
       auto fresh = grants_.find(live->grant.id);
       if (!fresh) continue;  // database busy: try again next tick
       if (!*fresh) {
-        end_session(*live, "link deleted");
+        end_session(*live, kEndedDeleted, "link deleted");
         continue;
       }
       live->grant = **fresh;
-      if (auto end = check_live_session(live->grant, now)) end_session(*live, end->reason);
+      if (auto end = check_live_session(live->grant, now))
+        end_session(*live, end->code == errc::revoked ? kEndedRevoked : kEndedExpired, end->reason);
     }
   }
 }
@@ -307,12 +312,17 @@ void Provider::end_kicked_sessions() {
   if (!kicked) return;  // database busy: try again next tick
   for (const auto& id : *kicked)
     if (auto it = sessions_.find(id); it != sessions_.end() && it->second->end_reason.empty())
-      end_session(*it->second, "ended by `runsnack kick`");
+      end_session(*it->second, kEndedKicked, "ended by `runsnack kick`");
 }
 
-void Provider::end_session(LiveSession& live, const std::string& reason) {
+void Provider::end_session(LiveSession& live, const char* ended, const std::string& reason) {
   live.end_reason = reason;
-  live.mux->close();
+  live.ended = ended;
+  // A consumer that hears goodbyes learns why before the session closes; to an older one it just closes.
+  if (live.hears_goodbye)
+    asio::co_spawn(ex_, say_goodbye(live.mux, Goodbye{ended, reason}, kGoodbyeWait), log_exceptions("goodbye"));
+  else
+    live.mux->close();
 }
 
 asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::string path) {
@@ -419,6 +429,7 @@ asio::awaitable<void> Provider::handle_connection(tcp::socket socket, std::strin
   live->address_key = per_address_key;
   live->path = path;
   live->grant = *admission.grant;
+  live->hears_goodbye = hello->hears_goodbye;
   live->mux = Mux::create(make_tls_transport(std::move(stream)), yamux::Role::server);
   sessions_[session_id] = live;
   if (auto r = session_rows_.add({session_id, live->grant.id, consumer->str(), address, path, {},
@@ -449,8 +460,9 @@ asio::awaitable<void> Provider::serve_session(std::shared_ptr<LiveSession> live)
   closed_bytes_out_ += live->mux->bytes_out();
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live->opened).count();
   std::string reason = live->end_reason.empty() ? "closed by the consumer" : live->end_reason;
+  // "ended": kicked, revoked, expired, deleted, provider_stopped (session/goodbye.hpp), or consumer.
   nlohmann::json detail = {{"session", live->id}, {"path", live->path}, {"seconds", seconds}, {"bytes_in", live->mux->bytes_in()},
-                           {"bytes_out", live->mux->bytes_out()}};
+                           {"bytes_out", live->mux->bytes_out()}, {"ended", live->ended.empty() ? "consumer" : live->ended}};
   audit({std::chrono::system_clock::now(), "session_close", live->grant.id, live->consumer.str(), live->address, "",
          reason, detail});
   if (on_event_) {

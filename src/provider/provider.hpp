@@ -109,7 +109,9 @@ class Provider {
   boost::asio::awaitable<void> handle_connection(boost::asio::ip::tcp::socket socket, std::string path);
   boost::asio::awaitable<void> serve_session(std::shared_ptr<LiveSession> live);
   boost::asio::awaitable<void> handle_stream(std::shared_ptr<LiveSession> live, std::shared_ptr<MuxStream> stream);
-  void end_session(LiveSession& live, const std::string& reason);
+  // Ends `live`: `ended` is the word (session/goodbye.hpp: kEnded*), `reason` the words, both told to
+  // its consumer before the session closes (say_goodbye) and written to the audit log.
+  void end_session(LiveSession& live, const char* ended, const std::string& reason);
   void end_kicked_sessions();  // those `runsnack kick` marked in the sessions table
   void refused(const std::string& address, const std::string& peer, const std::string& reason);
   // A refusal anyone can repeat at will (before a proof, per address; a

@@ -1,6 +1,7 @@
 #include "session/auth.hpp"
 
 #include "core/base32.hpp"
+#include "core/json_fields.hpp"
 #include "session/message.hpp"
 
 #include <algorithm>
@@ -43,7 +44,9 @@ errc errc_from_name(std::string_view name) {
 }
 
 nlohmann::json to_json(const AuthHello& hello) {
-  return {{"v", kAuthVersion}, {"grant", hello.grant_id}, {"proof", base32::encode(hello.proof)}};
+  nlohmann::json j = {{"v", kAuthVersion}, {"grant", hello.grant_id}, {"proof", base32::encode(hello.proof)}};
+  if (hello.hears_goodbye) j["goodbye"] = true;
+  return j;
 }
 
 Result<AuthHello> parse_auth_hello(const nlohmann::json& j) {
@@ -60,6 +63,7 @@ Result<AuthHello> parse_auth_hello(const nlohmann::json& j) {
   AuthHello hello;
   hello.grant_id = std::move(*grant);
   std::copy(proof->begin(), proof->end(), hello.proof.begin());
+  hello.hears_goodbye = bool_or(j, "goodbye", false);
   return hello;
 }
 

@@ -2,13 +2,15 @@
 // The grant proof exchanged right after the TLS handshake, before the
 // multiplexer starts (docs/ARCHITECTURE.md section 3):
 //
-//   consumer -> provider  {"v":1,"grant":"<grant id>","proof":"<base32 HMAC>"}
+//   consumer -> provider  {"v":1,"grant":"<grant id>","proof":"<base32 HMAC>","goodbye":true}
 //   provider -> consumer  {"ok":true,"session":"<id>"}
 //                       | {"ok":false,"code":"<errc name>","reason":"<one line>"}
 //
 // proof = HMAC-SHA256(HKDF(secret), "runsnack auth v1" || TLS exporter value),
 // so the secret never crosses the wire and a proof is useless on any other
-// TLS connection. Both messages use the framing of session/message.hpp.
+// TLS connection. "goodbye": the consumer hears why the provider ends its session
+// (session/goodbye.hpp); absent from older consumers (and ignored by older providers).
+// Both messages use the framing of session/message.hpp.
 
 #include "core/error.hpp"
 
@@ -25,6 +27,7 @@ inline constexpr int kAuthVersion = 1;
 struct AuthHello {
   std::string grant_id;
   std::array<std::uint8_t, 32> proof{};
+  bool hears_goodbye = false;  // "goodbye"
 };
 
 struct AuthReply {

@@ -79,6 +79,7 @@ asio::awaitable<Result<void>> send_auth_hello(TlsStream& stream, const Link& lin
   AuthHello hello;
   hello.grant_id = link.grant_id;
   hello.proof = auth_proof(derive_grant_key(link.secret), *binding);
+  hello.hears_goodbye = true;  // hear_goodbye (session/goodbye_exchange.hpp) runs on every consumer session
   // Named, not a temporary in the co_await expression: GCC 12 mishandles those.
   const nlohmann::json hello_json = to_json(hello);
   co_return co_await write_tls_message(stream, hello_json);

@@ -1,6 +1,7 @@
 // libFuzzer target: every byte sequence a peer can send before or right after
 // authentication goes through the framing and the typed message parsers.
 #include "session/auth.hpp"
+#include "session/goodbye.hpp"
 #include "session/message.hpp"
 #include "session/stream_header.hpp"
 
@@ -19,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!body) return 0;
   (void)parse_auth_hello(*body);
   (void)parse_auth_reply(*body);
-  (void)parse_stream_header(*body);
+  if (auto header = parse_stream_header(*body)) (void)parse_goodbye(*header);
   (void)parse_stream_reply(*body);
   return 0;
 }

@@ -1,4 +1,5 @@
 #include "session/auth.hpp"
+#include "session/goodbye.hpp"
 #include "session/message.hpp"
 #include "session/stream_header.hpp"
 
@@ -75,6 +76,35 @@ TEST(Auth, ReplyCarriesReasonAndCode) {
   EXPECT_EQ(back.reason, "link expired at X");
   AuthReply ok{true, errc::ok, "", "s1"};
   EXPECT_EQ(parse_auth_reply(to_json(ok)).value().session_id, "s1");
+}
+
+TEST(Auth, HelloSaysTheConsumerHearsGoodbyes) {
+  AuthHello hello;
+  hello.grant_id = "abcdefghij";
+  EXPECT_FALSE(to_json(hello).contains("goodbye"));  // as an older consumer's
+  EXPECT_FALSE(parse_auth_hello(to_json(hello)).value().hears_goodbye);
+  hello.hears_goodbye = true;
+  EXPECT_EQ(to_json(hello)["goodbye"], true);
+  EXPECT_TRUE(parse_auth_hello(to_json(hello)).value().hears_goodbye);
+}
+
+TEST(Goodbye, RoundTripAndValidation) {
+  const Goodbye kicked{kEndedKicked, "ended by `runsnack kick`"};
+  const StreamHeader header = goodbye_header(kicked);
+  auto back = parse_goodbye(parse_stream_header(to_json(header)).value()).value();
+  EXPECT_EQ(back.ended, "kicked");
+  EXPECT_EQ(back.message, "ended by `runsnack kick`");
+  // A newer provider's word is kept as it is; a message is cut to its bound when sent.
+  EXPECT_EQ(parse_goodbye({kServiceGoodbye, {{"ended", "maintenance"}, {"message", ""}}}).value().ended, "maintenance");
+  EXPECT_EQ(goodbye_header({kEndedRevoked, std::string(2000, 'x')}).args["message"].get<std::string>().size(),
+            kMaxGoodbyeMessage);
+  // Anything else a provider could open is refused.
+  EXPECT_FALSE(parse_goodbye({"info", {{"ended", "kicked"}, {"message", ""}}}));
+  EXPECT_FALSE(parse_goodbye({kServiceGoodbye, {{"message", "no word"}}}));
+  EXPECT_FALSE(parse_goodbye({kServiceGoodbye, {{"ended", "Kicked!"}, {"message", ""}}}));
+  EXPECT_FALSE(parse_goodbye({kServiceGoodbye, {{"ended", std::string(33, 'a')}, {"message", ""}}}));
+  EXPECT_FALSE(parse_goodbye({kServiceGoodbye, {{"ended", "kicked"}, {"message", std::string(600, 'x')}}}));
+  EXPECT_FALSE(parse_goodbye({kServiceGoodbye, {{"ended", "kicked"}}}));
 }
 
 TEST(StreamHeader, ValidatesServiceName) {

@@ -12,6 +12,7 @@
 #include "link/link.hpp"
 #include "net/mux_stream.hpp"
 #include "net/yamux_session.hpp"
+#include "session/goodbye_exchange.hpp"
 #include "session/pending_auth.hpp"
 #include "session/stream_header.hpp"
 
@@ -41,8 +42,10 @@ class Session {
  public:
   // `auth`: the provider's answer to the grant proof, which may still be on
   // its way (session/pending_auth.hpp); every stream's answer waits for it.
-  Session(std::shared_ptr<Mux> mux, SessionInfo info, std::shared_ptr<PendingAuth> auth)
-      : mux_(std::move(mux)), info_(std::move(info)), auth_(std::move(auth)) {}
+  // `heard`: filled by hear_goodbye on this session's mux (consumer/consumer.cpp).
+  Session(std::shared_ptr<Mux> mux, SessionInfo info, std::shared_ptr<PendingAuth> auth,
+          std::shared_ptr<HeardGoodbye> heard)
+      : mux_(std::move(mux)), info_(std::move(info)), auth_(std::move(auth)), heard_(std::move(heard)) {}
   // The consumer's command is over (its last answer is in): no round trip
   // waiting for the provider's close_notify.
   ~Session() { mux_->close(PeerWait::none); }
@@ -64,6 +67,13 @@ class Session {
   // The provider accepted the grant proof (fills info().session_id), or why not.
   boost::asio::awaitable<Result<void>> authenticated();
 
+  // Why the provider ended this session, when it said so (its goodbye, session/goodbye.hpp): set
+  // before the provider closes the session (it waits for our answer, up to kGoodbyeWait), so it
+  // is there once mux().is_closed() says the session ended. Empty while the session runs, and
+  // after an end nobody announced: a fault (the path lost, a provider gone without a word, or
+  // one older than the goodbye), which a consumer may outlive by reconnecting.
+  const std::optional<Goodbye>& goodbye() const { return heard_->goodbye; }
+
   Mux& mux() { return *mux_; }
   const std::shared_ptr<Mux>& shared_mux() const { return mux_; }
   const SessionInfo& info() const { return info_; }
@@ -73,6 +83,7 @@ class Session {
   std::shared_ptr<Mux> mux_;
   SessionInfo info_;
   std::shared_ptr<PendingAuth> auth_;
+  std::shared_ptr<HeardGoodbye> heard_;
 };
 
 // Length-prefixed JSON over a stream (session/message.hpp).

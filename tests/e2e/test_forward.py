@@ -402,6 +402,23 @@ class Reconnect(ForwardTestCase):
                                           and e["detail"]["bytes_to_target"] == 5], 20, "forward accept logged")
         self.assertEqual(logged[0]["detail"]["target"], "echo")
 
+    def test_a_kicked_forward_stops_and_says_why(self):
+        # Issue 39 item 6: a session the provider ended on purpose and said so (its goodbye) is not made
+        # again: a new one would undo the kick.
+        _, port = start_server(self, EchoHandler)
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--expose", "echo=%d" % port)
+        fwd = self.start(chome, "forward", "--json", provider.link, "0:echo", name="forward")
+        fwd.wait_for(lambda e: e.get("event") == "ready", READY_DEADLINE, "forward ready")
+        session = provider.wait_for(lambda e: e.get("event") == "session_open", READY_DEADLINE, "session_open")
+        self.ok(phome, "kick", session["session"])
+        self.assertEqual(fwd.wait(30), 1, fwd.stderr())
+        ended = [e for e in fwd.events() if e.get("event") == "session_ended"]
+        self.assertEqual([e["ended"] for e in ended], ["kicked"], fwd.events())
+        self.assertFalse([e for e in fwd.events() if e.get("event") == "reconnected"], fwd.events())
+        self.assertIn("runsnack: the provider ended this session (kicked)", fwd.stderr())
+        self.assertEqual(len(provider.events_named("session_open")), 1)
+
 
 if __name__ == "__main__":
     unittest.main()

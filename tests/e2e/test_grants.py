@@ -128,7 +128,7 @@ class Terms(E2ETestCase):
         rc = a.wait(25)
         self.assertIsNotNone(rc, "the session outlived the link's expiry by far: %s" % a.stderr())
         self.assertNotEqual(rc, 0)
-        self.assertIn("session ended", a.stderr())
+        self.assertIn("the provider ended this session (link expired)", a.stderr())
         closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
         self.assertIn("expired", closed["reason"])
 
@@ -462,7 +462,7 @@ class Revocation(E2ETestCase):
               (exited_at - revoked_at, revoked_at - started), flush=True)
         self.assertNotEqual(rc, 0)
         a.wait(10)
-        self.assertIn("session ended", a.stderr())
+        self.assertIn("the provider ended this session (link revoked)", a.stderr())
 
         closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
         self.assertIn("revoked", closed["reason"])
@@ -480,6 +480,113 @@ class Revocation(E2ETestCase):
     def test_revoke_unknown_grant(self):
         phome = self.new_home("provider")
         self.fails(phome, "revoke", "zzzzzzzzzz", contains="no link with id")
+
+
+class SessionEndTold(E2ETestCase):
+    """Issue 39 item 6: a provider that ends a session says why inside it (an authenticated goodbye,
+    session/goodbye.hpp), and the consumer tells its user in one line, with what to do next, and its
+    --json in a field `ended`."""
+
+    def setUp(self):
+        super().setUp()
+        self.cli_cwd = self.new_home("work")  # the folder `run --no-sync` names its workspace after
+
+    def start_waiting_run(self, home, link, name="run"):
+        """A `run --json` that waits until the provider ends its session."""
+        proc = self.start(home, "run", link, "--no-sync", "--json", "--", "sh", "-c", "echo ready; exec sleep 600",
+                          name=name)
+        self.poll_until(lambda: "ready" in proc.lines or not proc.alive(), READY_DEADLINE, "the remote command's start")
+        self.assertIn("ready", proc.lines, proc.stderr())
+        return proc
+
+    def told(self, proc, to_stdout=False):
+        """The consumer's exit: status 1, its one `runsnack:` line and its JSON `session_ended` event."""
+        rc = proc.wait(30)
+        self.assertIsNotNone(rc, "the consumer outlived its session: %s" % proc.stderr())
+        self.assertEqual(rc, 1, proc.stderr())
+        stderr = proc.stderr()
+        lines = [l for l in stderr.splitlines() if l.startswith("runsnack: ")]
+        self.assertEqual(len(lines), 1, stderr)
+        events = proc.events() if to_stdout else [json.loads(l) for l in stderr.splitlines() if l.startswith("{")]
+        ended = [e for e in events if e.get("event") == "session_ended"]
+        self.assertEqual(len(ended), 1, (events, stderr))
+        return lines[0], ended[0]
+
+    def test_kicked(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--allow", "run")
+        run = self.start_waiting_run(chome, provider.link)
+        live = json.loads(self.ok(phome, "sessions", "--json").stdout)
+        self.assertEqual(len(live), 1, live)
+        self.ok(phome, "kick", live[0]["session"])
+        line, ev = self.told(run)
+        self.assertEqual(line, "runsnack: the provider ended this session (kicked); the link still works: run the "
+                               "command again, or ask the provider why")
+        self.assertEqual(ev["ended"], "kicked")
+        self.assertIn("kick", ev["message"])
+
+    def test_kick_is_audited_as_a_kick(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        provider = self.start_provider(phome, "--allow", "run")
+        run = self.start_waiting_run(chome, provider.link)
+        session = json.loads(self.ok(phome, "sessions", "--json").stdout)[0]["session"]
+        self.ok(phome, "kick", session)
+        run.wait(30)
+        closed = provider.wait_for(lambda e: e.get("event") == "session_closed", READY_DEADLINE, "session_closed")
+        self.assertEqual(closed["ended"], "kicked")
+
+        def close_record():
+            return [e for e in self.audit(phome) if e["kind"] == "session_close" and e["detail"]["session"] == session]
+        closes = self.poll_until(close_record, 20, "the session_close record")
+        self.assertEqual(len(closes), 1, closes)
+        self.assertEqual(closes[0]["detail"]["ended"], "kicked")
+        self.assertIn("kick", closes[0]["reason"])
+        # A session the consumer closes itself is told apart.
+        self.info(chome, provider.link)
+        consumer_closes = self.poll_until(
+            lambda: [e for e in self.audit(phome) if e["kind"] == "session_close" and e["detail"]["session"] != session],
+            20, "the info session's session_close record")
+        self.assertEqual(consumer_closes[0]["detail"]["ended"], "consumer")
+
+    def test_revoked(self):
+        phome, chome, other = self.new_home("provider"), self.new_home("consumer"), self.new_home("other")
+        provider = self.start_provider(phome, "--allow", "run")
+        run = self.start_waiting_run(chome, provider.link)
+        watcher = self.start(other, "info", "--watch", "1", "--json", provider.link, name="watcher")
+        watcher.wait_for(lambda e: "grant" in e, READY_DEADLINE, "the first report")
+        self.ok(phome, "revoke", provider.grant)
+        for proc, to_stdout in ((run, False), (watcher, True)):
+            line, ev = self.told(proc, to_stdout=to_stdout)
+            self.assertEqual(line, "runsnack: the provider ended this session (link revoked); ask the provider for a "
+                                   "new link")
+            self.assertEqual(ev["ended"], "revoked")
+
+    def test_expired(self):
+        phome, chome = self.new_home("provider"), self.new_home("consumer")
+        # 8s: expiry is stored in whole seconds (see Terms.test_expired_link).
+        provider = self.start_provider(phome, "--allow", "run", "--expires", "8s")
+        run = self.start_waiting_run(chome, provider.link)
+        line, ev = self.told(run)
+        self.assertEqual(line, "runsnack: the provider ended this session (link expired); ask the provider for a "
+                               "new link")
+        self.assertEqual(ev["ended"], "expired")
+        self.assertIn("expired at", ev["message"])
+
+    def test_provider_stopped(self):
+        # Ctrl-C and SIGTERM of `runsnack share` alike.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with self.subTest(signal=sig.name):
+                phome, chome = self.new_home(), self.new_home()
+                provider = self.start_provider(phome, "--allow", "run", name="provider-" + sig.name)
+                run = self.start_waiting_run(chome, provider.link, name="run-" + sig.name)
+                provider.signal(sig)
+                self.assertEqual(provider.wait(30), 0, provider.stderr())
+                line, ev = self.told(run)
+                self.assertEqual(line, "runsnack: the provider ended this session (it stopped sharing); run the "
+                                       "command again once the provider shares again")
+                self.assertEqual(ev["ended"], "provider_stopped")
+                closes = [e for e in self.audit(phome) if e["kind"] == "session_close"]
+                self.assertEqual([e["detail"]["ended"] for e in closes], ["provider_stopped"], closes)
 
 
 if __name__ == "__main__":

@@ -440,7 +440,8 @@ class HostileProvider(HostileTestCase):
         self.watch_consumer("ping-flood", ["forward", "LINK", "0:1"], 224 * MIB, 45)
 
     def test_streams_pushed_at_the_consumer(self):
-        # 256 streams x 256 KiB opened by the provider: a consumer accepts no streams.
+        # 256 streams x 256 KiB opened by the provider: a consumer accepts one at a time, for the
+        # goodbye (session/goodbye.hpp), resets what is not one and refuses the rest.
         self.watch_consumer("push-streams", ["info", "LINK"], 64 * MIB, 60)
 
     def test_announced_frame_against_run(self):

@@ -307,7 +307,8 @@ class Sync(RunBase):
         self.write("model.bin", bytes(data))
         cp = self.run_remote("sha256sum", "model.bin", extra=("--json",))
         self.assertEqual(cp.returncode, 0, cp.stderr)
-        stats = [json.loads(l) for l in cp.stderr.splitlines() if l.startswith("{")][-1]
+        stats = [e for e in (json.loads(l) for l in cp.stderr.splitlines() if l.startswith("{"))
+                 if e.get("event") == "sync"][-1]
         self.assertEqual(stats["files"], 1)
         self.assertLessEqual(stats["bytes"], 2 * 1024 * 1024)  # 5 chunks of 256 KiB at most
         self.assertGreaterEqual(stats["reused_bytes"], len(data) - 2 * 1024 * 1024)
@@ -774,6 +775,65 @@ class Pull(RunBase):
                 self.assertNotIn("ran", cp.stdout)
 
 
+class RemoteOutputs(RunBase):
+    """Issue 39 item 10: what a command writes stays in the remote workspace unless --pull brings it back. One
+    line at the end says so, naming the files (with --json: a field of the exit line instead); not with --pull,
+    and not when the command changed nothing."""
+
+    def hint_lines(self, stderr):
+        return [l for l in stderr.splitlines() if "changed in the remote workspace" in l]
+
+    def exit_event(self, stderr):
+        events = [json.loads(l) for l in stderr.splitlines() if l.startswith("{")]
+        exits = [e for e in events if e.get("event") == "exit"]
+        self.assertEqual(len(exits), 1, stderr)
+        return exits[0]
+
+    def test_changed_files_are_named_without_pull(self):
+        self.setup_pair()
+        self.write("in.txt", "input\n")
+        self.write("same.txt", "untouched\n")
+        cp = self.run_remote("sh", "-c", "echo 1 > out.csv; mkdir -p models; echo 2 > models/model.pt; "
+                                         "echo 3 >> in.txt; cat same.txt")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        lines = self.hint_lines(cp.stderr)
+        self.assertEqual(lines, ["runsnack: 3 files changed in the remote workspace (in.txt, models/model.pt, "
+                                 "out.csv) and stay there: add --pull PATH to bring them here, or `runsnack cp LINK "
+                                 "remote:PATH .`"], cp.stderr)
+        # Many: counted, a few named.
+        cp = self.run_remote("sh", "-c", "mkdir -p many; for i in $(seq 1 30); do echo $i > many/f$i; done")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        lines = self.hint_lines(cp.stderr)
+        self.assertEqual(len(lines), 1, cp.stderr)
+        self.assertTrue(lines[0].startswith("runsnack: 30 files changed in the remote workspace (many/f"), lines)
+        self.assertIn(", ...)", lines[0])
+        # --json: a field of the exit line, and no sentence.
+        cp = self.run_remote("sh", "-c", "echo 4 > out.csv; exit 3", extra=("--json",))
+        self.assertEqual(cp.returncode, 3, cp.stderr)
+        self.assertEqual(self.hint_lines(cp.stderr), [], cp.stderr)
+        ev = self.exit_event(cp.stderr)
+        self.assertEqual(ev["status"], 3)
+        self.assertEqual(ev["changed"], {"files": 1, "paths": ["out.csv"], "complete": True})
+
+    def test_no_line_with_pull_or_when_nothing_changed(self):
+        self.setup_pair()
+        self.write("in.txt", "input\n")
+        cp = self.run_remote("sh", "-c", "mkdir -p out; echo r > out/r.txt", extra=("--pull", "out", "--json"))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(self.hint_lines(cp.stderr), [], cp.stderr)
+        with open(os.path.join(self.work, "out", "r.txt")) as f:
+            self.assertEqual(f.read(), "r\n")
+        self.assertEqual(self.exit_event(cp.stderr)["changed"], {"files": 1, "paths": ["out/r.txt"], "complete": True})
+        # Nothing changed (the files the sync wrote do not count).
+        self.write("in2.txt", "more input\n")
+        cp = self.run_remote("cat", "in.txt", "in2.txt", extra=("--json",))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(self.hint_lines(cp.stderr), [], cp.stderr)
+        self.assertEqual(self.exit_event(cp.stderr)["changed"], {"files": 0, "paths": [], "complete": True})
+        cp = self.run_remote("cat", "in.txt")
+        self.assertEqual((cp.returncode, self.hint_lines(cp.stderr)), (0, []), cp.stderr)
+
+
 class Budget(RunBase):
     def test_cpu_budget_stops_command_and_expires_link(self):
         self.setup_pair("--cpu-hours", "0.0003")  # about 1.1 s of CPU
@@ -1114,6 +1174,75 @@ class Stdin(RunBase):
                 proc.kill()
                 proc.wait()
             os.close(master)
+
+
+class LimitsExplained(RunBase):
+    """Issue 39, item 4: a command stopped by a limit says which, as the time limit did: on the consumer's terminal,
+    in --json and in the audit record. On main a command killed at the memory limit ended with 137 and nothing."""
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0 or not (os.path.isdir("/sys/fs/cgroup/pids") or
+                                     os.path.exists("/sys/fs/cgroup/cgroup.controllers")):
+            self.skipTest("limits held by a cgroup need root and cgroups")
+
+    @staticmethod
+    def json_lines(text):
+        return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+
+    def test_out_of_memory_is_said_with_the_limit(self):
+        self.setup_pair("--memory", "100M")
+        cp = self.run_remote("python3", "-c", "x = bytearray(400 << 20)", extra=("--json",))
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        self.assertIn("runsnack: out of memory: the link allows 100 MB per command", cp.stderr)
+        end = [e for e in self.json_lines(cp.stderr) if e.get("event") == "exit"]
+        self.assertEqual(len(end), 1, cp.stderr)
+        self.assertEqual(end[0]["status"], 137)
+        self.assertTrue(end[0]["reason"].startswith("out of memory: the link allows 100 MB"), end[0])
+        ends = [e for e in self.audit(self.phome) if e["kind"] == "run_end"]
+        self.assertTrue(ends[-1]["reason"].startswith("out of memory: the link allows 100 MB"), ends[-1])
+        # Under the limit: nothing said.
+        cp = self.run_remote("python3", "-c", "x = bytearray(10 << 20); print('ok')")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertNotIn("memory", cp.stderr)
+
+    def test_the_process_limit_is_said_with_the_limit(self):
+        self.setup_pair("--max-procs", "20")
+        cp = self.run_remote("sh", "-c", "for i in $(seq 40); do sleep 1 & done; wait")
+        self.assertNotEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("the process limit was reached: the link allows 20 processes per command", cp.stderr)
+        ends = [e for e in self.audit(self.phome) if e["kind"] == "run_end"]
+        self.assertIn("the process limit was reached", ends[-1]["reason"])
+
+    def test_a_spent_budget_is_said_in_json_too(self):
+        self.setup_pair("--cpu-hours", "0.0003")  # about 1.1 s of CPU
+        cp = self.run_remote("sh", "-c", "while :; do :; done", extra=("--json",), timeout=60)
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        self.assertIn("runsnack: usage budget spent", cp.stderr)
+        end = [e for e in self.json_lines(cp.stderr) if e.get("event") == "exit"]
+        self.assertEqual(len(end), 1, cp.stderr)
+        self.assertIn("usage budget spent", end[0]["reason"])
+
+
+    def test_over_the_disk_quota_workspaces_are_still_listed_and_removed(self):
+        """A link whose files no longer fit its quota (set or lowered after they were written): on main every
+        `workspaces` and `--remove` failed with mkfs.ext4's own words (__populate_fs: Could not allocate block)."""
+        self.setup_pair("--disk-quota", "10M")
+        old = os.path.join(self.consumer_folder(self.phome, self.chome, self.provider.link), "old-1234abcd")
+        os.makedirs(old)
+        with open(os.path.join(old, "blob"), "wb") as f:
+            f.write(os.urandom(15 * 1024 * 1024))
+        cp = self.run_remote("true")
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("more than its 10 MB disk quota: list them with `runsnack workspaces LINK`", cp.stderr)
+        self.assertNotIn("mkfs", cp.stderr)
+        self.assertNotIn("populate", cp.stderr)
+        listed = self.ok(self.chome, "workspaces", self.provider.link)
+        self.assertIn("old-1234abcd", listed.stdout)
+        self.assertIn("over it", listed.stdout)
+        self.ok(self.chome, "workspaces", self.provider.link, "--remove", "old-1234abcd")
+        cp = self.run_remote("sh", "-c", "echo back")
+        self.assertEqual((cp.returncode, cp.stdout.strip()), (0, "back"), cp.stderr)
 
 
 if __name__ == "__main__":

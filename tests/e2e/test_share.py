@@ -149,7 +149,7 @@ class Restart(E2ETestCase):
         rc = watcher.wait(20)
         self.assertIsNotNone(rc, "the consumer did not notice the provider stopping")
         self.assertEqual(rc, 1)
-        self.assertIn("session ended", watcher.stderr())
+        self.assertIn("the provider ended this session (it stopped sharing)", watcher.stderr())
         events = self.audit(phome)
         self.assertTrue([e for e in events if e["kind"] == "session_close"], events)
         self.assertEqual(self.run_cli(phome, "log", "--json", "--since", "10m").stdout.count("\n"), len(events))

@@ -15,6 +15,7 @@
 #include "sandbox/workspace_image.hpp"
 #include "sandbox/workspace_names.hpp"
 #include "sandbox/workspace_projects.hpp"
+#include "services/exec/workspace_changes.hpp"
 #include "services/exec/workspace_service.hpp"
 #include "services/exec/workspace_transfer.hpp"
 #include "store/session_store.hpp"
@@ -282,6 +283,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   launch.stdin_pipe = req->stdin_pipe;
   if (ws->quota_mode == "polling") launch.file_size_limit = ws->quota_bytes;
   const WorkspaceUses::Use in_use = WorkspaceUses::begin(ws->path);  // until the command ends
+  const timespec launched_at = change_clock_now();  // what changes after this, the command did
   auto launched = launch_sandboxed(std::move(launch));
   if (!launched) {
     audit(ctx, "run_start", "refuse", launched.error().what(), nlohmann::json::object());
@@ -346,6 +348,18 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   // A full workspace is worth saying even when the command carried on past its write errors.
   std::string notice;
   if (ws->quota_bytes) notice = co_await fs::offload([&] { return quota_notice(*ws); });
+  // A limit of its cgroup stopped it, or a process in it: said as the time limit is (issue 39, item 4).
+  if (ctl->cgroup) {
+    const auto hit = ctl->cgroup->limits_hit();
+    const bool badly = exit.signal.has_value() || exit.status != 0;
+    std::string said = limit_hit_text(hit.memory, hit.processes, badly, limits);
+    if (!said.empty() && badly && ctl->reason.empty()) ctl->reason = std::move(said);
+    else if (!said.empty() && notice.empty()) notice = std::move(said);
+  }
+  // What it left changed stays here unless the consumer pulls it: its `run` says so.
+  WorkspaceChanges changed;
+  if (!ctl->consumer_gone)
+    changed = co_await fs::offload(stream->peer_name(), [&] { return changes_since(ws->path, launched_at); });
 
   nlohmann::json detail = {{"command", command_line.substr(0, 1000)},
                            {"exit_status", exit.status},
@@ -359,7 +373,7 @@ asio::awaitable<void> run_exec(std::shared_ptr<MuxStream> stream, const ExecCont
   if (!ctl->consumer_gone) {
     nlohmann::json done = {{"type", "exit"}, {"status", exit.status},
                            {"signal", exit.signal ? nlohmann::json(*exit.signal) : nlohmann::json(nullptr)},
-                           {"reason", ctl->reason}, {"seconds", seconds}};
+                           {"reason", ctl->reason}, {"seconds", seconds}, {"changed", to_json(changed)}};
     if (!notice.empty() && notice != ctl->reason) done["notice"] = notice;
     (void)co_await link->write_control(done);
   }

@@ -7,7 +7,10 @@
 //                                                     "timeout_s":N|null,"stdin":true|absent}
 //                                        provider -> {"type":"started","limits":{..},"token":T} then out/err
 //                                                    frames, {"type":"exit","status":N,"signal":S|null,
-//                                                    "reason":".."}, FIN
+//                                                    "reason":"..","changed":{"files":N,"paths":[..],
+//                                                    "complete":B}}, FIN ("changed": what the command
+//                                                    left changed in the workspace, workspace_changes.hpp;
+//                                                    absent from older providers)
 //                                        consumer -> {"type":"signal","signal":2|9} at any time; its FIN or
 //                                                    a session it closed kills the command; a session that
 //                                                    went silent leaves it running for a re-attach;
