@@ -252,6 +252,13 @@ class WanLab:
         self.close()
 
 
+def print_logs(folder, tail=3000):
+    """The end of every *.log in `folder`: what a failed lab run's processes said."""
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".log"):
+            print(f"--- {f}\n" + open(os.path.join(folder, f), errors="replace").read()[-tail:])
+
+
 def stop(p, grace=10):
     if p.poll() is None:
         p.terminate()

@@ -137,9 +137,7 @@ def main(argv):
                     lab.outage(0)
     finally:
         if failed:
-            for f in sorted(os.listdir(tmp)):
-                if f.endswith(".log"):
-                    print(f"--- {f}\n" + open(os.path.join(tmp, f), errors="replace").read()[-3000:])
+            netlab.print_logs(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 

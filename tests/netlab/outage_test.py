@@ -309,9 +309,7 @@ def main(argv):
                 print(f"bridge counters: {json.dumps(lab.stats())}")
     finally:
         if failed:
-            for f in sorted(os.listdir(tmp)):
-                if f.endswith(".log"):
-                    print(f"--- {f}\n" + open(os.path.join(tmp, f), errors="replace").read()[-3000:])
+            netlab.print_logs(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     if failed:
         return 1
