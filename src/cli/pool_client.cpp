@@ -6,6 +6,8 @@
 #include "pool/coordinator.hpp"
 #include "pool/wire.hpp"
 
+#include <iostream>
+
 namespace runsnack::cli {
 
 namespace asio = boost::asio;
@@ -32,6 +34,10 @@ asio::awaitable<Result<std::shared_ptr<MuxStream>>> open_pool_client(Session& se
   co_return stream;
 }
 
-int lost_or_refused(const Error& e) { return e.is(errc::refused) ? report(e) : kReconnect; }
+int lost_or_refused(const Error& e) {
+  if (e.is(errc::refused)) return report(e);
+  std::cerr << "runsnack: the connection was lost; reconnecting..." << std::endl;
+  return kReconnect;
+}
 
 }  // namespace runsnack::cli

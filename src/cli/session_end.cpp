@@ -24,8 +24,10 @@ std::string goodbye_text(const Goodbye& g) {
 std::string session_end_text(Session& session) {
   if (const auto& g = session.goodbye()) return goodbye_text(*g);
   const auto why = session.mux().close_reason();
-  return "the session ended" + (why ? " (" + why->what() + ")" : std::string()) +
-         ": the provider stopped, or revoked the link, or it expired";
+  // No goodbye: a lost path or a provider gone (killed, crashed), or an older provider, which ends
+  // sessions without one (its stop, a revocation, an expiry).
+  return "the session ended without a word from the provider" + (why ? " (" + why->what() + ")" : std::string()) +
+         ": the network path or the provider went away (an older provider also ends a revoked or expired link so)";
 }
 
 Error explain_session_end(Session& session, Error error) {

@@ -47,8 +47,7 @@ int run_session_command(const SessionCommand& command) {
             co_return;
           }
           exit_code = co_await command.body(**session);
-          if (exit_code != kReconnect) co_return;
-          std::cerr << "runsnack: the connection was lost; reconnecting..." << std::endl;
+          if (exit_code != kReconnect) co_return;  // the body said why it reconnects
           ReconnectOptions again;
           again.connect = options;
           again.give_up = std::chrono::steady_clock::now() + command.reconnect_for;

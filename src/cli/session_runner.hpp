@@ -14,7 +14,8 @@
 namespace runsnack::cli {
 
 // What a body returns when its session broke and it can carry on in a new
-// one (it keeps its own progress); the runner reconnects and calls it again.
+// one (it keeps its own progress, and has told the user in one line); the
+// runner reconnects and calls it again.
 inline constexpr int kReconnect = -2;
 
 struct SessionCommand {
