@@ -175,10 +175,15 @@ TEST(SpareChild, ASpareThatDiedFailsToStartWithAClearError) {
   EXPECT_NE(child.error().what().find("spare process is gone"), std::string::npos) << child.error().what();
 }
 
-TEST(SpareChild, TheCommandRunsInTheCgroupTheSpareJoinedBeforeTheRequest) {
+// A group of its own for one test, named runsnack-test-WHAT-PID-N, with no limits yet.
+Result<Cgroup> fresh_group(const std::string& what) {
   static std::atomic<int> counter{0};
-  auto cgroup = Cgroup::create("runsnack-test-spare-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
-                               std::nullopt, std::nullopt);
+  return Cgroup::create("runsnack-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
+                        std::nullopt, std::nullopt);
+}
+
+TEST(SpareChild, TheCommandRunsInTheCgroupTheSpareJoinedBeforeTheRequest) {
+  auto cgroup = fresh_group("spare");
   if (!cgroup) GTEST_SKIP() << "no writable cgroup here (not root?): " << cgroup.error().what();
   auto spare = SpareChild::fork_into(cgroup->procs_fds());
   ASSERT_TRUE(spare) << spare.error().what();
@@ -195,9 +200,7 @@ TEST(SpareChild, TheCommandRunsInTheCgroupTheSpareJoinedBeforeTheRequest) {
 }
 
 TEST(SpareChild, AKillAtTheMemoryLimitIsKnownAsOne) {
-  static std::atomic<int> counter{0};
-  auto cgroup = Cgroup::create("runsnack-test-oom-" + std::to_string(::getpid()) + "-" + std::to_string(++counter),
-                               std::nullopt, std::nullopt);
+  auto cgroup = fresh_group("oom");
   if (!cgroup) GTEST_SKIP() << "no writable cgroup here (not root?): " << cgroup.error().what();
   auto spare = SpareChild::fork_into(cgroup->procs_fds());
   ASSERT_TRUE(spare) << spare.error().what();
